@@ -1,0 +1,33 @@
+"""Configuration and shared error codes: the bottom layer every package may import."""
+
+from config.errors import ConfigError, ErrorCode, IngestError
+from config.settings import (
+    CacheSettings,
+    ChunkingSettings,
+    ConfluenceSettings,
+    EmbedderSettings,
+    FilesSettings,
+    LimitsSettings,
+    QdrantSettings,
+    ReconcileSettings,
+    RunSettings,
+    Settings,
+    load_settings,
+)
+
+__all__ = [
+    "CacheSettings",
+    "ChunkingSettings",
+    "ConfigError",
+    "ConfluenceSettings",
+    "EmbedderSettings",
+    "ErrorCode",
+    "FilesSettings",
+    "IngestError",
+    "LimitsSettings",
+    "QdrantSettings",
+    "ReconcileSettings",
+    "RunSettings",
+    "Settings",
+    "load_settings",
+]

@@ -1,0 +1,372 @@
+"""Typed settings and their loader (SPEC §6).
+
+Precedence, lowest to highest: `config/config.yaml` (every default), a chunking profile,
+the file named by `INGEST_CONFIG` (or `--config`), environment variables (`INGEST_` prefix,
+`__` for nesting, plus the ADR-002 names `CHUNK_*`), then explicit overrides (flow or
+deployment parameters). Every key is checked: an unknown key or a bad value raises
+`ConfigError` naming the setting and where it came from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+
+from config.errors import ConfigError
+
+DEFAULT_CONFIG_PATH = Path(__file__).with_name("config.yaml")
+ENV_PREFIX = "INGEST_"
+CONFIG_FILE_ENV = "INGEST_CONFIG"
+
+# ADR-002 environment names (seed 003), accepted beside the INGEST_ names.
+ADR_ENV_NAMES: dict[str, tuple[str, ...]] = {
+    "CHUNK_MIN_TOKENS": ("chunking", "min_tokens"),
+    "CHUNK_TARGET_TOKENS": ("chunking", "target_tokens"),
+    "CHUNK_MAX_TOKENS": ("chunking", "max_tokens"),
+    "CHUNK_OVERLAP_BASE": ("chunking", "overlap_tokens"),
+    "CHUNK_OVERSIZE_BLOCK_LIMIT": ("chunking", "oversize_block_limit"),
+}
+
+ChunkingProfile = Literal["adr-002", "seed-000", "seed-002"]
+
+# Budgets of the seeds (SPEC §3.2). seed-002 names no minimum or oversize limit:
+# its hard max (520) is the oversize limit, 15% of its 350 target is the overlap.
+PROFILES: dict[str, dict[str, int]] = {
+    "adr-002": {
+        "min_tokens": 150,
+        "target_tokens": 250,
+        "max_tokens": 300,
+        "overlap_tokens": 50,
+        "oversize_block_limit": 600,
+    },
+    "seed-000": {
+        "min_tokens": 120,
+        "target_tokens": 650,
+        "max_tokens": 900,
+        "overlap_tokens": 80,
+        "oversize_block_limit": 1800,
+    },
+    "seed-002": {
+        "min_tokens": 100,
+        "target_tokens": 350,
+        "max_tokens": 450,
+        "overlap_tokens": 52,
+        "oversize_block_limit": 520,
+    },
+}
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=True)
+
+
+class ChunkingSettings(StrictModel):
+    profile: ChunkingProfile | None = None
+    min_tokens: int = Field(150, gt=0)
+    target_tokens: int = Field(250, gt=0)
+    max_tokens: int = Field(300, gt=0)
+    overlap_tokens: int = Field(50, ge=0)
+    oversize_block_limit: int = Field(600, gt=0)
+    overlap_max_share: float = Field(0.35, ge=0.0, le=1.0)
+    # "bundled" = the vendored BGE-M3 tokenizer; otherwise a Hugging Face id or local path.
+    tokenizer: str = "bundled"
+
+    @model_validator(mode="after")
+    def _budgets_are_ordered(self) -> ChunkingSettings:
+        pairs = [
+            ("min_tokens", "target_tokens"),
+            ("target_tokens", "max_tokens"),
+            ("max_tokens", "oversize_block_limit"),
+        ]
+        for low, high in pairs:
+            if getattr(self, low) > getattr(self, high):
+                raise ValueError(
+                    f"chunking.{low} ({getattr(self, low)}) must be <= "
+                    f"chunking.{high} ({getattr(self, high)})"
+                )
+        if self.overlap_tokens >= self.min_tokens:
+            raise ValueError(
+                f"chunking.overlap_tokens ({self.overlap_tokens}) must be < "
+                f"chunking.min_tokens ({self.min_tokens})"
+            )
+        return self
+
+
+class ConfluenceSettings(StrictModel):
+    url: str | None = None
+    username: str | None = None
+    token: SecretStr | None = None
+    # Name of a Prefect Secret block holding the token (used when `token` is unset).
+    token_secret_block: str | None = None
+    cloud: bool | None = None
+    spaces: list[str] = Field(default_factory=list)
+    include_blogposts: bool = True
+    include_attachments: bool = True
+    attachment_max_bytes: int = Field(50 * 1024 * 1024, gt=0)
+    page_size: int = Field(100, gt=0, le=250)
+    max_concurrency: int = Field(8, gt=0)
+    requests_per_second: float = Field(20.0, gt=0)
+    timeout_s: float = Field(30.0, gt=0)
+    max_retries: int = Field(6, ge=0)
+    backoff_base_s: float = Field(1.0, ge=0)
+    backoff_max_s: float = Field(60.0, gt=0)
+    incremental_overlap_minutes: int = Field(10, ge=0)
+    verify_ssl: bool = True
+
+
+class FilesSettings(StrictModel):
+    paths: list[str] = Field(default_factory=list)
+    include: list[str] = Field(default_factory=lambda: ["**/*"])
+    exclude: list[str] = Field(default_factory=lambda: ["**/.*", "**/~$*"])
+
+
+class LimitsSettings(StrictModel):
+    max_file_bytes: int = Field(100 * 1024 * 1024, gt=0)
+    max_pdf_pages: int = Field(2000, gt=0)
+    max_sheet_cells: int = Field(5_000_000, gt=0)
+    max_decompressed_bytes: int = Field(512 * 1024 * 1024, gt=0)
+    conversion_timeout_s: float = Field(120.0, gt=0)
+    include_hidden_sheets: bool = False
+    ocr: bool = False
+
+
+class QdrantSettings(StrictModel):
+    path: str = ".ingest/qdrant"
+    url: str | None = None
+    api_key: SecretStr | None = None
+    collection: str = "chunks"
+    shard_number: int = Field(1, gt=0)
+    replication_factor: int = Field(1, gt=0)
+    on_disk: bool = False
+    upsert_batch_size: int = Field(256, gt=0)
+    timeout_s: float = Field(60.0, gt=0)
+
+
+class EmbedderSettings(StrictModel):
+    kind: Literal["bge-m3", "openai"] = "bge-m3"
+    model: str = "BAAI/bge-m3"
+    url: str | None = None
+    api_key: SecretStr | None = None
+    # None: taken from the model (1024 for BGE-M3); set it for `openai` endpoints.
+    vector_size: int | None = Field(None, gt=0)
+    sparse: bool = True
+    batch_size: int = Field(32, gt=0)
+    max_length: int = Field(8192, gt=0)
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    timeout_s: float = Field(60.0, gt=0)
+    max_retries: int = Field(6, ge=0)
+
+
+class CacheSettings(StrictModel):
+    dir: str = ".ingest/cache"
+    enabled: bool = True
+
+
+class ReconcileSettings(StrictModel):
+    max_delete_share: float = Field(0.2, ge=0.0, le=1.0)
+
+
+class RunSettings(StrictModel):
+    batch_size: int = Field(100, gt=0)
+    task_runner: Literal["threads", "dask"] = "threads"
+    max_workers: int = Field(4, gt=0)
+    dask_address: str | None = None
+    dask_n_workers: int = Field(2, gt=0)
+    task_retries: int = Field(3, ge=0)
+    task_retry_delay_s: float = Field(5.0, ge=0)
+
+
+class Settings(StrictModel):
+    tenant_id: str = Field("default", min_length=1)
+    chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)  # type: ignore[arg-type]
+    confluence: ConfluenceSettings = Field(default_factory=ConfluenceSettings)  # type: ignore[arg-type]
+    files: FilesSettings = Field(default_factory=FilesSettings)
+    limits: LimitsSettings = Field(default_factory=LimitsSettings)  # type: ignore[arg-type]
+    qdrant: QdrantSettings = Field(default_factory=QdrantSettings)  # type: ignore[arg-type]
+    embedder: EmbedderSettings = Field(default_factory=EmbedderSettings)  # type: ignore[arg-type]
+    cache: CacheSettings = Field(default_factory=CacheSettings)
+    reconcile: ReconcileSettings = Field(default_factory=ReconcileSettings)  # type: ignore[arg-type]
+    run: RunSettings = Field(default_factory=RunSettings)  # type: ignore[arg-type]
+
+
+# --- loading -------------------------------------------------------------------------
+
+Layer = tuple[str, dict[str, Any]]  # (where it came from, nested values)
+
+
+def load_settings(
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    config_file: str | Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Settings:
+    """Merge every configuration layer and validate the result.
+
+    `overrides` may be nested (`{"chunking": {"max_tokens": 280}}`) or dotted
+    (`{"chunking.max_tokens": 280}`); `None` values in it are ignored so that optional
+    flow parameters left empty do not erase lower layers.
+    """
+    env = os.environ if environ is None else environ
+    layers: list[Layer] = [(str(DEFAULT_CONFIG_PATH), _read_yaml(DEFAULT_CONFIG_PATH))]
+    user_file = config_file or env.get(CONFIG_FILE_ENV)
+    if user_file:
+        layers.append((str(user_file), _read_yaml(Path(user_file))))
+    layers.append(("environment", _env_layer(env)))
+    if overrides:
+        layers.append(("parameters", _nest(overrides)))
+
+    profile = next(
+        (
+            values["chunking"]["profile"]
+            for _, values in reversed(layers)
+            if isinstance(values.get("chunking"), dict) and values["chunking"].get("profile")
+        ),
+        None,
+    )
+    if profile is not None:
+        if profile not in PROFILES:
+            raise ConfigError(
+                f"unknown profile {profile!r}; choose one of {sorted(PROFILES)}",
+                setting="chunking.profile",
+            )
+        layers.insert(1, (f"profile {profile}", {"chunking": dict(PROFILES[profile])}))
+
+    merged: dict[str, Any] = {}
+    origin: dict[tuple[str, ...], str] = {}
+    for source, values in layers:
+        _merge_into(merged, values, source, origin, ())
+    try:
+        return Settings.model_validate(merged)
+    except ValidationError as exc:
+        raise _config_error(exc, origin) from None
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read configuration file: {exc.strerror}", setting=str(path))
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"invalid YAML: {exc}", setting=str(path)) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError("the top level must be a mapping of settings", setting=str(path))
+    return data
+
+
+def _env_layer(env: Mapping[str, str]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    adr = {k: v for k, v in env.items() if k in ADR_ENV_NAMES}
+    for name, raw in sorted(adr.items()):
+        _set_path(values, ADR_ENV_NAMES[name], raw)
+    for name, raw in sorted(env.items()):
+        if not name.startswith(ENV_PREFIX) or name == CONFIG_FILE_ENV:
+            continue
+        path = tuple(part.lower() for part in name[len(ENV_PREFIX) :].split("__"))
+        field = _field_for(path)
+        if field is None:
+            raise ConfigError(
+                "unknown setting in the environment; see the configuration reference in "
+                "README.md for the names",
+                setting=name,
+            )
+        _set_path(values, path, _parse_env_value(raw, field))
+    return values
+
+
+def _field_for(path: tuple[str, ...]) -> Any | None:
+    model: type[BaseModel] = Settings
+    for i, part in enumerate(path):
+        info = model.model_fields.get(part)
+        if info is None:
+            return None
+        annotation = info.annotation
+        if i == len(path) - 1:
+            return annotation
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return None
+        model = annotation
+    return None
+
+
+def _parse_env_value(raw: str, annotation: Any) -> Any:
+    origin = getattr(annotation, "__origin__", None)
+    if origin is list:
+        text = raw.strip()
+        if text.startswith("["):
+            try:
+                return json.loads(text)
+            except json.JSONDecodeError:
+                return raw
+        return [item.strip() for item in text.split(",") if item.strip()]
+    return raw
+
+
+def _nest(overrides: Mapping[str, Any]) -> dict[str, Any]:
+    nested: dict[str, Any] = {}
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        if isinstance(value, Mapping):
+            inner = _nest(value)
+            if inner:
+                _set_path(nested, tuple(key.split(".")), inner)
+        else:
+            _set_path(nested, tuple(key.split(".")), value)
+    return nested
+
+
+def _set_path(target: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    node = target
+    for part in path[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            child = node[part] = {}
+        node = child
+    existing = node.get(path[-1])
+    if isinstance(existing, dict) and isinstance(value, dict):
+        existing.update(value)
+    else:
+        node[path[-1]] = value
+
+
+def _merge_into(
+    target: dict[str, Any],
+    values: Mapping[str, Any],
+    source: str,
+    origin: dict[tuple[str, ...], str],
+    prefix: tuple[str, ...],
+) -> None:
+    for key, value in values.items():
+        path = (*prefix, str(key))
+        if isinstance(value, Mapping) and isinstance(target.get(key), dict):
+            _merge_into(target[key], value, source, origin, path)
+        else:
+            target[key] = dict(value) if isinstance(value, Mapping) else value
+            origin[path] = source
+
+
+def _config_error(exc: ValidationError, origin: Mapping[tuple[str, ...], str]) -> ConfigError:
+    first = exc.errors()[0]
+    path = tuple(str(p) for p in first["loc"])
+    setting = ".".join(path) or "settings"
+    # Name the source only for a leaf value; a cross-field error has no single origin.
+    source = origin.get(path)
+    where = f" (from {source})" if source else ""
+    if first["type"] == "extra_forbidden":
+        message = f"unknown setting{where}; check its spelling against config/config.yaml"
+    else:
+        message = f"{first['msg']}{where}"
+    extra = len(exc.errors()) - 1
+    if extra:
+        message += f" (and {extra} more problem{'s' if extra > 1 else ''})"
+    return ConfigError(message, setting=setting)

@@ -1,0 +1,272 @@
+"""The one small interface every format module implements, and the registry.
+
+A normalizer is a plain function `(data: bytes, ctx: NormalizeContext) -> NormalizedDocument`
+registered for a format name with its extensions and MIME types. `normalize_bytes` picks
+the format from the content (never the extension alone), enforces the size limit, turns
+unexpected library exceptions into `CORRUPT`, and runs the shared `NORMALIZE_MARKDOWN`
+pass so every format leaves here in the same normalized form.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import PurePath
+from typing import Any
+
+from chunking.text import Anchor, normalize_markdown
+from config.errors import ErrorCode, IngestError
+from config.settings import LimitsSettings
+
+
+@dataclass(frozen=True)
+class LinkRecord:
+    """An outgoing link found while normalizing (SPEC §3.8)."""
+
+    target_url: str
+    link_type: str  # "page" | "attachment" | "external" | "anchor"
+    text: str = ""
+    # What identifies the target inside Confluence, when the source says so; the
+    # connector resolves these to a document id where the target is a synced page.
+    target_page_id: str | None = None
+    target_title: str | None = None
+    target_space_key: str | None = None
+    target_filename: str | None = None
+
+
+@dataclass
+class NormalizedDocument:
+    markdown: str
+    title: str | None = None
+    author: str | None = None
+    created_at: str | None = None  # ISO 8601
+    updated_at: str | None = None  # ISO 8601
+    page_count: int | None = None
+    language: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)  # source-specific, front matter
+    anchors: tuple[Anchor, ...] = ()
+    links: tuple[LinkRecord, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class NormalizeContext:
+    filename: str  # file name or page title: used in messages and as an extension hint
+    mime: str | None = None
+    limits: LimitsSettings = field(default_factory=LimitsSettings)  # type: ignore[arg-type]
+    # Confluence pages: where links resolve (base URL incl. context path) and the page's space.
+    base_url: str | None = None
+    space_key: str | None = None
+
+    def fail(self, code: ErrorCode, message: str) -> IngestError:
+        return IngestError(code, message, subject=self.filename)
+
+
+Normalizer = Callable[[bytes, NormalizeContext], NormalizedDocument]
+
+
+@dataclass(frozen=True)
+class FormatEntry:
+    name: str
+    normalize: Normalizer
+    extensions: tuple[str, ...]
+    mimes: tuple[str, ...]
+
+
+_REGISTRY: dict[str, FormatEntry] = {}
+
+
+def register(
+    name: str, *, extensions: tuple[str, ...] = (), mimes: tuple[str, ...] = ()
+) -> Callable[[Normalizer], Normalizer]:
+    """Register `fn` as the normalizer of format `name` (extensions with the dot)."""
+
+    def decorate(fn: Normalizer) -> Normalizer:
+        _REGISTRY[name] = FormatEntry(name, fn, tuple(e.lower() for e in extensions), mimes)
+        return fn
+
+    return decorate
+
+
+def registered_formats() -> Mapping[str, FormatEntry]:
+    _load_builtin_formats()
+    return dict(_REGISTRY)
+
+
+def supported_extensions() -> frozenset[str]:
+    return frozenset(e for entry in registered_formats().values() for e in entry.extensions)
+
+
+# --- format detection --------------------------------------------------------------
+
+_OLE2_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+_OOXML_MAIN_PART = {"word/": "docx", "xl/": "xlsx", "ppt/": "pptx"}
+_LEGACY_BY_EXTENSION = {".doc": "doc", ".xls": "xls", ".ppt": "ppt"}
+
+
+def detect_format(data: bytes, filename: str, mime: str | None = None) -> str:
+    """Decide the format from the bytes; the extension and MIME type only break ties
+    that the content cannot (OLE2 containers, text flavours)."""
+    _load_builtin_formats()
+    ext = PurePath(filename).suffix.lower()
+    by_ext = next((e.name for e in _REGISTRY.values() if ext in e.extensions), None)
+    by_mime = next((e.name for e in _REGISTRY.values() if mime and mime in e.mimes), None)
+    head = data[:8]
+    if head.startswith(b"%PDF") or b"%PDF-" in data[:1024]:
+        return "pdf"
+    if head.startswith(b"PK\x03\x04"):
+        return _detect_zip(data, filename)
+    if head.startswith(_OLE2_MAGIC):
+        legacy = _LEGACY_BY_EXTENSION.get(ext) or (by_mime if by_mime in ("doc", "xls", "ppt") else None)
+        if legacy is None:
+            raise IngestError(
+                ErrorCode.UNSUPPORTED_FORMAT,
+                "an OLE2 (legacy Office) file whose extension is not .doc, .xls or .ppt",
+                subject=filename,
+            )
+        return legacy
+    if by_mime == "confluence":
+        return "confluence"
+    if by_ext in ("pdf", "docx", "xlsx", "pptx", "doc", "xls", "ppt"):
+        raise IngestError(
+            ErrorCode.CORRUPT,
+            f"the extension says {by_ext.upper()} but the content is not one (truncated or "
+            "mislabelled file)",
+            subject=filename,
+        )
+    if _looks_binary(data):
+        raise IngestError(
+            ErrorCode.UNSUPPORTED_FORMAT, "binary content of an unsupported type", subject=filename
+        )
+    if by_ext in ("html", "markdown", "text") or by_mime in ("html", "markdown", "text"):
+        return by_ext or by_mime or "text"
+    sniff = data[:512].lstrip().lower()
+    if sniff.startswith((b"<!doctype html", b"<html")):
+        return "html"
+    if by_ext is None and ext:
+        raise IngestError(
+            ErrorCode.UNSUPPORTED_FORMAT,
+            f"files with extension {ext!r} are not supported; supported: "
+            + ", ".join(sorted(supported_extensions())),
+            subject=filename,
+        )
+    return "text"
+
+
+def _detect_zip(data: bytes, filename: str) -> str:
+    import io
+
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            names = archive.namelist()
+    except (zipfile.BadZipFile, ValueError, OSError) as exc:
+        raise IngestError(
+            ErrorCode.CORRUPT, f"broken ZIP container ({exc})", subject=filename
+        ) from None
+    for prefix, fmt in _OOXML_MAIN_PART.items():
+        if any(n.startswith(prefix) for n in names):
+            return fmt
+    raise IngestError(
+        ErrorCode.UNSUPPORTED_FORMAT,
+        "a ZIP archive that is not a Word, Excel or PowerPoint document",
+        subject=filename,
+    )
+
+
+def _looks_binary(data: bytes) -> bool:
+    return b"\x00" in data[:8192]
+
+
+def check_zip_limits(data: bytes, ctx: NormalizeContext) -> None:
+    """Refuse OOXML zips whose declared decompressed size passes the limit (zip bombs)."""
+    import io
+
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            total = sum(info.file_size for info in archive.infolist())
+    except (zipfile.BadZipFile, ValueError, OSError) as exc:
+        raise ctx.fail(ErrorCode.CORRUPT, f"broken ZIP container ({exc})") from None
+    if total > ctx.limits.max_decompressed_bytes:
+        raise ctx.fail(
+            ErrorCode.TOO_LARGE,
+            f"decompresses to {total:,} bytes, over limits.max_decompressed_bytes "
+            f"({ctx.limits.max_decompressed_bytes:,})",
+        )
+
+
+# --- the entry point ----------------------------------------------------------------
+
+
+def normalize_bytes(
+    data: bytes,
+    filename: str,
+    *,
+    mime: str | None = None,
+    limits: LimitsSettings | None = None,
+    base_url: str | None = None,
+    space_key: str | None = None,
+) -> NormalizedDocument:
+    """Normalize one document of any supported format to Markdown (SPEC §2)."""
+    ctx = NormalizeContext(
+        filename=filename,
+        mime=mime,
+        limits=limits or LimitsSettings(),  # type: ignore[call-arg]
+        base_url=base_url,
+        space_key=space_key,
+    )
+    if len(data) > ctx.limits.max_file_bytes:
+        raise ctx.fail(
+            ErrorCode.TOO_LARGE,
+            f"{len(data):,} bytes, over limits.max_file_bytes ({ctx.limits.max_file_bytes:,})",
+        )
+    if not data.strip():
+        raise ctx.fail(ErrorCode.CORRUPT, "the file is empty")
+    fmt = detect_format(data, filename, mime)
+    entry = _REGISTRY.get(fmt)
+    if entry is None:
+        raise ctx.fail(ErrorCode.UNSUPPORTED_FORMAT, f"no normalizer for format {fmt!r}")
+    try:
+        doc = entry.normalize(data, ctx)
+    except IngestError:
+        raise
+    except MemoryError:
+        raise ctx.fail(ErrorCode.TOO_LARGE, "ran out of memory while reading it") from None
+    except Exception as exc:  # a library choked on the bytes: the file is bad, not the run
+        raise ctx.fail(
+            ErrorCode.CORRUPT, f"could not be read as {fmt.upper()}: {type(exc).__name__}: {exc}"
+        ) from None
+    normalized = normalize_markdown(doc.markdown, doc.anchors, front_matter=fmt == "markdown")
+    doc.markdown = normalized.text
+    doc.anchors = normalized.anchors
+    if normalized.front_matter:
+        doc.metadata = {**normalized.front_matter, **doc.metadata}
+        title = normalized.front_matter.get("title")
+        if doc.title is None and isinstance(title, str):
+            doc.title = title
+    doc.metadata.setdefault("format", fmt)
+    return doc
+
+
+def iso_datetime(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+_BUILTINS_LOADED = False
+
+
+def _load_builtin_formats() -> None:
+    """Import the format modules once so their `register` calls run."""
+    global _BUILTINS_LOADED
+    if _BUILTINS_LOADED:
+        return
+    _BUILTINS_LOADED = True
+    import importlib
+
+    for module in ("text", "html", "pdf", "docx", "xlsx", "pptx", "legacy", "confluence"):
+        try:
+            importlib.import_module(f"normalizers.{module}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"normalizers.{module}":
+                raise
