@@ -161,6 +161,7 @@ class EmbedderSettings(StrictModel):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     timeout_s: float = Field(60.0, gt=0)
     max_retries: int = Field(6, ge=0)
+    retry_backoff_s: float = Field(1.0, ge=0)
 
 
 class CacheSettings(StrictModel):
