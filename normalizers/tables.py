@@ -1,0 +1,36 @@
+"""GFM pipe tables from rows of cell text, shared by every format that emits tables.
+
+A GFM table needs a header row and a delimiter row, the same cell count in every row,
+no raw `|` inside a cell and no line break inside a cell. `gfm_table` guarantees all
+of that for any rows it is given, so format modules only decide *what* goes in a cell.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+_LINE_BREAKS = re.compile(r"\s*(?:\r\n|[\r\n\v\f\u2028\u2029])\s*")
+
+
+def gfm_cell(text: str) -> str:
+    """One cell's text made safe for a pipe table: line breaks become a space, `|` and
+    a backslash before it are escaped, surrounding whitespace dropped."""
+    flat = _LINE_BREAKS.sub(" ", text).strip()
+    return flat.replace("\\|", "\\\\|").replace("|", "\\|")
+
+
+def gfm_table(header: Sequence[str], rows: Sequence[Sequence[str]] = ()) -> str:
+    """A GFM table (no trailing newline). Every row is padded to, or cut at, the widest
+    row (the header included), so the delimiter row always matches each row."""
+    width = max([len(header), *(len(row) for row in rows)], default=0)
+    if width == 0:
+        return ""
+
+    def line(cells: Sequence[str]) -> str:
+        padded = [gfm_cell(c) for c in cells] + [""] * (width - len(cells))
+        return "| " + " | ".join(padded) + " |"
+
+    out = [line(header), "|" + " --- |" * width]
+    out.extend(line(row) for row in rows)
+    return "\n".join(out)
