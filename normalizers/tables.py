@@ -20,6 +20,15 @@ def gfm_cell(text: str) -> str:
     return flat.replace("\\|", "\\\\|").replace("|", "\\|")
 
 
+def format_number(value: float) -> str:
+    """A number as a person would write it: integral floats without `.0`, others with
+    at most 15 significant digits (what Excel keeps), so binary float noise such as
+    0.30000000000000004 never reaches the text."""
+    if value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return format(value, ".15g")
+
+
 def gfm_table(header: Sequence[str], rows: Sequence[Sequence[str]] = ()) -> str:
     """A GFM table (no trailing newline). Every row is padded to, or cut at, the widest
     row (the header included), so the delimiter row always matches each row."""

@@ -40,7 +40,7 @@ from normalizers.base import (
     iso_datetime,
     register,
 )
-from normalizers.tables import gfm_table
+from normalizers.tables import format_number, gfm_table
 
 XLSX_MIMES = (
     "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
@@ -287,9 +287,7 @@ def _cell_text(value: Any) -> str:
     if isinstance(value, bool):
         return "TRUE" if value else "FALSE"
     if isinstance(value, float):
-        if value.is_integer() and abs(value) < 1e15:
-            return str(int(value))
-        return format(value, ".15g")
+        return format_number(value)
     if isinstance(value, datetime):
         if value.time() == time(0):
             return value.date().isoformat()

@@ -1,0 +1,258 @@
+"""PPTX/PPTM to Markdown (SPEC §2) with python-pptx.
+
+Each slide is a `## Slide N: <title>` section (`## Slide N` without a title placeholder)
+holding its shapes in the slide's own order (the z-order authors build slides in):
+- text frames: paragraphs; bulleted or numbered paragraphs (explicit `buChar`/
+  `buAutoNum`, or inherited in a body/content placeholder unless `buNone`) become lists
+  nested by `paragraph.level`; a frame holding a single paragraph is a plain paragraph;
+- tables as GFM tables, merged cells filled, the first row as header;
+- group shapes walked recursively; charts as title + data table; pictures as
+  `Image: <alt text>` when they have alt text;
+- speaker notes as a block quote opening with `Notes:` at the end of the slide section.
+  A block quote rather than a `### Notes` heading keeps the notes inside the slide's
+  section (same `headings_path`) instead of opening a tiny section of their own.
+A shape python-pptx cannot read is skipped with a warning; the deck still converts.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from pptx import Presentation
+from pptx.enum.shapes import PP_PLACEHOLDER
+from pptx.oxml.ns import qn
+from pptx.shapes.group import GroupShape
+from pptx.shapes.picture import Picture
+
+from chunking.text import Anchor
+from normalizers.base import (
+    NormalizeContext,
+    NormalizedDocument,
+    check_zip_limits,
+    iso_datetime,
+    register,
+)
+from normalizers.charts import chart_markdown, parse_chart_xml
+from normalizers.tables import gfm_table
+
+PPTX_MIMES = (
+    "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    "application/vnd.ms-powerpoint.presentation.macroEnabled.12",
+)
+
+_TITLE_TYPES = {PP_PLACEHOLDER.TITLE, PP_PLACEHOLDER.CENTER_TITLE, PP_PLACEHOLDER.VERTICAL_TITLE}
+# Placeholders whose paragraphs inherit bullets from the slide master.
+_BODY_TYPES = {PP_PLACEHOLDER.BODY, PP_PLACEHOLDER.OBJECT, PP_PLACEHOLDER.VERTICAL_BODY}
+# Repeated on every slide, not content.
+_CHROME_TYPES = {PP_PLACEHOLDER.DATE, PP_PLACEHOLDER.FOOTER, PP_PLACEHOLDER.SLIDE_NUMBER}
+# Text that Markdown would read as a heading, quote, list item or table row.
+_BLOCK_START = re.compile(r"^(#{1,6}(?=\s|$)|>|[-+*](?=\s)|\d{1,9}(?=[.)](?:\s|$))|\|)")
+
+
+@register("pptx", extensions=(".pptx", ".pptm"), mimes=PPTX_MIMES)
+def normalize_pptx(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
+    check_zip_limits(data, ctx)
+    deck = Presentation(io.BytesIO(data))
+    parts: list[str] = []
+    anchors: list[Anchor] = []
+    warnings: list[str] = []
+    first_title: str | None = None
+    offset = 0
+    for number, slide in enumerate(deck.slides, 1):
+        title_shape = _title_shape(slide)
+        title = _one_line(title_shape.text_frame.text) if title_shape is not None else ""
+        if number == 1 and title:
+            first_title = title
+        blocks = _shape_blocks(slide.shapes, title_shape, f"slide {number}", warnings)
+        notes = _notes(slide, number, warnings)
+        if notes:
+            blocks.append(notes)
+        heading = f"## Slide {number}: {title}" if title else f"## Slide {number}"
+        section = "\n\n".join([heading, *blocks]) + "\n\n"
+        anchors.append(Anchor(offset, "slide", number))
+        parts.append(section)
+        offset += len(section)
+    props = deck.core_properties
+    return NormalizedDocument(
+        markdown="".join(parts),
+        title=props.title or first_title,
+        author=props.author or props.last_modified_by or None,
+        created_at=iso_datetime(props.created),
+        updated_at=iso_datetime(props.modified),
+        page_count=len(parts),
+        metadata={"slides": len(parts)},
+        anchors=tuple(anchors),
+        warnings=tuple(warnings),
+    )
+
+
+def _title_shape(slide: Any) -> Any:
+    for shape in slide.placeholders:
+        try:
+            if shape.placeholder_format.type in _TITLE_TYPES and shape.has_text_frame:
+                return shape
+        except (NotImplementedError, ValueError, KeyError):
+            continue
+    return None
+
+
+def _shape_blocks(shapes: Iterable[Any], skip: Any, where: str, warnings: list[str]) -> list[str]:
+    """Markdown blocks of shapes in order; an unreadable shape becomes a warning."""
+    blocks: list[str] = []
+    for shape in shapes:
+        if skip is not None and shape.shape_id == skip.shape_id:
+            continue
+        try:
+            blocks.extend(_shape(shape, where, warnings))
+        except Exception as exc:  # python-pptx raises anything on shapes it does not model
+            name = getattr(shape, "name", "?")
+            warnings.append(f"{where}: shape {name!r} skipped ({type(exc).__name__}: {exc})")
+    return blocks
+
+
+def _shape(shape: Any, where: str, warnings: list[str]) -> list[str]:
+    if isinstance(shape, GroupShape):
+        return _shape_blocks(shape.shapes, None, where, warnings)
+    placeholder = _placeholder_type(shape)
+    if placeholder in _CHROME_TYPES:
+        return []
+    if getattr(shape, "has_table", False):
+        return [_table(shape.table)]
+    if getattr(shape, "has_chart", False):
+        chart = chart_markdown(parse_chart_xml(shape.chart_part.blob))
+        return [chart] if chart else []
+    if isinstance(shape, Picture):
+        alt = _alt_text(shape)
+        return [f"Image: {alt}"] if alt else []
+    if getattr(shape, "has_text_frame", False):
+        text = _text_frame(shape.text_frame, bulleted=placeholder in _BODY_TYPES)
+        return [text] if text else []
+    return []
+
+
+def _alt_text(shape: Any) -> str:
+    descr = shape.element.xpath("./p:nvPicPr/p:cNvPr/@descr")
+    return _escape(_one_line(descr[0])) if descr else ""
+
+
+def _placeholder_type(shape: Any) -> Any:
+    if not shape.is_placeholder:
+        return None
+    return shape.placeholder_format.type
+
+
+# --- text ------------------------------------------------------------------------------
+
+
+def _text_frame(frame: Any, *, bulleted: bool) -> str:
+    items = [
+        (_list_kind(p, bulleted), max(0, int(p.level)), _one_line(p.text)) for p in frame.paragraphs
+    ]
+    items = [item for item in items if item[2]]
+    if len(items) == 1:
+        return _escape(items[0][2])
+    blocks: list[str] = []
+    run: list[tuple[str, int, str]] = []
+    for kind, level, text in items:
+        if kind is None:
+            if run:
+                blocks.append(_list(run))
+                run = []
+            blocks.append(_escape(text))
+        else:
+            run.append((kind, level, text))
+    if run:
+        blocks.append(_list(run))
+    return "\n\n".join(blocks)
+
+
+def _list_kind(paragraph: Any, bulleted: bool) -> str | None:
+    """'number', 'bullet' or None (plain paragraph) from the paragraph's own bullet
+    properties, else what its shape inherits."""
+    properties = paragraph._p.pPr
+    if properties is not None:
+        if properties.find(qn("a:buNone")) is not None:
+            return None
+        if properties.find(qn("a:buAutoNum")) is not None:
+            return "number"
+        if (
+            properties.find(qn("a:buChar")) is not None
+            or properties.find(qn("a:buBlip")) is not None
+        ):
+            return "bullet"
+    return "bullet" if bulleted else None
+
+
+def _list(items: list[tuple[str, int, str]]) -> str:
+    """Nested Markdown list: each item indented to its parent item's content column;
+    numbering restarts under a new parent or when the list kind changes."""
+    lines: list[str] = []
+    parents: list[tuple[int, int]] = []  # (level, content column) of the open ancestors
+    kinds: dict[int, str] = {}
+    counters: dict[int, int] = {}
+    for kind, level, text in items:
+        while parents and parents[-1][0] >= level:
+            parents.pop()
+        for deeper in [lv for lv in kinds if lv > level]:
+            del kinds[deeper], counters[deeper]
+        if kinds.get(level) != kind:
+            counters[level] = 0
+        kinds[level] = kind
+        counters[level] += 1
+        marker = f"{counters[level]}. " if kind == "number" else "- "
+        indent = parents[-1][1] if parents else 0
+        lines.append(" " * indent + marker + _escape(text))
+        parents.append((level, indent + len(marker)))
+    return "\n".join(lines)
+
+
+def _one_line(text: str | bool) -> str:
+    """Paragraph text on one line: python-pptx renders `<a:br>` as a vertical tab."""
+    return " ".join(str(text).split()) if text else ""
+
+
+def _escape(text: str) -> str:
+    """Backslash-escape what would otherwise start a Markdown block (`# `, `1. `, `- `)."""
+    match = _BLOCK_START.match(text)
+    if match is None:
+        return text
+    token = match.group(0)
+    if token[0].isdigit():
+        return token + "\\" + text[len(token) :]
+    return "\\" + text
+
+
+# --- tables and notes ---------------------------------------------------------------
+
+
+def _table(table: Any) -> str:
+    """GFM table with merged cells filled: the origin's text copied over its span."""
+    grid = [[cell.text for cell in row.cells] for row in table.rows]
+    for r, row in enumerate(table.rows):
+        for c, cell in enumerate(row.cells):
+            if cell.is_merge_origin:
+                for rr in range(r, min(r + cell.span_height, len(grid))):
+                    for cc in range(c, min(c + cell.span_width, len(grid[rr]))):
+                        grid[rr][cc] = grid[r][c]
+    if not grid:
+        return ""
+    return gfm_table(grid[0], grid[1:])
+
+
+def _notes(slide: Any, number: int, warnings: list[str]) -> str:
+    try:
+        if not slide.has_notes_slide:
+            return ""
+        frame = slide.notes_slide.notes_text_frame
+        paragraphs = [_one_line(p.text) for p in frame.paragraphs] if frame is not None else []
+    except Exception as exc:  # a broken notes part loses the notes, not the slide
+        warnings.append(f"slide {number}: speaker notes skipped ({type(exc).__name__}: {exc})")
+        return ""
+    paragraphs = [p for p in paragraphs if p]
+    if not paragraphs:
+        return ""
+    paragraphs[0] = "Notes: " + paragraphs[0]
+    return "\n>\n".join("> " + p for p in paragraphs)
