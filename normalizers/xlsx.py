@@ -17,6 +17,8 @@ splits into rectangular blocks of cells separated by empty rows and columns (see
 - a block of a single cell is a paragraph, not a one-cell table;
 - the header is the block's first row, unless that row holds only numbers, dates or
   booleans (it is data then): the column letters become the header.
+Charts drawn on a sheet follow its tables as title + cached data table; chartsheets
+(a sheet that is only a chart) are skipped with a warning.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any
 
 import openpyxl
 from openpyxl.chartsheet import Chartsheet
+from openpyxl.packaging.relationship import get_dependents, get_rels_path
 from openpyxl.utils import get_column_letter, range_boundaries
 from openpyxl.worksheet._reader import WorkSheetParser
 
@@ -40,12 +43,16 @@ from normalizers.base import (
     iso_datetime,
     register,
 )
+from normalizers.charts import chart_markdown, parse_chart_xml
 from normalizers.tables import format_number, gfm_table
 
 XLSX_MIMES = (
     "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
     "application/vnd.ms-excel.sheet.macroEnabled.12",
 )
+
+_DRAWING_REL = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/drawing"
+_CHART_REL = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/chart"
 
 Grid = dict[int, dict[int, Any]]  # row -> column -> value; only non-empty cells
 Block = tuple[int, int, int, int]  # first row, last row, first column, last column
@@ -101,7 +108,31 @@ def _convert_workbook(workbook: Any, ctx: NormalizeContext) -> NormalizedDocumen
 
 def _sheet_markdown(sheet: Any, ctx: NormalizeContext) -> str:
     grid = _read_grid(sheet, ctx)
-    return "\n\n".join(_block_markdown(grid, block) for block in _blocks(grid))
+    blocks = [_block_markdown(grid, block) for block in _blocks(grid)]
+    return "\n\n".join(blocks + _sheet_charts(sheet))
+
+
+def _sheet_charts(sheet: Any) -> list[str]:
+    """Charts drawn on the sheet (title and cached data), after its tables."""
+    archive = sheet.parent._archive
+    names = set(archive.namelist())
+    charts: list[str] = []
+    for drawing in _related(archive, names, sheet._worksheet_path, _DRAWING_REL):
+        for chart in _related(archive, names, drawing, _CHART_REL):
+            text = chart_markdown(parse_chart_xml(archive.read(chart)))
+            if text:
+                charts.append(text)
+    return charts
+
+
+def _related(archive: Any, names: set[str], part: str, rel_type: str) -> list[str]:
+    """Zip paths of the parts `part` links to with relationships of `rel_type`."""
+    rels_path = get_rels_path(part)
+    if rels_path not in names:
+        return []
+    return [
+        r.target for r in get_dependents(archive, rels_path).find(rel_type) if r.target in names
+    ]
 
 
 def _read_grid(sheet: Any, ctx: NormalizeContext) -> Grid:
