@@ -59,6 +59,7 @@ class NormalizeContext:
     # Confluence pages: where links resolve (base URL incl. context path) and the page's space.
     base_url: str | None = None
     space_key: str | None = None
+    page_id: str | None = None  # Confluence: the page's id (attachment download URLs)
 
     def fail(self, code: ErrorCode, message: str) -> IngestError:
         return IngestError(code, message, subject=self.filename)
@@ -207,6 +208,7 @@ def normalize_bytes(
     limits: LimitsSettings | None = None,
     base_url: str | None = None,
     space_key: str | None = None,
+    page_id: str | None = None,
 ) -> NormalizedDocument:
     """Normalize one document of any supported format to Markdown (SPEC §2)."""
     ctx = NormalizeContext(
@@ -215,6 +217,7 @@ def normalize_bytes(
         limits=limits or LimitsSettings(),  # type: ignore[call-arg]
         base_url=base_url,
         space_key=space_key,
+        page_id=page_id,
     )
     if len(data) > ctx.limits.max_file_bytes:
         raise ctx.fail(
