@@ -238,7 +238,7 @@ def _blocks(grid: Grid) -> list[Block]:
                     j += 1
         previous_row, previous_runs = row, runs
     merged = _merge_overlapping([boxes[i] for i in range(len(parent)) if parent[i] == i])
-    return [(b[0], b[1], b[2], b[3]) for b in sorted(merged)]
+    return [(b[0], b[1], b[2], b[3]) for b in sorted(merged, key=lambda b: (b[0], b[2]))]
 
 
 def _union_box(a: list[int], b: list[int]) -> list[int]:
