@@ -163,7 +163,9 @@ class SentencePieceCounter:
 
 
 def _sentencepiece_model(spec: dict[str, Any]) -> bytes:
-    from sentencepiece import sentencepiece_model_pb2 as pb
+    from sentencepiece import sentencepiece_model_pb2
+
+    pb: Any = sentencepiece_model_pb2  # generated protobuf module: no type stubs
 
     normalizer = spec["normalizer"]
     charmap = next(p for p in normalizer["normalizers"] if p["type"] == "Precompiled")

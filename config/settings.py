@@ -252,7 +252,9 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise ConfigError(f"cannot read configuration file: {exc.strerror}", setting=str(path))
+        raise ConfigError(
+            f"cannot read configuration file: {exc.strerror}", setting=str(path)
+        ) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

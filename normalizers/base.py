@@ -120,7 +120,9 @@ def detect_format(data: bytes, filename: str, mime: str | None = None) -> str:
     if head.startswith(b"PK\x03\x04"):
         return _detect_zip(data, filename)
     if head.startswith(_OLE2_MAGIC):
-        legacy = _LEGACY_BY_EXTENSION.get(ext) or (by_mime if by_mime in ("doc", "xls", "ppt") else None)
+        legacy = _LEGACY_BY_EXTENSION.get(ext) or (
+            by_mime if by_mime in ("doc", "xls", "ppt") else None
+        )
         if legacy is None:
             raise IngestError(
                 ErrorCode.UNSUPPORTED_FORMAT,

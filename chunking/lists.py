@@ -1,0 +1,115 @@
+"""ListSplitter: a list over budget splits between top-level items, nested items staying
+with their parent; an item over budget splits between its sub-items, then sentences."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from chunking.blocks import Block, ListItem
+from chunking.pieces import Piece
+from chunking.prose import ProseSplitter
+from chunking.tokens import TokenCounter
+
+
+@dataclass(frozen=True)
+class ListSplitter:
+    counter: TokenCounter
+    target_tokens: int
+    max_tokens: int
+    prose: ProseSplitter
+
+    def split(self, block: Block, document: str) -> list[Piece]:
+        cuts = tuple(item.start for item in block.items[1:])
+        if block.token_count <= self.max_tokens:
+            return [self._piece(block, block.start, block.end, block.token_count, document, cuts)]
+        pieces: list[Piece] = []
+        for item in block.items:
+            pieces.extend(self._split_item(block, item, document))
+        return pieces
+
+    def _split_item(self, block: Block, item: ListItem, document: str) -> list[Piece]:
+        count = self.counter.count(document[item.start : item.end])
+        if count <= self.max_tokens:
+            return [self._piece(block, item.start, item.end, count, document)]
+        if not item.children:
+            return [
+                Piece("list", p.start, p.end, p.text, p.tokens, block.index)
+                for p in self.prose.split(
+                    document[item.start : item.end], item.start, "list", block.index
+                )
+            ]
+        # The item's own text (up to its first nested item) leads, then the nested items,
+        # packed into pieces of at most max_tokens.
+        segments: list[tuple[int, int]] = [(item.start, item.children[0].start)]
+        segments += [(child.start, child.end) for child in item.children]
+        texts = [document[a:b].rstrip() for a, b in segments]
+        counts = self.counter.count_many(texts)
+        pieces: list[Piece] = []
+        run_start, run_end, used = segments[0][0], segments[0][0], 0
+        for (a, b), text, n, index in zip(
+            segments, texts, counts, range(len(segments)), strict=True
+        ):
+            end = a + len(text)
+            if n > self.max_tokens:
+                if used:
+                    pieces.append(self._counted(block, run_start, run_end, document))
+                if index == 0:
+                    pieces.extend(self._split_item(block, ListItem(a, end), document))
+                else:
+                    pieces.extend(self._split_item(block, item.children[index - 1], document))
+                run_start, used = b, 0
+                continue
+            if used and (used + n + 1 > self.max_tokens or used >= self.target_tokens):
+                pieces.append(self._counted(block, run_start, run_end, document))
+                run_start, used = a, 0
+            used += n + (1 if used else 0)
+            run_end = end
+        if used:
+            pieces.append(self._counted(block, run_start, run_end, document))
+        return pieces
+
+    def _counted(self, block: Block, start: int, end: int, document: str) -> Piece:
+        text = document[start:end].strip()
+        start += len(document[start:end]) - len(document[start:end].lstrip())
+        return self._piece(block, start, start + len(text), self.counter.count(text), document)
+
+    def split_head(self, piece: Piece, document: str, budget: int) -> tuple[Piece, Piece] | None:
+        """Divide a whole list at the last top-level item boundary that keeps the head
+        within `budget` tokens; None when even the first item does not fit."""
+        for cut in reversed(piece.cuts):
+            head = document[piece.start : cut].rstrip()
+            tokens = self.counter.count(head)
+            if tokens <= budget:
+                tail_cuts = tuple(c for c in piece.cuts if c > cut)
+                tail_text = document[cut : piece.end]
+                return (
+                    Piece(
+                        "list",
+                        piece.start,
+                        piece.start + len(head),
+                        head,
+                        tokens,
+                        piece.block_index,
+                    ),
+                    Piece(
+                        "list",
+                        cut,
+                        piece.end,
+                        tail_text,
+                        self.counter.count(tail_text),
+                        piece.block_index,
+                        cuts=tail_cuts,
+                    ),
+                )
+        return None
+
+    def _piece(
+        self,
+        block: Block,
+        start: int,
+        end: int,
+        tokens: int,
+        document: str,
+        cuts: tuple[int, ...] = (),
+    ) -> Piece:
+        return Piece("list", start, end, document[start:end], tokens, block.index, cuts=cuts)

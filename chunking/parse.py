@@ -1,0 +1,145 @@
+"""Markdown -> blocks with char offsets (markdown-it-py, block level only).
+
+Only the block parser runs: inline parsing is not needed to find block boundaries and
+would double the cost. Text markdown-it consumes without a token (link reference
+definitions, stray lines) is kept as a paragraph so every character stays covered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import lru_cache
+
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+from mdit_py_plugins.dollarmath import dollarmath_plugin
+
+from chunking.blocks import Block, BlockType, ListItem
+
+_OPEN_TYPES: dict[str, BlockType] = {
+    "paragraph_open": BlockType.PARAGRAPH,
+    "bullet_list_open": BlockType.LIST,
+    "ordered_list_open": BlockType.LIST,
+    "table_open": BlockType.TABLE,
+    "blockquote_open": BlockType.QUOTE,
+    "heading_open": BlockType.HEADING,
+}
+_LEAF_TYPES: dict[str, BlockType] = {
+    "fence": BlockType.CODE,
+    "code_block": BlockType.CODE,
+    "html_block": BlockType.HTML,
+    "math_block": BlockType.MATH,
+    "math_block_label": BlockType.MATH,
+    "hr": BlockType.RULE,
+}
+
+
+@lru_cache(maxsize=1)
+def _parser() -> MarkdownIt:
+    md = MarkdownIt("commonmark").enable("table").use(dollarmath_plugin, double_inline=False)
+    md.disable(["inline", "text_join"], ignoreInvalid=True)
+    return md
+
+
+def line_starts(text: str) -> list[int]:
+    starts = [0]
+    find = text.find
+    pos = find("\n")
+    while pos != -1:
+        starts.append(pos + 1)
+        pos = find("\n", pos + 1)
+    return starts
+
+
+def parse_blocks(text: str) -> list[Block]:
+    tokens = _parser().parse(text)
+    starts = line_starts(text)
+    length = len(text)
+
+    def span(line_from: int, line_to: int) -> tuple[int, int]:
+        begin = starts[line_from] if line_from < len(starts) else length
+        end = starts[line_to] if line_to < len(starts) else length
+        return begin, begin + len(text[begin:end].rstrip())
+
+    blocks: list[Block] = []
+    covered_to = 0
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if token.level != 0 or token.map is None:
+            i += 1
+            continue
+        kind = _OPEN_TYPES.get(token.type) or _LEAF_TYPES.get(token.type)
+        if kind is None:
+            i += 1
+            continue
+        start, end = span(token.map[0], token.map[1])
+        close = _matching_close(tokens, i) if token.nesting == 1 else i
+        if start > covered_to and text[covered_to:start].strip():
+            _add_orphan_text(blocks, text, covered_to, start)
+        block = Block(len(blocks), kind, start, end, text[start:end])
+        if kind is BlockType.HEADING:
+            block.level = int(token.tag[1])
+            block.heading_text = tokens[i + 1].content.strip() if i + 1 < close else ""
+        elif kind is BlockType.LIST:
+            block.items = _list_items(tokens, i, close, span)
+        elif token.type == "fence":
+            block.fence = token.markup
+            block.info = token.info.strip()
+        if end > start or kind is BlockType.HEADING:
+            blocks.append(block)
+            covered_to = max(covered_to, end)
+        i = close + 1
+    if covered_to < length and text[covered_to:].strip():
+        _add_orphan_text(blocks, text, covered_to, length)
+    return blocks
+
+
+def _add_orphan_text(blocks: list[Block], text: str, start: int, end: int) -> None:
+    stripped = text[start:end]
+    lead = len(stripped) - len(stripped.lstrip())
+    begin = start + lead
+    finish = begin + len(stripped.strip())
+    blocks.append(Block(len(blocks), BlockType.PARAGRAPH, begin, finish, text[begin:finish]))
+
+
+def _matching_close(tokens: list[Token], open_index: int) -> int:
+    depth = 0
+    for j in range(open_index, len(tokens)):
+        depth += tokens[j].nesting
+        if depth == 0:
+            return j
+    return len(tokens) - 1
+
+
+Span = Callable[[int, int], tuple[int, int]]
+
+
+def _list_items(
+    tokens: list[Token], open_index: int, close_index: int, span: Span
+) -> tuple[ListItem, ...]:
+    """Top-level items of the list opened at `open_index`, each with its nested items."""
+    items: list[ListItem] = []
+    item_level = tokens[open_index].level + 1
+    j = open_index + 1
+    while j < close_index:
+        token = tokens[j]
+        if token.type == "list_item_open" and token.level == item_level and token.map:
+            item_close = _matching_close(tokens, j)
+            children: list[ListItem] = []
+            k = j + 1
+            while k < item_close:
+                inner = tokens[k]
+                if (
+                    inner.type in ("bullet_list_open", "ordered_list_open")
+                    and inner.level == item_level + 1
+                ):
+                    inner_close = _matching_close(tokens, k)
+                    children.extend(_list_items(tokens, k, inner_close, span))
+                    k = inner_close
+                k += 1
+            start, end = span(token.map[0], token.map[1])
+            items.append(ListItem(start, end, tuple(children)))
+            j = item_close
+        j += 1
+    return tuple(items)

@@ -1,0 +1,73 @@
+"""Rule-based sentence boundaries (razdel: Russian and English) and token windows.
+
+Spans partition their text: each sentence span runs to the next sentence's start, so
+the whitespace between sentences belongs to the sentence before it and nothing is lost.
+"""
+
+from __future__ import annotations
+
+import re
+
+import razdel
+
+from chunking.tokens import TokenCounter
+
+_WORD = re.compile(r"\S+\s*")
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """Sentence spans over `text` (offsets relative to it), covering it end to end."""
+    starts = [s.start for s in razdel.sentenize(text)]
+    if not starts:
+        return [(0, len(text))] if text else []
+    starts[0] = 0
+    return [(a, b) for a, b in zip(starts, [*starts[1:], len(text)], strict=True)]
+
+
+def window_spans(text: str, budget: int, counter: TokenCounter) -> list[tuple[int, int]]:
+    """Cut `text` into spans of at most `budget` tokens: between words where possible
+    (counts add up exactly at whitespace), inside a word only when one word is too long."""
+    words = [(m.start(), m.end()) for m in _WORD.finditer(text)]
+    if not words:
+        return [(0, len(text))] if text else []
+    words[0] = (0, words[0][1])
+    counts = counter.count_many([text[a:b] for a, b in words])
+    spans: list[tuple[int, int]] = []
+    start, used = words[0][0], 0
+    for (a, b), n in zip(words, counts, strict=True):
+        if n > budget:
+            if used:
+                spans.append((start, a))
+            spans.extend(_split_word(text, a, b, budget, counter))
+            start, used = b, 0
+            continue
+        if used and used + n > budget:
+            spans.append((start, a))
+            start, used = a, 0
+        used += n
+    if start < len(text) and (used or text[start:].strip()):
+        spans.append((start, len(text)))
+    elif spans:
+        spans[-1] = (spans[-1][0], len(text))
+    return spans
+
+
+def _split_word(
+    text: str, start: int, end: int, budget: int, counter: TokenCounter
+) -> list[tuple[int, int]]:
+    """Longest prefixes within `budget`, found by bisection on the character count."""
+    spans = []
+    while start < end:
+        if counter.count(text[start:end]) <= budget:
+            spans.append((start, end))
+            break
+        low, high = start + 1, end
+        while low < high:
+            mid = (low + high + 1) // 2
+            if counter.count(text[start:mid]) <= budget:
+                low = mid
+            else:
+                high = mid - 1
+        spans.append((start, low))
+        start = low
+    return spans

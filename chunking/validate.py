@@ -1,0 +1,157 @@
+"""The chunk validator (SPEC §3.7): run on every document, every violation reported."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from chunking.blocks import Block, BlockType
+from chunking.parse import parse_blocks
+from chunking.record import Chunk, compute_chunk_id
+from config.settings import ChunkingSettings
+
+_DELIMITER_ROW = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+# Why a chunk may be under `min_tokens`; each is checked against the structure below.
+ALLOWED_UNDERSIZE = frozenset({"section_end", "lone_block", "before_table_or_code"})
+
+
+@dataclass(frozen=True)
+class Violation:
+    rule: str
+    ordinal: int | None
+    message: str
+
+
+@dataclass(frozen=True)
+class ValidationReport:
+    chunks: int
+    violations: tuple[Violation, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+def validate_chunks(
+    chunks: Sequence[Chunk],
+    text: str,
+    config: ChunkingSettings,
+    blocks: Sequence[Block] | None = None,
+) -> ValidationReport:
+    """Check chunks against the normalized `text` they were cut from."""
+    blocks = list(blocks) if blocks is not None else parse_blocks(text)
+    found: list[Violation] = []
+
+    def fail(rule: str, chunk: Chunk | None, message: str) -> None:
+        found.append(Violation(rule, chunk.ordinal if chunk else None, message))
+
+    boundaries = [b.index for b in blocks if b.is_boundary]
+    for position, chunk in enumerate(chunks):
+        following = chunks[position + 1] if position + 1 < len(chunks) else None
+        if chunk.ordinal != position:
+            fail("ordinal", chunk, f"ordinal {chunk.ordinal} at position {position}")
+        if not chunk.md_text.strip():
+            fail("empty", chunk, "empty chunk")
+        _check_size(chunk, following, boundaries, config, fail)
+        _check_markdown(chunk, text, fail)
+        expected = compute_chunk_id(
+            chunk.tenant_id,
+            chunk.document_id,
+            chunk.source_version_id,
+            chunk.ordinal,
+            chunk.md_text,
+            chunk.chunk_type,
+        )
+        if chunk.chunk_id != expected:
+            fail("chunk_id", chunk, "chunk_id does not recompute from the formula")
+    _check_coverage(chunks, text, blocks, fail)
+    return ValidationReport(len(chunks), tuple(found))
+
+
+def _check_size(chunk, following, boundaries, config, fail) -> None:  # type: ignore[no-untyped-def]
+    if chunk.token_count > config.max_tokens:
+        kept_whole = chunk.chunk_type in ("code", "table") and chunk.oversize
+        if not kept_whole or chunk.token_count > config.oversize_block_limit:
+            fail("max_tokens", chunk, f"{chunk.token_count} tokens > {config.max_tokens}")
+    if chunk.token_count < config.min_tokens:
+        reason = chunk.undersize_reason
+        if reason not in ALLOWED_UNDERSIZE or not _undersize_holds(
+            reason, chunk, following, boundaries
+        ):
+            fail(
+                "min_tokens", chunk, f"{chunk.token_count} tokens < {config.min_tokens} ({reason})"
+            )
+
+
+def _undersize_holds(
+    reason: str, chunk: Chunk, following: Chunk | None, boundaries: list[int]
+) -> bool:
+    if reason == "lone_block":
+        return chunk.chunk_type in ("table", "list", "code")
+    if reason == "before_table_or_code":
+        return following is not None and following.chunk_type in ("table", "code")
+    # section_end: nothing follows, or a heading/rule lies between this chunk and the next
+    if following is None:
+        return True
+    return any(chunk.block_end_idx < b < following.block_start_idx for b in boundaries)
+
+
+def _check_markdown(chunk: Chunk, text: str, fail) -> None:  # type: ignore[no-untyped-def]
+    lines = chunk.md_text.split("\n")
+    if chunk.chunk_type == "table" and (len(lines) < 2 or not _DELIMITER_ROW.match(lines[1])):
+        fail("table_header", chunk, "table piece without its header and delimiter rows")
+    if not _fences_balanced(lines):
+        fail("code_fence", chunk, "unbalanced code fence")
+    if chunk.chunk_type == "list":
+        starts_line = chunk.char_start == 0 or text[chunk.char_start - 1] == "\n"
+        ends_line = chunk.char_end >= len(text) or text[chunk.char_end] == "\n"
+        if not (starts_line and ends_line):
+            fail("list_cut", chunk, "list chunk starts or ends in the middle of a line")
+
+
+def _fences_balanced(lines: list[str]) -> bool:
+    fence: str | None = None
+    for line in lines:
+        if fence is None:
+            match = _FENCE.match(line)
+            if match:
+                fence = match.group(1)
+        elif line.strip().startswith(fence) and set(line.strip()) == {fence[0]}:
+            fence = None
+    return fence is None
+
+
+def _check_coverage(chunks: Sequence[Chunk], text: str, blocks: Sequence[Block], fail) -> None:  # type: ignore[no-untyped-def]
+    ignorable = sorted(
+        (b.start, b.end) for b in blocks if b.type in (BlockType.HEADING, BlockType.RULE)
+    )
+    cursor = 0
+    previous: Chunk | None = None
+    for chunk in chunks:
+        if previous is not None and chunk.char_start <= previous.char_start:
+            fail("order", chunk, "char_start not strictly increasing")
+        if chunk.char_start < cursor:
+            fail(
+                "overlap",
+                chunk,
+                f"char range starts at {chunk.char_start}, inside the previous chunk",
+            )
+        elif _uncovered(text, cursor, chunk.char_start, ignorable):
+            fail("coverage", chunk, f"text between {cursor} and {chunk.char_start} is in no chunk")
+        cursor = max(cursor, chunk.char_end)
+        previous = chunk
+    if _uncovered(text, cursor, len(text), ignorable):
+        fail("coverage", None, f"text after {cursor} is in no chunk")
+
+
+def _uncovered(text: str, start: int, end: int, ignorable: list[tuple[int, int]]) -> bool:
+    position = start
+    for a, b in ignorable:
+        if b <= position or a >= end:
+            continue
+        if text[position:a].strip():
+            return True
+        position = max(position, b)
+    return bool(text[position:end].strip())

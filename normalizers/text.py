@@ -1,0 +1,25 @@
+"""Markdown and plain text: already Markdown (or close enough); only decoding here.
+
+Front matter moves to metadata in the shared pass (`normalize_bytes` asks for it for
+the `markdown` format). Plain text is kept as it is: its paragraphs are Markdown
+paragraphs.
+"""
+
+from __future__ import annotations
+
+from chunking.text import decode_utf8
+from normalizers.base import NormalizeContext, NormalizedDocument, register
+
+
+@register(
+    "markdown",
+    extensions=(".md", ".markdown", ".mdown", ".mkd"),
+    mimes=("text/markdown", "text/x-markdown"),
+)
+def normalize_markdown_file(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
+    return NormalizedDocument(markdown=decode_utf8(data, subject=ctx.filename))
+
+
+@register("text", extensions=(".txt", ".text", ".log"), mimes=("text/plain",))
+def normalize_text_file(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
+    return NormalizedDocument(markdown=decode_utf8(data, subject=ctx.filename))

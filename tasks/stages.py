@@ -1,0 +1,67 @@
+"""The per-document stages as plain functions, shared by the Prefect tasks and the CLI.
+
+No Prefect here: the CLI's `normalize`/`chunk`/`validate` run these directly, and the
+batch tasks call them inside their loops.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from chunking import ChunkedDocument, DocumentInfo, chunk_document
+from config.settings import Settings
+from connectors.base import DocumentRef, SourceDocument
+from normalizers.base import NormalizedDocument, normalize_bytes
+
+
+def local_file_source(path: Path) -> SourceDocument:
+    """A single file named on the command line, as a source document."""
+    data = path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    ref = DocumentRef(document_id=path.as_posix(), version=digest, source_type="file", kind="file")
+    return SourceDocument(ref=ref, data=data, filename=path.name, file_path=path.as_posix())
+
+
+def normalize_source(source: SourceDocument, settings: Settings) -> NormalizedDocument:
+    return normalize_bytes(
+        source.data,
+        source.filename,
+        mime=source.mime,
+        limits=settings.limits,
+        base_url=source.extra.get("base_url"),
+        space_key=source.space_key,
+    )
+
+
+def document_info(
+    source: SourceDocument, normalized: NormalizedDocument, tenant_id: str
+) -> DocumentInfo:
+    """Chunk metadata: what the source says wins over what the file itself claims."""
+    extra = {k: v for k, v in source.extra.items() if k != "base_url"}
+    if source.acl:
+        extra["acl"] = source.acl
+    if source.ref.parent_document_id:
+        extra["parent_document_id"] = source.ref.parent_document_id
+    return DocumentInfo(
+        document_id=source.ref.document_id,
+        tenant_id=tenant_id,
+        source_version_id=source.ref.version,
+        source_type=source.ref.source_type,
+        source_url=source.source_url,
+        file_path=source.file_path,
+        title=source.title or normalized.title or source.filename,
+        labels=source.labels,
+        updated_at=source.updated_at or normalized.updated_at,
+        author=source.author or normalized.author,
+        space_key=source.space_key,
+        page_id=source.page_id,
+        extra=extra,
+    )
+
+
+def chunk_normalized(
+    source: SourceDocument, normalized: NormalizedDocument, settings: Settings
+) -> ChunkedDocument:
+    info = document_info(source, normalized, settings.tenant_id)
+    return chunk_document(normalized.markdown, info, settings.chunking, anchors=normalized.anchors)
