@@ -7,10 +7,12 @@ ref whose version is new; deletion is decided only from a `Listing` with `comple
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
+
+from config.errors import ErrorCode, IngestError
 
 SourceType = Literal["confluence", "file"]
 
@@ -71,3 +73,21 @@ class Connector(Protocol):
     def fetch(self, ref: DocumentRef) -> SourceDocument:
         """The document's bytes and metadata; raises IngestError(FETCH_FAILED, ...)."""
         ...
+
+    def fetch_many(self, refs: Sequence[DocumentRef]) -> list[SourceDocument | IngestError]:
+        """`fetch` for a batch, in the order of `refs`, a failure in place of its document;
+        Confluence fetches a batch of pages in a few requests instead of one per page."""
+        ...
+
+
+class DocumentGone(IngestError):
+    """The document disappeared between listing and fetch (deleted, moved away, or no
+    longer visible): the caller treats it as a deletion, not as a transient failure."""
+
+    gone = True
+
+    def __init__(self, message: str, subject: str | None = None) -> None:
+        super().__init__(ErrorCode.FETCH_FAILED, message, subject=subject)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (DocumentGone, (self.message, self.subject))
