@@ -127,11 +127,19 @@ def convert_ours(path: Path) -> tuple[str, int]:
     return doc.markdown, doc.page_count or 1
 
 
-def convert_pymupdf4llm(path: Path) -> tuple[str, int]:
+def open_pdf(path: Path | None = None) -> Any:
+    """A pymupdf Document (new and empty without a path); pymupdf's constructors are
+    untyped, so the document is Any."""
     import pymupdf
+
+    opener: Any = pymupdf.open
+    return opener(path) if path is not None else opener()
+
+
+def convert_pymupdf4llm(path: Path) -> tuple[str, int]:
     import pymupdf4llm
 
-    with pymupdf.open(path) as doc:
+    with open_pdf(path) as doc:
         return pymupdf4llm.to_markdown(doc, show_progress=False), doc.page_count
 
 
@@ -149,9 +157,7 @@ def convert_markitdown(path: Path) -> tuple[str, int]:
 
 
 def _pdf_pages(path: Path) -> int:
-    import pymupdf
-
-    with pymupdf.open(path) as doc:
+    with open_pdf(path) as doc:
         return int(doc.page_count)
 
 
@@ -207,7 +213,8 @@ def warm_up(others: bool) -> None:
     """Import every converter once so library import time is not billed to a file."""
     convert_ours(next(p for _, p in corpus_files(["pdf"])))
     if others:
-        for name, convert in (("pymupdf4llm", convert_pymupdf4llm), ("markitdown", convert_markitdown)):
+        others_list = (("pymupdf4llm", convert_pymupdf4llm), ("markitdown", convert_markitdown))
+        for name, convert in others_list:
             try:
                 with contextlib.redirect_stdout(io.StringIO()):
                     convert(next(p for _, p in corpus_files(["pdf"])))
@@ -270,9 +277,7 @@ def print_files(results: list[FileResult]) -> None:
 
 def make_big_pdf(path: Path, pages: int) -> None:
     """`pages` pages, each a heading, three paragraphs and a 6x4 ruled table."""
-    import pymupdf
-
-    doc = pymupdf.open()
+    doc = open_pdf()
     sentence = "The quarterly figures were reviewed by the committee and approved. "
     for n in range(1, pages + 1):
         page = doc.new_page()
@@ -305,30 +310,35 @@ def big_pdf(pages: int) -> dict[str, Any]:
         make_big_pdf(path, pages)
         generated_s = time.perf_counter() - start
         # A fresh process, so its peak RSS is the conversion's alone.
-        code = (
-            "import sys, time; from pathlib import Path; sys.path.insert(0, sys.argv[2]);"
-            "from normalizers.base import normalize_bytes;"
-            "t = time.process_time(); d = normalize_bytes(Path(sys.argv[1]).read_bytes(), 'big.pdf');"
-            "print(d.page_count, len(d.markdown), d.markdown.count('| --- |'), time.process_time() - t)"
-        )
         done = subprocess.run(
-            [sys.executable, "-c", code, str(path), str(REPO)],
+            [sys.executable, __file__, "--convert-one", str(path)],
             capture_output=True,
             text=True,
             check=True,
         )
-        page_count, chars, tables, cpu_s = done.stdout.split()
+        child = json.loads(done.stdout)
         peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
         return {
-            "pages": int(page_count),
+            "pages": child["pages"],
             "file_bytes": path.stat().st_size,
             "generate_s": round(generated_s, 1),
-            "markdown_chars": int(chars),
-            "tables": int(tables),
-            "cpu_s": round(float(cpu_s), 1),
-            "pages_per_cpu_s": round(int(page_count) / float(cpu_s), 1),
+            "markdown_chars": child["markdown_chars"],
+            "tables": child["tables"],
+            "cpu_s": round(child["cpu_s"], 1),
+            "pages_per_cpu_s": round(child["pages"] / child["cpu_s"], 1),
             "peak_rss_mib": round(peak_kib / 1024, 1),
         }
+
+
+def convert_one(path: Path) -> dict[str, Any]:
+    start = time.process_time()
+    markdown, pages = convert_ours(path)
+    return {
+        "pages": pages,
+        "markdown_chars": len(markdown),
+        "tables": count_tables(markdown),
+        "cpu_s": time.process_time() - start,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -339,12 +349,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files", action="store_true", help="also print one line per file")
     parser.add_argument("--big-pdf", action="store_true", help="peak RSS on a generated PDF")
     parser.add_argument("--pages", type=int, default=500, help="pages of the --big-pdf PDF")
+    parser.add_argument("--convert-one", type=Path, help=argparse.SUPPRESS)  # --big-pdf's child
     args = parser.parse_args(argv)
     sys.path.insert(0, str(REPO))
 
+    if args.convert_one:
+        print(json.dumps(convert_one(args.convert_one)))
+        return 0
     if args.big_pdf:
         report = big_pdf(args.pages)
-        print(json.dumps(report) if args.json else "\n".join(f"{k}: {v}" for k, v in report.items()))
+        lines = [f"{key}: {value}" for key, value in report.items()]
+        print(json.dumps(report) if args.json else "\n".join(lines))
         return 0
 
     formats = args.formats.split(",") if args.formats else None
@@ -357,7 +372,8 @@ def main(argv: list[str] | None = None) -> int:
     ]
     rows = summarize(results)
     if args.json:
-        print(json.dumps({"rows": [asdict(r) for r in rows], "files": [asdict(r) for r in results]}))
+        dump = {"rows": [asdict(r) for r in rows], "files": [asdict(r) for r in results]}
+        print(json.dumps(dump))
         return 0
     if others:
         from importlib.metadata import version
