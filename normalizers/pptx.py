@@ -7,7 +7,7 @@ holding its shapes in the slide's own order (the z-order authors build slides in
   nested by `paragraph.level`; a frame holding a single paragraph is a plain paragraph;
 - tables as GFM tables, merged cells filled, the first row as header;
 - group shapes walked recursively; charts as title + data table; pictures as
-  `Image: <alt text>` when they have alt text;
+  `Image: <alt text>` when they have alt text (a bare file name is not alt text);
 - speaker notes as a block quote opening with `Notes:` at the end of the slide section.
   A block quote rather than a `### Notes` heading keeps the notes inside the slide's
   section (same `headings_path`) instead of opening a tiny section of their own.
@@ -48,6 +48,7 @@ _TITLE_TYPES = {PP_PLACEHOLDER.TITLE, PP_PLACEHOLDER.CENTER_TITLE, PP_PLACEHOLDE
 _BODY_TYPES = {PP_PLACEHOLDER.BODY, PP_PLACEHOLDER.OBJECT, PP_PLACEHOLDER.VERTICAL_BODY}
 # Repeated on every slide, not content.
 _CHROME_TYPES = {PP_PLACEHOLDER.DATE, PP_PLACEHOLDER.FOOTER, PP_PLACEHOLDER.SLIDE_NUMBER}
+_FILE_NAME = re.compile(r"[\w\-. ]+\.(?:png|jpe?g|gif|bmp|tiff?|emf|wmf|svg|webp)", re.IGNORECASE)
 # Text that Markdown would read as a heading, quote, list item or table row.
 _BLOCK_START = re.compile(r"^(#{1,6}(?=\s|$)|>|[-+*](?=\s)|\d{1,9}(?=[.)](?:\s|$))|\|)")
 
@@ -134,8 +135,11 @@ def _shape(shape: Any, where: str, warnings: list[str]) -> list[str]:
 
 
 def _alt_text(shape: Any) -> str:
+    """The picture's description; PowerPoint and python-pptx put the image's file name
+    there when nobody wrote one, and a file name describes nothing."""
     descr = shape.element.xpath("./p:nvPicPr/p:cNvPr/@descr")
-    return _escape(_one_line(descr[0])) if descr else ""
+    text = _one_line(descr[0]) if descr else ""
+    return "" if _FILE_NAME.fullmatch(text) else _escape(text)
 
 
 def _placeholder_type(shape: Any) -> Any:

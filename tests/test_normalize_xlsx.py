@@ -135,7 +135,8 @@ def test_section_label_above_table_becomes_a_paragraph() -> None:
     ws.append([None, "Dune", "Herbert", 1965])
     doc = normalize_bytes(_save(wb), "list.xlsx")
     assert doc.markdown.endswith(
-        "Reading list\n\n| Title | Author | Year |\n| --- | --- | --- |\n| Dune | Herbert | 1965 |\n"
+        "Reading list\n\n"
+        "| Title | Author | Year |\n| --- | --- | --- |\n| Dune | Herbert | 1965 |\n"
     )
 
 
