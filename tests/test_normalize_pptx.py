@@ -79,9 +79,9 @@ def _deck_bytes() -> bytes:
     loose = deck.slides.add_slide(layouts[6])
     _text_box(loose.shapes, ["1. Not a list"])
     _text_box(loose.shapes, ["First", "Second"], numbered=True)
-    data = CategoryChartData()
+    data = CategoryChartData()  # type: ignore[no-untyped-call]
     data.categories = ["Mon", "Tue"]
-    data.add_series("Visitors", (5, 7.5))
+    data.add_series("Visitors", (5, 7.5))  # type: ignore[no-untyped-call]
     chart = loose.shapes.add_chart(
         XL_CHART_TYPE.COLUMN_CLUSTERED, Inches(1), Inches(3), Inches(4), Inches(3), data
     ).chart
