@@ -1,0 +1,523 @@
+"""Every Qdrant call of the project (SPEC §4).
+
+Local mode on disk (`QdrantClient(path=...)`) by default; `qdrant.url` (+ `api_key`)
+selects a server or cluster. The configured `qdrant.collection` name is an ALIAS that
+readers use; the points live in a physical collection `<name>_<timestamp>` behind it, so
+a blue/green re-index builds a new one and swaps the alias atomically.
+
+Named vectors: `dense` (cosine, size from the embedder) and, when the embedder has one,
+`sparse` (BGE-M3 lexical weights). The sparse vector has NO IDF modifier: BGE-M3's
+lexical score is the plain dot product of learned term weights, which already encode
+term importance; an IDF factor on top would change the model's scoring.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+from qdrant_client import QdrantClient, models
+from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+
+from chunking.record import Chunk
+from config.errors import ConfigError, ErrorCode, IngestError
+from config.settings import QdrantSettings
+from indexing.embedders import Embedding
+
+DENSE = "dense"
+SPARSE = "sparse"
+_SCROLL_PAGE = 1024
+
+# SPEC §4 indexes, plus the version (reconcile filters on it) and the ACL fields (search
+# filters on them). `tenant_id` is the tenant index: Qdrant co-locates a tenant's points.
+PAYLOAD_INDEXES: dict[str, models.PayloadSchemaType | models.KeywordIndexParams] = {
+    "tenant_id": models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True),
+    "document_id": models.PayloadSchemaType.KEYWORD,
+    "source_type": models.PayloadSchemaType.KEYWORD,
+    "space_key": models.PayloadSchemaType.KEYWORD,
+    "labels": models.PayloadSchemaType.KEYWORD,
+    "updated_at": models.PayloadSchemaType.DATETIME,
+    "source_version_id": models.PayloadSchemaType.KEYWORD,
+    "acl.public": models.PayloadSchemaType.BOOL,
+    "acl.users": models.PayloadSchemaType.KEYWORD,
+    "acl.groups": models.PayloadSchemaType.KEYWORD,
+}
+# Payload = the chunk record without `embed_text` (header + overlap + md_text, all of
+# which the payload already holds), to keep points lean.
+_PAYLOAD_EXCLUDED = frozenset({"embed_text"})
+
+T = TypeVar("T")
+
+
+# --- clients -------------------------------------------------------------------------
+
+_clients: dict[str, QdrantClient] = {}
+_local_locks: dict[str, threading.RLock] = {}
+_clients_lock = threading.Lock()
+
+
+def _client_key(settings: QdrantSettings) -> str:
+    return f"url:{settings.url}" if settings.url else f"path:{Path(settings.path).resolve()}"
+
+
+def get_client(settings: QdrantSettings) -> QdrantClient:
+    """One client per server URL or local path per process: local mode holds a file lock
+    on its directory, so a second client on the same path would fail."""
+    key = _client_key(settings)
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            client = _open_client(settings)
+            _clients[key] = client
+            if not settings.url:
+                _local_locks[key] = threading.RLock()
+        return client
+
+
+def _open_client(settings: QdrantSettings) -> QdrantClient:
+    if settings.url:
+        api_key = settings.api_key.get_secret_value() if settings.api_key else None
+        return QdrantClient(url=settings.url, api_key=api_key, timeout=int(settings.timeout_s))
+    path = Path(settings.path)
+    path.mkdir(parents=True, exist_ok=True)
+    try:
+        return QdrantClient(path=str(path))
+    except RuntimeError as exc:  # another process holds the local storage lock
+        raise IngestError(
+            ErrorCode.UPSERT_FAILED,
+            f"{exc} Local mode allows one process per directory: stop the other run, or "
+            "use a Qdrant server (qdrant.url)",
+            subject=str(path),
+            transient=True,
+        ) from None
+
+
+def close_client(settings: QdrantSettings) -> None:
+    key = _client_key(settings)
+    with _clients_lock:
+        client = _clients.pop(key, None)
+        _local_locks.pop(key, None)
+    if client is not None:
+        client.close()
+
+
+# --- results and filters -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SearchFilters:
+    """Search restrictions. `user`/`groups` enable the ACL filter: a chunk is visible when
+    `acl.public` is true, `acl.users` holds the user, or `acl.groups` meets the groups."""
+
+    tenant_id: str | None = None
+    space_keys: tuple[str, ...] = ()
+    labels: tuple[str, ...] = ()
+    source_types: tuple[str, ...] = ()
+    user: str | None = None
+    groups: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ScoredPayload:
+    point_id: str
+    score: float
+    payload: dict[str, Any]
+
+
+def _match(key: str, value: str) -> models.FieldCondition:
+    return models.FieldCondition(key=key, match=models.MatchValue(value=value))
+
+
+def _match_any(key: str, values: Sequence[str]) -> models.FieldCondition:
+    return models.FieldCondition(key=key, match=models.MatchAny(any=list(values)))
+
+
+def search_filter(filters: SearchFilters) -> models.Filter | None:
+    must: list[models.Condition] = []
+    if filters.tenant_id is not None:
+        must.append(_match("tenant_id", filters.tenant_id))
+    if filters.space_keys:
+        must.append(_match_any("space_key", filters.space_keys))
+    if filters.labels:
+        must.append(_match_any("labels", filters.labels))
+    if filters.source_types:
+        must.append(_match_any("source_type", filters.source_types))
+    if filters.user is not None or filters.groups:
+        visible: list[models.Condition] = [
+            models.FieldCondition(key="acl.public", match=models.MatchValue(value=True))
+        ]
+        if filters.user is not None:
+            visible.append(_match("acl.users", filters.user))
+        if filters.groups:
+            visible.append(_match_any("acl.groups", filters.groups))
+        must.append(models.Filter(should=visible))
+    return models.Filter(must=must) if must else None
+
+
+# --- the store -----------------------------------------------------------------------
+
+
+class QdrantStore:
+    """One collection (by default the configured alias) of one Qdrant."""
+
+    def __init__(
+        self,
+        settings: QdrantSettings,
+        vector_size: int,
+        sparse: bool,
+        *,
+        collection: str | None = None,
+    ) -> None:
+        self.settings = settings
+        self.vector_size = vector_size
+        self.sparse = sparse
+        self.alias = settings.collection
+        self.collection = collection or settings.collection
+        self.client = get_client(settings)
+        self._lock: AbstractContextManager[Any] = (
+            _local_locks.get(_client_key(settings)) or nullcontext()
+        )
+
+    def for_collection(self, collection: str) -> QdrantStore:
+        return QdrantStore(self.settings, self.vector_size, self.sparse, collection=collection)
+
+    def close(self) -> None:
+        close_client(self.settings)
+
+    def _call(self, what: str, operation: Callable[[], T]) -> T:
+        """Run a client call; map failures to UPSERT_FAILED (transient when retrying may
+        help: connection errors, timeouts, 429 and 5xx)."""
+        try:
+            with self._lock:
+                return operation()
+        except UnexpectedResponse as exc:
+            status = exc.status_code or 0
+            raise IngestError(
+                ErrorCode.UPSERT_FAILED,
+                f"{what}: Qdrant answered {status}: {exc.content[:300]!r}",
+                subject=self.collection,
+                transient=status == 429 or status >= 500,
+            ) from None
+        except (ResponseHandlingException, httpx.TransportError, ConnectionError) as exc:
+            raise IngestError(
+                ErrorCode.UPSERT_FAILED,
+                f"{what}: Qdrant unavailable ({type(exc).__name__}: {exc})",
+                subject=self.collection,
+                transient=True,
+            ) from None
+
+    # -- collections and aliases --
+
+    def resolve(self, name: str | None = None) -> str | None:
+        """The physical collection behind `name` (an alias or a collection), or None."""
+        name = name or self.collection
+        aliases = self._call("list aliases", self.client.get_aliases).aliases
+        for alias in aliases:
+            if alias.alias_name == name:
+                return alias.collection_name
+        return name if self._call("check", lambda: self.client.collection_exists(name)) else None
+
+    def ensure_collection(self) -> str:
+        """Make sure the collection (or the alias and a collection behind it) exists with the
+        expected vectors and payload indexes; returns the physical collection name."""
+        physical = self.resolve()
+        if physical is None:
+            if self.collection != self.alias:
+                physical = self.collection
+                self._create(physical)
+            else:
+                physical = self._create(self.new_collection_name())
+                self._set_alias(physical)
+        else:
+            self._check_vectors(physical)
+        return physical
+
+    def new_collection_name(self) -> str:
+        return f"{self.alias}_{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%f')}"
+
+    def create_collection(self, name: str) -> QdrantStore:
+        """A new physical collection (for a blue/green build) and a store writing to it."""
+        self._create(name)
+        return self.for_collection(name)
+
+    def _create(self, name: str) -> str:
+        on_disk = self.settings.on_disk
+        sparse = (
+            {SPARSE: models.SparseVectorParams(index=models.SparseIndexParams(on_disk=on_disk))}
+            if self.sparse
+            else None
+        )
+        self._call(
+            "create collection",
+            lambda: self.client.create_collection(
+                name,
+                vectors_config={
+                    DENSE: models.VectorParams(
+                        size=self.vector_size, distance=models.Distance.COSINE, on_disk=on_disk
+                    )
+                },
+                sparse_vectors_config=sparse,
+                shard_number=self.settings.shard_number,
+                replication_factor=self.settings.replication_factor,
+                on_disk_payload=on_disk,
+            ),
+        )
+        with warnings.catch_warnings():
+            # Local mode keeps no payload indexes and warns so; they matter on a server.
+            warnings.filterwarnings("ignore", message="Payload indexes have no effect")
+            self._create_payload_indexes(name)
+        return name
+
+    def _create_payload_indexes(self, name: str) -> None:
+        for field_name, schema in PAYLOAD_INDEXES.items():
+            self._call(
+                f"index {field_name}",
+                partial(
+                    self.client.create_payload_index,
+                    name,
+                    field_name=field_name,
+                    field_schema=schema,
+                    wait=True,
+                ),
+            )
+
+    def _check_vectors(self, physical: str) -> None:
+        info = self._call("describe", lambda: self.client.get_collection(physical))
+        vectors = info.config.params.vectors
+        dense = vectors.get(DENSE) if isinstance(vectors, dict) else None
+        if dense is None or dense.size != self.vector_size:
+            found = "no 'dense' vector" if dense is None else f"size {dense.size}"
+            raise ConfigError(
+                f"collection {physical!r} has {found}, the embedder makes {self.vector_size}: "
+                "run a full re-index (blue/green) into a new collection, or pick another "
+                "qdrant.collection",
+                setting="qdrant.collection",
+            )
+        sparse_vectors = info.config.params.sparse_vectors or {}
+        if self.sparse and SPARSE not in sparse_vectors:
+            raise ConfigError(
+                f"collection {physical!r} has no 'sparse' vector: re-index, or set "
+                "embedder.sparse: false",
+                setting="qdrant.collection",
+            )
+
+    def _set_alias(self, physical: str) -> str | None:
+        """Point the alias at `physical` in one atomic operation; returns the previous
+        target."""
+        previous = self.resolve(self.alias)
+        operations: list[models.AliasOperations] = []
+        if previous is not None and previous != self.alias:
+            operations.append(
+                models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=self.alias))
+            )
+        operations.append(
+            models.CreateAliasOperation(
+                create_alias=models.CreateAlias(collection_name=physical, alias_name=self.alias)
+            )
+        )
+        self._call("swap alias", lambda: self.client.update_collection_aliases(operations))
+        return previous
+
+    def swap_alias(self, physical: str, *, drop_previous: bool = True) -> str | None:
+        """Make readers see `physical` (atomic on the server); optionally drop the old one."""
+        previous = self.resolve(self.alias)
+        if previous == self.alias:
+            # A plain collection named like the alias (created before aliases were used):
+            # it must go before the alias can take its name; readers see a short gap once.
+            self.drop_collection(previous)
+        self._set_alias(physical)
+        if drop_previous and previous is not None and previous not in (physical, self.alias):
+            self.drop_collection(previous)
+        return previous
+
+    def drop_collection(self, name: str) -> None:
+        self._call("drop collection", lambda: self.client.delete_collection(name))
+
+    def payload_schema(self) -> dict[str, str]:
+        """Indexed payload fields reported by Qdrant (local mode reports none: it keeps no
+        payload indexes; a server does)."""
+        physical = self.resolve() or self.collection
+        info = self._call("describe", lambda: self.client.get_collection(physical))
+        return {name: str(schema.data_type.value) for name, schema in info.payload_schema.items()}
+
+    # -- points --
+
+    def upsert(self, chunks: Sequence[Chunk], embeddings: Sequence[Embedding]) -> int:
+        """Write points (id = `Chunk.point_id`, so re-running is idempotent), batched."""
+        if len(chunks) != len(embeddings):
+            raise ValueError(f"{len(chunks)} chunks but {len(embeddings)} embeddings")
+        batch_size = self.settings.upsert_batch_size
+        for start in range(0, len(chunks), batch_size):
+            points = [
+                self._point(chunk, embedding)
+                for chunk, embedding in zip(
+                    chunks[start : start + batch_size],
+                    embeddings[start : start + batch_size],
+                    strict=True,
+                )
+            ]
+            self._call("upsert", partial(self.client.upsert, self.collection, points=points))
+        return len(chunks)
+
+    def _point(self, chunk: Chunk, embedding: Embedding) -> models.PointStruct:
+        if len(embedding.dense) != self.vector_size:
+            raise IngestError(
+                ErrorCode.UPSERT_FAILED,
+                f"vector of size {len(embedding.dense)}, collection expects {self.vector_size}",
+                subject=chunk.document_id,
+            )
+        vector: dict[str, Any] = {DENSE: embedding.dense}
+        if self.sparse:
+            weights = embedding.sparse or {}
+            vector[SPARSE] = models.SparseVector(
+                indices=list(weights.keys()), values=list(weights.values())
+            )
+        payload = {k: v for k, v in chunk.to_record().items() if k not in _PAYLOAD_EXCLUDED}
+        return models.PointStruct(id=chunk.point_id, vector=vector, payload=payload)
+
+    def _scroll(
+        self, scroll_filter: models.Filter, fields: Sequence[str]
+    ) -> Iterator[models.Record]:
+        offset: Any = None
+        while True:
+            records, offset = self._call(
+                "scroll",
+                partial(
+                    self.client.scroll,
+                    self.collection,
+                    scroll_filter=scroll_filter,
+                    limit=_SCROLL_PAGE,
+                    offset=offset,
+                    with_payload=list(fields),
+                    with_vectors=False,
+                ),
+            )
+            yield from records
+            if offset is None:
+                return
+
+    def existing_points(
+        self, tenant_id: str, document_ids: Sequence[str]
+    ) -> dict[str, dict[str, str]]:
+        """{document_id: {point_id: source_version_id}} for the tenant's given documents."""
+        found: dict[str, dict[str, str]] = defaultdict(dict)
+        if not document_ids:
+            return found
+        selection = models.Filter(
+            must=[_match("tenant_id", tenant_id), _match_any("document_id", document_ids)]
+        )
+        for record in self._scroll(selection, ["document_id", "source_version_id"]):
+            payload = record.payload or {}
+            found[str(payload["document_id"])][str(record.id)] = str(
+                payload.get("source_version_id", "")
+            )
+        return found
+
+    def existing_versions(self, tenant_id: str, document_ids: Sequence[str]) -> dict[str, set[str]]:
+        return {
+            doc: set(points.values())
+            for doc, points in self.existing_points(tenant_id, document_ids).items()
+        }
+
+    def document_ids(
+        self, tenant_id: str, *, source_type: str | None = None, space_key: str | None = None
+    ) -> set[str]:
+        """The tenant's document ids (optionally of one source), from a payload-only scroll."""
+        must: list[models.Condition] = [_match("tenant_id", tenant_id)]
+        if source_type is not None:
+            must.append(_match("source_type", source_type))
+        if space_key is not None:
+            must.append(_match("space_key", space_key))
+        records = self._scroll(models.Filter(must=must), ["document_id"])
+        return {str((record.payload or {})["document_id"]) for record in records}
+
+    def _delete(self, what: str, selection: models.Filter) -> None:
+        self._call(
+            what,
+            lambda: self.client.delete(
+                self.collection, points_selector=models.FilterSelector(filter=selection), wait=True
+            ),
+        )
+
+    def delete_points(self, tenant_id: str, point_ids: Sequence[str]) -> int:
+        if point_ids:
+            selection = models.Filter(
+                must=[_match("tenant_id", tenant_id), models.HasIdCondition(has_id=list(point_ids))]
+            )
+            self._delete("delete points", selection)
+        return len(point_ids)
+
+    def delete_other_versions(self, tenant_id: str, document_id: str, keep_version: str) -> None:
+        self._delete(
+            "delete old versions",
+            models.Filter(
+                must=[_match("tenant_id", tenant_id), _match("document_id", document_id)],
+                must_not=[_match("source_version_id", keep_version)],
+            ),
+        )
+
+    def delete_documents(self, tenant_id: str, document_ids: Sequence[str]) -> None:
+        if document_ids:
+            self._delete(
+                "delete documents",
+                models.Filter(
+                    must=[_match("tenant_id", tenant_id), _match_any("document_id", document_ids)]
+                ),
+            )
+
+    def count(self, tenant_id: str | None = None) -> int:
+        selection = models.Filter(must=[_match("tenant_id", tenant_id)]) if tenant_id else None
+        result = self._call(
+            "count",
+            lambda: self.client.count(self.collection, count_filter=selection, exact=True),
+        )
+        return int(result.count)
+
+    def query(
+        self,
+        dense: Sequence[float] | None,
+        sparse: dict[int, float] | None,
+        *,
+        limit: int,
+        filters: SearchFilters | None = None,
+    ) -> list[ScoredPayload]:
+        """Dense, sparse, or both fused with reciprocal rank fusion (Query API)."""
+        selection = search_filter(filters) if filters else None
+        queries: list[tuple[str, Any]] = []
+        if dense is not None:
+            queries.append((DENSE, list(dense)))
+        if sparse is not None and self.sparse:
+            queries.append(
+                (SPARSE, models.SparseVector(indices=list(sparse), values=list(sparse.values())))
+            )
+        if not queries:
+            raise ValueError("a query needs a dense or a sparse vector")
+        if len(queries) == 1:
+            using, vector = queries[0]
+            request: dict[str, Any] = {"query": vector, "using": using}
+        else:
+            # Each side contributes more candidates than asked so fusion can reorder them.
+            prefetch = [
+                models.Prefetch(query=vector, using=using, limit=limit * 4, filter=selection)
+                for using, vector in queries
+            ]
+            request = {"prefetch": prefetch, "query": models.FusionQuery(fusion=models.Fusion.RRF)}
+        response = self._call(
+            "query",
+            lambda: self.client.query_points(
+                self.collection, query_filter=selection, limit=limit, with_payload=True, **request
+            ),
+        )
+        return [
+            ScoredPayload(point_id=str(p.id), score=float(p.score), payload=p.payload or {})
+            for p in response.points
+        ]

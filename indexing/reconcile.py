@@ -1,0 +1,145 @@
+"""Bring a tenant's points in line with its documents (SPEC §4).
+
+- `sync_documents`: per document, the points that are missing are embedded (through the
+  embedding cache) and written FIRST; only then are the document's other points (older
+  versions, chunks that no longer exist) deleted. A crash between the two leaves stale
+  extra points that the next run removes, never a document without points. Points are
+  compared by id (`Chunk.point_id` is derived from tenant, document, version, ordinal and
+  text), so an unchanged document costs no embedding and no upsert, and re-chunking the
+  same version replaces exactly the chunks that changed.
+- `delete_missing_documents`: after a COMPLETE listing of a source, its documents that
+  were not listed are deleted, unless that is more than `reconcile.max_delete_share` of the
+  source's documents (refused unless forced). An incomplete listing deletes nothing.
+- `full_reindex`: blue/green: build into a new collection, then swap the alias.
+
+Every read and delete is scoped by `tenant_id`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from chunking.record import Chunk
+from config.errors import ErrorCode, IngestError
+from indexing.cache import StageCache, embed_with_cache
+from indexing.embedders import Embedder
+from indexing.qdrant_store import QdrantStore
+
+
+@dataclass(frozen=True)
+class DocumentChunks:
+    """All chunks of one version of one document (possibly none)."""
+
+    document_id: str
+    source_version_id: str
+    chunks: Sequence[Chunk]
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    documents_unchanged: int
+    documents_written: int
+    points_upserted: int
+    points_deleted: int
+    embed_cache_hits: int
+    embedded: int
+
+
+class MassDeletionRefused(IngestError):
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.UPSERT_FAILED, message, subject="reconcile.max_delete_share")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (MassDeletionRefused, (self.message,))
+
+
+def sync_documents(
+    store: QdrantStore,
+    embedder: Embedder,
+    cache: StageCache,
+    tenant_id: str,
+    documents: Sequence[DocumentChunks],
+) -> SyncResult:
+    for document in documents:
+        for chunk in document.chunks:
+            if (chunk.tenant_id, chunk.document_id) != (tenant_id, document.document_id):
+                raise ValueError(
+                    f"chunk {chunk.chunk_id} belongs to {chunk.tenant_id}/{chunk.document_id}, "
+                    f"not {tenant_id}/{document.document_id}"
+                )
+    existing = store.existing_points(tenant_id, [d.document_id for d in documents])
+    pending: list[Chunk] = []
+    stale: list[str] = []
+    unchanged = 0
+    for document in documents:
+        current = existing.get(document.document_id, {})
+        wanted = {chunk.point_id for chunk in document.chunks}
+        missing = [chunk for chunk in document.chunks if chunk.point_id not in current]
+        obsolete = [pid for pid in current if pid not in wanted]
+        if not missing and not obsolete:
+            unchanged += 1
+        pending.extend(missing)
+        stale.extend(obsolete)
+    embedded = embed_with_cache(embedder, [chunk.embed_text for chunk in pending], cache)
+    upserted = store.upsert(pending, embedded.embeddings) if pending else 0
+    deleted = store.delete_points(tenant_id, stale)
+    return SyncResult(
+        documents_unchanged=unchanged,
+        documents_written=len(documents) - unchanged,
+        points_upserted=upserted,
+        points_deleted=deleted,
+        embed_cache_hits=embedded.hits,
+        embedded=embedded.misses,
+    )
+
+
+def delete_missing_documents(
+    store: QdrantStore,
+    tenant_id: str,
+    listed_document_ids: Sequence[str],
+    *,
+    listing_complete: bool,
+    max_delete_share: float,
+    source_type: str | None = None,
+    space_key: str | None = None,
+    force: bool = False,
+) -> list[str]:
+    """Delete the source's documents that a complete listing no longer has; returns them."""
+    if not listing_complete:
+        return []
+    indexed = store.document_ids(tenant_id, source_type=source_type, space_key=space_key)
+    missing = sorted(indexed - set(listed_document_ids))
+    if not missing:
+        return []
+    share = len(missing) / len(indexed)
+    if share > max_delete_share and not force:
+        source = " ".join(
+            part for part in (source_type, f"space {space_key}" if space_key else None) if part
+        )
+        raise MassDeletionRefused(
+            f"refusing to delete {len(missing)} of {len(indexed)} indexed documents "
+            f"({share:.0%}) of tenant {tenant_id!r} {source or 'all sources'}: above "
+            f"reconcile.max_delete_share={max_delete_share:.0%}. Check the source listing; "
+            "if the deletion is intended, run again with force"
+        )
+    store.delete_documents(tenant_id, missing)
+    return missing
+
+
+def full_reindex(
+    store: QdrantStore, build: Callable[[QdrantStore], None], *, keep_previous: bool = False
+) -> str:
+    """Blue/green: `build` fills a new collection `<alias>_<timestamp>`; when it returns,
+    the alias moves to it in one atomic step and the old collection is dropped (kept when
+    `keep_previous`, e.g. for a quick roll back). If `build` fails, the new collection is
+    dropped and readers never saw it. Returns the new collection's name."""
+    name = store.new_collection_name()
+    target = store.create_collection(name)
+    try:
+        build(target)
+    except BaseException:
+        store.drop_collection(name)
+        raise
+    store.swap_alias(name, drop_previous=not keep_previous)
+    return name

@@ -1,0 +1,320 @@
+"""The Qdrant store and reconcile against Qdrant local mode (or `QDRANT_URL`), driven by
+the tiny BGE-M3-shaped model through the embedding cache."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from config.errors import ConfigError, ErrorCode, IngestError
+from indexing.cache import StageCache
+from indexing.embedders import BgeM3Embedder
+from indexing.qdrant_store import PAYLOAD_INDEXES, QdrantStore
+from indexing.reconcile import (
+    DocumentChunks,
+    MassDeletionRefused,
+    delete_missing_documents,
+    full_reindex,
+    sync_documents,
+)
+from tests.index_helpers import (
+    CountingEmbedder,
+    CountingStore,
+    make_document,
+    qdrant_settings,
+    store_factory,
+)
+from tests.tiny_model import tiny_embedder, tiny_model_dir
+
+__all__ = ["store_factory", "tiny_embedder", "tiny_model_dir"]  # fixtures used below
+
+PARAGRAPHS = [
+    "Backups run nightly at two o'clock and are kept for thirty days.",
+    "Restores are requested through the service desk with the ticket template.",
+    "Encryption keys rotate every quarter; the vault holds the previous key.",
+]
+
+
+@pytest.fixture
+def embedder(tiny_embedder: BgeM3Embedder) -> CountingEmbedder:
+    return CountingEmbedder(tiny_embedder)
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> StageCache:
+    return StageCache(tmp_path / "cache")
+
+
+@pytest.fixture
+def store(store_factory: Any, tiny_embedder: BgeM3Embedder) -> CountingStore:
+    store: CountingStore = store_factory(tiny_embedder.vector_size, sparse=True)
+    return store
+
+
+def docs(tenant: str, version: str = "v1", count: int = 2) -> list[DocumentChunks]:
+    return [make_document(tenant, f"doc-{i}", version, PARAGRAPHS) for i in range(count)]
+
+
+def test_first_load_writes_every_chunk_with_a_lean_payload(store, embedder, cache):
+    result = sync_documents(store, embedder, cache, "acme", docs("acme"))
+
+    assert store.count("acme") == 6
+    # embed_text carries the document title, so the two documents' chunks all differ.
+    assert (result.points_upserted, result.embedded, result.documents_written) == (6, 6, 2)
+    assert store.upserted == 6 and len(embedder.texts) == 6
+    hit = store.query(embedder.embed(["backups"])[0].dense, None, limit=1)[0]
+    assert "embed_text" not in hit.payload
+    assert hit.payload["tenant_id"] == "acme"
+    assert hit.payload["md_text"] in PARAGRAPHS
+    assert store.existing_versions("acme", ["doc-0", "doc-1"]) == {
+        "doc-0": {"v1"},
+        "doc-1": {"v1"},
+    }
+    assert store.document_ids("acme") == {"doc-0", "doc-1"}
+
+
+def test_unchanged_rerun_embeds_nothing_and_upserts_nothing(store, embedder, cache):
+    sync_documents(store, embedder, cache, "acme", docs("acme"))
+    embedder.texts.clear()
+    store.upserted = store.deleted = 0
+
+    result = sync_documents(store, embedder, cache, "acme", docs("acme"))
+
+    assert embedder.texts == [] and store.upserted == 0 and store.deleted == 0
+    assert (result.documents_unchanged, result.documents_written) == (2, 0)
+    assert store.count("acme") == 6
+
+
+def test_edited_paragraph_reembeds_only_that_chunk(store, embedder, cache):
+    sync_documents(store, embedder, cache, "acme", docs("acme"))
+    embedder.texts.clear()
+    edited = [PARAGRAPHS[0], "Restores now go through the self-service portal.", PARAGRAPHS[2]]
+
+    result = sync_documents(
+        store, embedder, cache, "acme", [make_document("acme", "doc-0", "v2", edited)]
+    )
+
+    assert len(embedder.texts) == 1 and "self-service portal" in embedder.texts[0]
+    assert (result.embed_cache_hits, result.embedded) == (2, 1)
+    # A new version has new chunk ids: all its points are written, the old ones removed.
+    assert (result.points_upserted, result.points_deleted) == (3, 3)
+    assert store.existing_versions("acme", ["doc-0", "doc-1"]) == {
+        "doc-0": {"v2"},
+        "doc-1": {"v1"},
+    }
+    assert store.count("acme") == 6
+
+
+def test_shrinking_a_document_removes_its_extra_points(store, embedder, cache):
+    sync_documents(store, embedder, cache, "acme", docs("acme", count=1))
+    result = sync_documents(
+        store, embedder, cache, "acme", [make_document("acme", "doc-0", "v2", PARAGRAPHS[:1])]
+    )
+    assert store.count("acme") == 1
+    assert result.points_deleted == 3
+    assert store.existing_versions("acme", ["doc-0"]) == {"doc-0": {"v2"}}
+
+
+def test_rechunking_the_same_version_replaces_only_changed_chunks(store, embedder, cache):
+    sync_documents(store, embedder, cache, "acme", docs("acme", count=1))
+    store.upserted = 0
+    merged = [PARAGRAPHS[0], PARAGRAPHS[1] + " " + PARAGRAPHS[2]]
+    result = sync_documents(
+        store, embedder, cache, "acme", [make_document("acme", "doc-0", "v1", merged)]
+    )
+    assert (store.upserted, result.points_deleted) == (1, 2)
+    assert store.count("acme") == 2
+
+
+class CrashingDeleteStore(CountingStore):
+    def delete_points(self, tenant_id, point_ids):
+        raise IngestError(ErrorCode.UPSERT_FAILED, "simulated crash", transient=True)
+
+
+def test_crash_between_upsert_and_delete_leaves_extras_the_next_run_removes(store, embedder, cache):
+    sync_documents(store, embedder, cache, "acme", docs("acme", count=1))
+    crashing = CrashingDeleteStore(store.settings, store.vector_size, store.sparse)
+    v2 = [make_document("acme", "doc-0", "v2", PARAGRAPHS[:2])]
+
+    with pytest.raises(IngestError, match="simulated crash"):
+        sync_documents(crashing, embedder, cache, "acme", v2)
+    assert store.existing_versions("acme", ["doc-0"]) == {"doc-0": {"v1", "v2"}}
+
+    result = sync_documents(store, embedder, cache, "acme", v2)
+    assert (result.points_upserted, result.points_deleted) == (0, 3)
+    assert store.existing_versions("acme", ["doc-0"]) == {"doc-0": {"v2"}}
+
+
+def test_tenants_with_the_same_document_ids_never_touch_each_other(store, embedder, cache):
+    sync_documents(store, embedder, cache, "acme", docs("acme"))
+    sync_documents(store, embedder, cache, "globex", docs("globex"))
+    globex_points = store.existing_points("globex", ["doc-0", "doc-1"])
+
+    sync_documents(
+        store, embedder, cache, "acme", [make_document("acme", "doc-0", "v9", PARAGRAPHS[:1])]
+    )
+    store.delete_other_versions("acme", "doc-1", keep_version="v9")
+    deleted = delete_missing_documents(
+        store, "acme", [], listing_complete=True, max_delete_share=0.2, force=True
+    )
+
+    assert deleted == ["doc-0"]  # doc-1 lost its only version (v1) just above
+    assert store.count("acme") == 0
+    assert store.existing_points("globex", ["doc-0", "doc-1"]) == globex_points
+    assert store.count("globex") == 6
+
+
+def test_mass_deletion_is_refused_unless_forced(store, embedder, cache):
+    documents = [make_document("acme", f"doc-{i}", "v1", PARAGRAPHS[:1]) for i in range(5)]
+    sync_documents(store, embedder, cache, "acme", documents)
+    all_ids = {f"doc-{i}" for i in range(5)}
+
+    with pytest.raises(MassDeletionRefused, match=r"reconcile\.max_delete_share") as refused:
+        delete_missing_documents(
+            store, "acme", ["doc-0", "doc-1", "doc-2"], listing_complete=True, max_delete_share=0.2
+        )
+    assert "2 of 5" in str(refused.value) and refused.value.code is ErrorCode.UPSERT_FAILED
+    assert store.document_ids("acme") == all_ids
+
+    # An incomplete listing deletes nothing, whatever it lacks.
+    incomplete = delete_missing_documents(
+        store, "acme", [], listing_complete=False, max_delete_share=0
+    )
+    assert incomplete == []
+    assert store.document_ids("acme") == all_ids
+
+    # One of five (20%) is within the share; the rest only when forced.
+    within = delete_missing_documents(
+        store, "acme", sorted(all_ids - {"doc-4"}), listing_complete=True, max_delete_share=0.2
+    )
+    assert within == ["doc-4"]
+    forced = delete_missing_documents(
+        store, "acme", ["doc-0"], listing_complete=True, max_delete_share=0.2, force=True
+    )
+    assert forced == ["doc-1", "doc-2", "doc-3"]
+    assert store.document_ids("acme") == {"doc-0"}
+
+
+def test_missing_documents_are_scoped_to_their_source(store, embedder, cache):
+    pages = make_document("acme", "page-1", "v1", PARAGRAPHS[:1], source_type="confluence")
+    files = make_document("acme", "file-1", "v1", PARAGRAPHS[:1])
+    sync_documents(store, embedder, cache, "acme", [pages, files])
+
+    deleted = delete_missing_documents(
+        store, "acme", [], listing_complete=True, max_delete_share=1.0, source_type="file"
+    )
+    assert deleted == ["file-1"]
+    assert store.document_ids("acme") == {"page-1"}
+
+
+def test_blue_green_reindex_swaps_the_alias_atomically(store, embedder, cache):
+    sync_documents(store, embedder, cache, "acme", docs("acme", count=1))
+    old_physical = store.resolve()
+    assert old_physical is not None and old_physical != store.alias
+
+    def build(target: QdrantStore) -> None:
+        sync_documents(target, embedder, cache, "acme", docs("acme", "v2", count=2))
+        # Half-built: readers of the alias still see the old collection only.
+        assert store.count() == 3 and store.existing_versions("acme", ["doc-0"]) == {
+            "doc-0": {"v1"}
+        }
+
+    new = full_reindex(store, build)
+
+    assert store.resolve() == new != old_physical
+    assert store.count() == 6
+    assert store.existing_versions("acme", ["doc-0"]) == {"doc-0": {"v2"}}
+    assert not store.client.collection_exists(old_physical)
+
+
+def test_failed_reindex_leaves_the_alias_and_drops_the_half_built_collection(
+    store, embedder, cache
+):
+    sync_documents(store, embedder, cache, "acme", docs("acme", count=1))
+    before = store.resolve()
+    built: list[str] = []
+
+    def build(target: QdrantStore) -> None:
+        built.append(target.collection)
+        raise IngestError(ErrorCode.EMBED_FAILED, "embedder went away", transient=True)
+
+    with pytest.raises(IngestError, match="embedder went away"):
+        full_reindex(store, build)
+    assert store.resolve() == before and store.count() == 3
+    assert not store.client.collection_exists(built[0])
+
+
+def test_reindex_can_keep_the_previous_collection(store, embedder, cache):
+    sync_documents(store, embedder, cache, "acme", docs("acme", count=1))
+    old = store.resolve()
+    assert old is not None
+    full_reindex(store, lambda target: None, keep_previous=True)
+    assert store.client.collection_exists(old) and store.count() == 0
+
+
+class RecordingClient:
+    """Forwards to the real client, recording payload-index requests."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.indexes: dict[str, Any] = {}
+
+    def create_payload_index(self, collection_name, field_name, field_schema, **kw):
+        self.indexes[field_name] = field_schema
+        return self.inner.create_payload_index(collection_name, field_name, field_schema, **kw)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_collection_has_named_vectors_and_payload_indexes(tmp_path, tiny_embedder):
+    settings = qdrant_settings(tmp_path)
+    store = QdrantStore(settings, tiny_embedder.vector_size, sparse=True)
+    recording = RecordingClient(store.client)
+    store.client = recording  # type: ignore[assignment]
+    try:
+        physical = store.ensure_collection()
+        info = recording.inner.get_collection(physical)
+        assert info.config.params.vectors["dense"].size == tiny_embedder.vector_size
+        assert info.config.params.vectors["dense"].distance.value == "Cosine"
+        assert info.config.params.sparse_vectors["sparse"].modifier is None
+        assert recording.indexes == PAYLOAD_INDEXES
+        assert recording.indexes["tenant_id"].is_tenant is True
+        if settings.url:  # a server reports its indexes; local mode keeps none
+            schema = store.payload_schema()
+            assert set(PAYLOAD_INDEXES) <= set(schema)
+            assert schema["updated_at"] == "datetime"
+    finally:
+        if settings.url:
+            store.drop_collection(store.resolve() or "")
+        store.close()
+
+
+def test_existing_collection_with_another_vector_size_is_refused(store_factory, tiny_embedder):
+    store = store_factory(tiny_embedder.vector_size, sparse=True)
+    other = QdrantStore(store.settings, tiny_embedder.vector_size * 2, sparse=True)
+    with pytest.raises(ConfigError, match="re-index"):
+        other.ensure_collection()
+
+
+def test_local_mode_shares_one_client_per_path(store_factory):
+    first = store_factory(8, sparse=False)
+    second = QdrantStore(first.settings, 8, sparse=False)
+    assert second.client is first.client
+
+
+def test_unreachable_server_is_a_transient_upsert_failure(tmp_path):
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    settings = qdrant_settings(tmp_path, url=f"http://127.0.0.1:{port}", timeout_s=2)
+    store = QdrantStore(settings, 8, sparse=False)
+    try:
+        with pytest.raises(IngestError) as failure:
+            store.ensure_collection()
+        assert failure.value.code is ErrorCode.UPSERT_FAILED and failure.value.transient
+    finally:
+        store.close()
