@@ -203,69 +203,87 @@ def _blocks(grid: Grid) -> list[Block]:
     row by row over runs of adjacent cells, so a dense sheet costs one run per row); the
     bounding boxes of components that overlap are merged, so a table with empty cells
     inside stays one table while diagonally placed tables stay apart."""
-    parent: list[int] = []
-    boxes: list[list[int]] = []  # per run id: [first row, last row, first col, last col]
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    def union(a: int, b: int) -> None:
-        ra, rb = root(a), root(b)
-        if ra != rb:
-            parent[rb] = ra
-            boxes[ra] = _union_box(boxes[ra], boxes[rb])
-
+    sets = _BoxSets()
     previous_row, previous_runs = -1, list[tuple[int, int, int]]()
     for row in sorted(grid):
-        runs: list[tuple[int, int, int]] = []  # first col, last col, run id
-        for cols in _runs(sorted(grid[row])):
-            run_id = len(parent)
-            parent.append(run_id)
-            boxes.append([row, row, cols[0], cols[-1]])
-            runs.append((cols[0], cols[-1], run_id))
+        runs = [
+            (cols[0], cols[-1], sets.add([row, row, cols[0], cols[-1]]))
+            for cols in _runs(sorted(grid[row]))
+        ]
         if previous_row == row - 1:
             i = j = 0
             while i < len(previous_runs) and j < len(runs):
                 above, below = previous_runs[i], runs[j]
                 if above[0] <= below[1] and below[0] <= above[1]:
-                    union(above[2], below[2])
+                    sets.union(above[2], below[2])
                 if above[1] < below[1]:
                     i += 1
                 else:
                     j += 1
         previous_row, previous_runs = row, runs
-    merged = _merge_overlapping([boxes[i] for i in range(len(parent)) if parent[i] == i])
-    return [(b[0], b[1], b[2], b[3]) for b in sorted(merged, key=lambda b: (b[0], b[2]))]
+    boxes = _merge_overlapping(sets.boxes())
+    return [(b[0], b[1], b[2], b[3]) for b in sorted(boxes, key=lambda b: (b[0], b[2]))]
 
 
-def _union_box(a: list[int], b: list[int]) -> list[int]:
-    return [min(a[0], b[0]), max(a[1], b[1]), min(a[2], b[2]), max(a[3], b[3])]
+class _BoxSets:
+    """Union-find over boxes [first row, last row, first col, last col]; each set's root
+    holds the bounding box of the set."""
+
+    def __init__(self) -> None:
+        self._parent: list[int] = []
+        self._box: list[list[int]] = []
+
+    def add(self, box: list[int]) -> int:
+        self._parent.append(len(self._parent))
+        self._box.append(box)
+        return len(self._parent) - 1
+
+    def root(self, i: int) -> int:
+        while self._parent[i] != i:
+            self._parent[i] = self._parent[self._parent[i]]
+            i = self._parent[i]
+        return i
+
+    def union(self, a: int, b: int) -> bool:
+        ra, rb = self.root(a), self.root(b)
+        if ra == rb:
+            return False
+        self._parent[rb] = ra
+        x, y = self._box[ra], self._box[rb]
+        self._box[ra] = [min(x[0], y[0]), max(x[1], y[1]), min(x[2], y[2]), max(x[3], y[3])]
+        return True
+
+    def boxes(self) -> list[list[int]]:
+        return [box for i, box in enumerate(self._box) if self._parent[i] == i]
 
 
 def _merge_overlapping(boxes: list[list[int]]) -> list[list[int]]:
-    """Merge boxes that overlap until none do (a merge can create a new overlap)."""
-    changed = True
-    while changed:
-        changed = False
-        kept: list[list[int]] = []
-        for box in sorted(boxes):
-            for i, other in enumerate(kept):
-                if (
-                    box[0] <= other[1]
-                    and other[0] <= box[1]
-                    and box[2] <= other[3]
-                    and other[2] <= box[3]
-                ):
-                    kept[i] = _union_box(other, box)
-                    changed = True
-                    break
-            else:
-                kept.append(box)
-        boxes = kept
-    return boxes
+    """Merge overlapping boxes until none overlap (a merged box can reach new ones).
+    Each round looks row by row at the boxes covering that row, sorted by first column:
+    a box overlaps an earlier one exactly when it starts before the furthest column
+    reached so far. A component is at least as tall as it has rows, so a round costs
+    no more than the sheet has cells, however many small blocks there are."""
+    while True:
+        sets = _BoxSets()
+        by_row: dict[int, list[int]] = {}
+        for box in boxes:
+            index = sets.add(box)
+            for row in range(box[0], box[1] + 1):
+                by_row.setdefault(row, []).append(index)
+        merged = False
+        for indices in by_row.values():
+            if len(indices) < 2:
+                continue
+            indices.sort(key=lambda i: boxes[i][2])
+            reach, holder = -1, -1
+            for i in indices:
+                if boxes[i][2] <= reach:
+                    merged = sets.union(holder, i) or merged
+                if boxes[i][3] > reach:
+                    reach, holder = boxes[i][3], i
+        if not merged:
+            return boxes
+        boxes = sets.boxes()
 
 
 def _runs(indices: list[int]) -> list[list[int]]:

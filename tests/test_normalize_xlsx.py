@@ -152,6 +152,30 @@ def test_diagonal_blocks_are_separate_tables() -> None:
     assert "|  |" not in body  # no padding column from a shared bounding box
 
 
+def test_cell_inside_another_blocks_bounds_joins_that_table() -> None:
+    wb = openpyxl.Workbook()
+    ws = wb.active
+    ws.append(["id", "name", "note"])
+    ws.append(["1"])
+    ws.append(["2", None, "late"])  # C3 touches nothing, but lies inside A1:C4
+    ws.append(["3"])
+    body = normalize_bytes(_save(wb), "gaps.xlsx").markdown
+    assert body.endswith("| 1 |  |  |\n| 2 |  | late |\n| 3 |  |  |\n")
+    assert body.count("| --- | --- | --- |") == 1
+
+
+def test_many_isolated_cells_stay_fast() -> None:
+    wb = openpyxl.Workbook(write_only=True)
+    ws = wb.create_sheet("Dots")
+    for row in range(200):  # a checkerboard: 20,000 one-cell blocks
+        ws.append(["x" if (row + col) % 2 == 0 else None for col in range(200)])
+    data = _save(wb)
+    start = time.perf_counter()
+    doc = normalize_bytes(data, "dots.xlsx")
+    assert time.perf_counter() - start < 15
+    assert doc.markdown.split("\n").count("x") == 20_000
+
+
 def test_declared_million_rows_costs_nothing() -> None:
     wb = openpyxl.Workbook()
     wb.active.append(["a", "b"])
