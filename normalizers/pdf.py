@@ -57,10 +57,11 @@ _PAGE_NUMBER = re.compile(
 _SENTENCE_END = (".", ":", ";", "!", "?")
 
 # Share of the page height at its top and bottom where running headers/footers live.
-_MARGIN_BAND = 0.12
+_MARGIN_BAND = 0.08
 # A line is running if its text (digits masked) recurs at the same height on this share
-# of the pages (and on at least two).
-_RUNNING_SHARE = 0.5
+# of the pages (and on at least two): books alternate even/odd running lines, so the
+# share of either is about half the pages or less.
+_RUNNING_SHARE = 0.3
 _HEADING_MAX_CHARS = 200
 _HEADING_MAX_LINES = 3
 
@@ -115,6 +116,10 @@ def normalize_pdf(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
     with doc:
         if doc.needs_pass and not doc.authenticate(""):
             raise ctx.fail(ErrorCode.ENCRYPTED, "the PDF is password-protected")
+        if doc.is_repaired and b"%%EOF" not in data[-2048:]:
+            # MuPDF rebuilds a cut-off file from what is left: pages and text go missing
+            # silently, so a truncated file is refused rather than half-indexed.
+            raise ctx.fail(ErrorCode.CORRUPT, "the PDF is truncated (no end-of-file marker)")
         if doc.page_count == 0:
             raise ctx.fail(ErrorCode.CORRUPT, "the PDF has no pages (truncated or damaged)")
         if doc.page_count > ctx.limits.max_pdf_pages:
@@ -123,7 +128,7 @@ def normalize_pdf(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
                 f"{doc.page_count:,} pages, over limits.max_pdf_pages "
                 f"({ctx.limits.max_pdf_pages:,})",
             )
-        warnings: list[str] = []
+        warnings = ["the PDF is damaged; MuPDF repaired it"] if doc.is_repaired else []
         pages = [_extract_page(page, textpage=None) for page in doc]
         if not any(p.lines or p.tables for p in pages):
             pages = _ocr_pages(doc, ctx)
@@ -734,10 +739,12 @@ def _join_lines(lines: Sequence[_Line]) -> str:
         piece = ln.text.strip()
         if not text:
             text = piece
-        elif text.endswith("\u00ad") or (
-            len(text) >= 2 and text[-1] == "-" and text[-2].isalpha() and piece[:1].islower()
-        ):
+        elif text.endswith("\u00ad"):
             text = text[:-1] + piece
+        elif len(text) >= 2 and text[-1] == "-" and text[-2].isalpha():
+            # "infor-" + "mation": a word broken at the margin; "well-" + "Known": a real
+            # hyphen that happened to fall there.
+            text = (text[:-1] if piece[:1].islower() else text) + piece
         else:
             text += " " + piece
     return text.replace("\u00ad", "")

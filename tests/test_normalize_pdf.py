@@ -1,0 +1,191 @@
+"""PDF normalizer: exact Markdown on PDFs built in code, error codes on bad input, and
+word recall on the real PDFs of the Docling corpus."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.normalize import word_recall
+from config.errors import ErrorCode, IngestError
+from config.settings import LimitsSettings
+from normalizers.base import normalize_bytes
+from normalizers.pdf import _Char, _logical_text, _pdf_date
+from tests import fixtures_pdf
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "docling" / "pdf"
+
+
+def test_headings_ranked_by_font_size_and_weight_and_metadata() -> None:
+    doc = normalize_bytes(fixtures_pdf.headings_pdf(), "report.pdf")
+    body = " ".join(fixtures_pdf.BODY)
+    assert doc.markdown == (
+        f"# Annual Report\n\n## Results\n\n{body}\n\n### Details\n\n{body}\n\n"
+        f"### Bold Label\n\n{body}\n"
+    )
+    assert doc.title == "Annual Report"  # no title in the PDF metadata: the first heading
+    assert doc.author == "Ann Author"
+    assert doc.created_at == "2024-01-31T12:00:00+02:00"
+    assert doc.page_count == 1
+    assert doc.metadata["format"] == "pdf"
+
+
+def test_two_columns_read_left_column_first_even_when_drawn_last() -> None:
+    doc = normalize_bytes(fixtures_pdf.two_column_pdf(), "columns.pdf")
+    assert doc.markdown == (
+        "# Columns Title\n\n"
+        "Left one echo text here. Left one foxtrot text here.\n\n"
+        "Left two golf text here. Left two hotel text here.\n\n"
+        "Right one alpha text here. Right one bravo text here.\n\n"
+        "Right two charlie text. Right two delta text.\n"
+    )
+
+
+def test_running_headers_footers_and_page_numbers_removed_page_anchors_kept() -> None:
+    doc = normalize_bytes(fixtures_pdf.running_headers_pdf(4), "running.pdf")
+    for gone in ("ACME", "Confidential", "Quarterly report", "Page 1 of 4", "of 4"):
+        assert gone not in doc.markdown
+    pages = [a for a in doc.anchors if a.kind == "page"]
+    assert [a.value for a in pages] == [1, 2, 3, 4]
+    for anchor in pages:
+        assert anchor.offset == 0 or doc.markdown[anchor.offset - 1] == "\n"
+        assert doc.markdown[anchor.offset :].startswith(f"Body of page {anchor.value} starts")
+
+
+def test_hyphenated_line_break_joined_real_hyphen_kept() -> None:
+    doc = normalize_bytes(fixtures_pdf.hyphenation_pdf(), "hyphen.pdf")
+    assert doc.markdown == "The system keeps information about every well-Known item.\n"
+
+
+def test_bulleted_nested_and_numbered_lists() -> None:
+    doc = normalize_bytes(fixtures_pdf.lists_pdf(), "lists.pdf")
+    assert doc.markdown == (
+        "Shopping notes for the week:\n\n"
+        "- First item\n- Second item\n  - Nested item\n- Third item\n\n"
+        "Then follow these steps:\n\n"
+        "1. Open the box.\n2. Remove the lid.\n"
+    )
+
+
+def test_ruled_table_becomes_gfm_table_with_escaped_pipe_and_joined_lines() -> None:
+    doc = normalize_bytes(fixtures_pdf.table_pdf(), "table.pdf")
+    assert doc.markdown == (
+        "Text before the table.\n\n"
+        "| Name | Value | Note |\n"
+        "| --- | --- | --- |\n"
+        "| alpha | 1 \\| 2 | first |\n"
+        "| beta | 3 | two lines |\n\n"
+        "Text after the table.\n"
+    )
+
+
+def test_right_to_left_line_in_logical_order_whatever_the_drawing_order() -> None:
+    # "سلام R و Python عالم" drawn right to left: glyph boxes x-descending for Arabic,
+    # a Latin run reading left to right inside, and a lam-alef ligature whose second
+    # character MuPDF reports first with zero width.
+    def char(
+        c: str, x0: float, x1: float
+    ) -> tuple[str, tuple[float, float, float, float], float, bool, bool]:
+        return (c, (x0, 0.0, x1, 10.0), 10.0, False, False)
+
+    visual = [
+        char("P", 10, 16), char("y", 16, 21), char("t", 21, 24), char("h", 24, 29),
+        char("o", 29, 34), char("n", 34, 39), char(" ", 39, 42),
+        char("و", 42, 47), char(" ", 47, 50), char("R", 50, 56), char(" ", 56, 59),
+        char("ل", 59, 64), char("ا", 64, 64), char("ك", 64, 70), char(" ", 70, 73),
+        char("م", 73, 78), char("ا", 78, 81), char("ل", 81, 85), char("س", 85, 92),
+    ]  # fmt: skip
+    expected = "سلام كلا R و Python"
+    assert _logical_text(visual) == expected
+    assert _logical_text(list(reversed(visual))) == expected  # stream order does not matter
+
+
+def test_pdf_dates_to_iso_8601() -> None:
+    assert _pdf_date("D:20240131120000+02'00'") == "2024-01-31T12:00:00+02:00"
+    assert _pdf_date("D:20240131120000Z") == "2024-01-31T12:00:00+00:00"
+    assert _pdf_date("D:2024") == "2024-01-01T00:00:00"
+    assert _pdf_date("") is None
+    assert _pdf_date("yesterday") is None
+
+
+def _error(data: bytes, name: str, limits: LimitsSettings | None = None) -> IngestError:
+    with pytest.raises(IngestError) as caught:
+        normalize_bytes(data, name, limits=limits)
+    assert name in str(caught.value)  # every message names the file
+    return caught.value
+
+
+def test_user_password_is_encrypted() -> None:
+    error = _error(fixtures_pdf.encrypted_pdf("s3cret"), "locked.pdf")
+    assert error.code is ErrorCode.ENCRYPTED
+
+
+def test_empty_user_password_opens() -> None:
+    doc = normalize_bytes(fixtures_pdf.encrypted_pdf(""), "owner-only.pdf")
+    assert doc.markdown == "Secret content.\n"
+
+
+def test_image_only_pdf_has_no_text_layer() -> None:
+    error = _error(fixtures_pdf.image_only_pdf(), "scan.pdf")
+    assert error.code is ErrorCode.NO_TEXT_LAYER
+    assert "limits.ocr" in error.message
+
+
+def test_ocr_requested_without_tesseract_names_the_fix(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no tesseract on this PATH
+    limits = LimitsSettings(ocr=True)  # type: ignore[call-arg]
+    error = _error(fixtures_pdf.image_only_pdf(), "scan.pdf", limits)
+    assert error.code is ErrorCode.NO_TEXT_LAYER
+    assert "tesseract" in error.message
+
+
+@pytest.mark.parametrize("keep", [400, -300])
+def test_truncated_pdf_is_corrupt(keep: int) -> None:
+    data = fixtures_pdf.plain_pdf(3)
+    assert _error(data[:keep], "cut.pdf").code is ErrorCode.CORRUPT
+
+
+def test_zero_page_pdf_is_corrupt() -> None:
+    assert _error(fixtures_pdf.ZERO_PAGE_PDF, "empty.pdf").code is ErrorCode.CORRUPT
+
+
+def test_too_many_pages() -> None:
+    limits = LimitsSettings(max_pdf_pages=2)  # type: ignore[call-arg]
+    error = _error(fixtures_pdf.plain_pdf(3), "long.pdf", limits)
+    assert error.code is ErrorCode.TOO_LARGE
+    assert "max_pdf_pages" in error.message
+
+
+# Measured with bench/normalize.py (exact-LCS word recall against Docling's reference),
+# each floor set just below what this normalizer achieves. right_to_left_02's own text
+# layer maps glyphs wrongly (the reference is garbled too); right_to_left_03 is a form
+# whose checkbox marks Docling renders as words.
+RECALL_FLOORS = {
+    "2305.03393v1-pg9.pdf": 0.96,
+    "amt_handbook_sample.pdf": 0.98,
+    "code_and_formula.pdf": 0.98,
+    "multi_page.pdf": 0.99,
+    "normal_4pages.pdf": 0.96,
+    "picture_classification.pdf": 0.99,
+    "redp5110_sampled.pdf": 0.97,
+    "right_to_left_01.pdf": 0.97,
+    "right_to_left_02.pdf": 0.85,
+    "right_to_left_03.pdf": 0.87,
+    "table_mislabeled_as_picture.pdf": 0.93,
+}
+
+
+def test_every_corpus_pdf_has_a_floor() -> None:
+    assert sorted(p.name for p in CORPUS.glob("*.pdf")) == sorted(RECALL_FLOORS)
+
+
+@pytest.mark.parametrize("name", sorted(RECALL_FLOORS))
+def test_corpus_pdf_converts_with_word_recall_above_floor(name: str) -> None:
+    path = CORPUS / name
+    doc = normalize_bytes(path.read_bytes(), name)
+    reference = path.with_name(name + ".md").read_text(encoding="utf-8")
+    assert word_recall(reference, doc.markdown) >= RECALL_FLOORS[name]
+    assert [a.value for a in doc.anchors] == list(range(1, (doc.page_count or 0) + 1))
