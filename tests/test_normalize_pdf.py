@@ -84,9 +84,7 @@ def test_right_to_left_line_in_logical_order_whatever_the_drawing_order() -> Non
     # "سلام R و Python عالم" drawn right to left: glyph boxes x-descending for Arabic,
     # a Latin run reading left to right inside, and a lam-alef ligature whose second
     # character MuPDF reports first with zero width.
-    def char(
-        c: str, x0: float, x1: float
-    ) -> tuple[str, tuple[float, float, float, float], float, bool, bool]:
+    def char(c: str, x0: float, x1: float) -> _Char:
         return (c, (x0, 0.0, x1, 10.0), 10.0, False, False)
 
     visual = [
