@@ -1,0 +1,631 @@
+"""HTML -> Markdown: the element walker shared with the Confluence normalizer.
+
+`MarkdownWalker` turns an lxml element tree into CommonMark + GFM tables. It renders
+"flow" content (text mixed with inline and block elements) as a list of blocks:
+inline runs become paragraphs, block elements render themselves. Subclasses add
+elements by overriding `kind`, `render_block` and `render_inline` (Confluence adds
+its `ac:`/`ri:` macros that way) and collect `LinkRecord`s through `add_link`.
+
+Safety: parsers never resolve entities or touch the network, and libxml2's own limits
+stay on (`huge_tree=False`), so billion-laughs and external-entity payloads expand to
+nothing. libxml2 stops parsing at 256 levels of nesting; input that hits this limit
+fails as TOO_LARGE instead of being silently cut. Below it, the walker flattens
+anything deeper than `max_depth` elements to plain text, and Markdown containers
+(lists, quotes) deeper than `max_nesting` to a paragraph, so recursion and the
+Markdown parser downstream both stay bounded.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+import textwrap
+from collections.abc import Iterable, Iterator
+from enum import Enum
+
+from lxml import etree
+
+from config.errors import ErrorCode
+from normalizers.base import LinkRecord, NormalizeContext, NormalizedDocument, register
+from normalizers.links import classify_href
+from normalizers.tables import gfm_table
+
+
+class Kind(Enum):
+    BLOCK = "block"
+    INLINE = "inline"
+    DROP = "drop"
+
+
+_DROPPED = frozenset(
+    {
+        "head", "script", "style", "noscript", "template", "nav", "footer", "svg", "math",
+        "canvas", "iframe", "object", "embed", "map", "button", "input", "select",
+        "textarea", "option", "datalist", "dialog", "meta", "link", "base", "title",
+    }
+)  # fmt: skip
+_CONTAINERS = frozenset(
+    {
+        "html", "body", "div", "p", "section", "article", "main", "header", "aside",
+        "figure", "figcaption", "details", "summary", "address", "center", "form",
+        "fieldset", "legend", "li", "dt", "dd", "caption", "tr", "td", "th", "thead",
+        "tbody", "tfoot", "hgroup", "search", "output",
+    }
+)  # fmt: skip
+_HEADINGS = {f"h{n}": n for n in range(1, 7)}
+_GAPPED = _CONTAINERS | _HEADINGS.keys() | {"ul", "ol", "dl", "table", "pre", "blockquote", "hr"}
+_BOLD = frozenset({"strong", "b"})
+_ITALIC = frozenset({"em", "i", "cite", "dfn", "var"})
+_STRIKE = frozenset({"s", "strike", "del"})
+_CODE = frozenset({"code", "kbd", "samp", "tt"})
+_LANGUAGE_CLASS = re.compile(r"(?:^|\s)(?:language|lang|highlight-source)-([\w+#.-]+)")
+_BRUSH = re.compile(r"brush:\s*([\w+#.-]+)")
+
+_WHITESPACE = re.compile(r"[ \t\n\r\f\v\u00a0]+")
+_STAR = re.compile(r"(?<=\S)\*|\*(?=\S)")
+_UNDERSCORE = re.compile(r"(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
+_BACKSLASH = re.compile(r"\\(?=[!-/:-@\[-`{-~])")
+_TAG_LIKE = re.compile(r"<(?=[A-Za-z/!?])")
+_LINE_MARKER = re.compile(r"^([#>+*\-]|\d{1,9}[.)])(?=\s|$)")
+_RULE_LIKE = re.compile(r"^(?:[-=*_~`]\s*){3,}$")
+_LIST_MARKER = re.compile(r"^(?:[-+*]|\d{1,9}[.)])(?: |$)")
+_CHARSET = re.compile(
+    rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)|<\?xml[^>]+encoding\s*=\s*["']([A-Za-z0-9_.:-]+)""",
+    re.IGNORECASE,
+)
+# The HTML standard reads these labels as windows-1252, and UTF-16 labels on
+# ASCII-compatible bytes (no BOM) as UTF-8.
+_CHARSET_ALIASES = {"iso8859-1": "cp1252", "ascii": "cp1252", "utf-16-le": "utf-8",
+                    "utf-16-be": "utf-8", "utf-16": "utf-8"}  # fmt: skip
+
+# HTML never needs an internal DTD subset; libxml2's HTML parser ignores its entity
+# declarations but would show the subset's tail as text, so it goes before parsing.
+_DTD_SUBSET = re.compile(r"<!DOCTYPE[^>\[]*\[.*?\]\s*>", re.IGNORECASE | re.DOTALL)
+
+PARSER_DEPTH_LIMIT = 256
+
+
+def escape_text(text: str) -> str:
+    """Escape what would turn plain text into Markdown syntax, and nothing more
+    (every escape costs tokens): backslashes before punctuation, backticks,
+    emphasis-capable `*`/`_`, `](` (a link), and `<` that would open HTML."""
+    text = _BACKSLASH.sub(r"\\\\", text)
+    text = text.replace("`", "\\`")
+    text = _STAR.sub(r"\\*", text)
+    text = _UNDERSCORE.sub(r"\\_", text)
+    text = text.replace("](", "\\](")
+    return _TAG_LIKE.sub(r"\\<", text)
+
+
+def escape_line_starts(paragraph: str) -> str:
+    """Escape line starts that would open a heading, quote, list or rule."""
+    out = []
+    for line in paragraph.split("\n"):
+        if _RULE_LIKE.match(line):
+            line = "\\" + line
+        else:
+            line = _LINE_MARKER.sub(lambda m: _escape_marker(m.group(1)), line, count=1)
+        out.append(line)
+    return "\n".join(out)
+
+
+def _escape_marker(marker: str) -> str:
+    return marker[:-1] + "\\" + marker[-1] if marker[0].isdigit() else "\\" + marker
+
+
+def code_span(text: str) -> str:
+    text = _WHITESPACE.sub(" ", text).strip()
+    if not text:
+        return ""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    ticks = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
+
+
+def fenced_code(code: str, language: str = "") -> str:
+    longest = max((len(run) for run in re.findall(r"`{3,}", code)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{language}\n{code}\n{fence}" if code else f"{fence}{language}\n{fence}"
+
+
+def wrap_emphasis(inner: str, marker: str) -> str:
+    """`marker` around the text, whitespace kept outside so the emphasis parses."""
+    core = inner.strip(" \n")
+    if not core:
+        return inner
+    lead = inner[: len(inner) - len(inner.lstrip(" \n"))]
+    trail = inner[len(inner.rstrip(" \n")) :]
+    return f"{lead}{marker}{core}{marker}{trail}"
+
+
+def link_destination(url: str) -> str:
+    if re.search(r"[\s()<>]", url):
+        return "<" + url.replace("<", "%3C").replace(">", "%3E") + ">"
+    return url
+
+
+def list_item(marker: str, blocks: list[str], indent: int | None = None) -> str:
+    """One list item: the marker on the first line, every other line indented to the
+    item's content column. A nested list follows its paragraph without a blank line
+    so lists stay tight."""
+    pad = " " * (len(marker) if indent is None else indent)
+    lines: list[str] = []
+    for i, block in enumerate(blocks):
+        if i and not _LIST_MARKER.match(block):
+            lines.append("")
+        for j, line in enumerate(block.split("\n")):
+            if i == 0 and j == 0:
+                lines.append(marker + line)
+            else:
+                lines.append(pad + line if line else "")
+    if not lines:
+        lines.append(marker.rstrip())
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def quote_blocks(blocks: list[str]) -> str:
+    text = "\n\n".join(blocks)
+    return "\n".join("> " + line if line else ">" for line in text.split("\n"))
+
+
+def plain_text(el: etree._Element, *, block_gaps: bool = False) -> str:
+    """All text under `el` (iteratively: safe at any depth), `<br>` as a newline;
+    with `block_gaps`, a space around every element that is not inline in HTML."""
+    parts: list[str] = []
+    walk = etree.iterwalk(el, events=("start", "end"))
+    for event, node in walk:
+        tag = node.tag.lower() if isinstance(node.tag, str) else ""
+        gap = " " if block_gaps and tag in _GAPPED else ""
+        if event == "start":
+            if tag in _DROPPED and node is not el:
+                walk.skip_subtree()  # its "end" event still comes and adds the tail
+                continue
+            parts.append("\n" if tag == "br" else gap + (node.text or "") if tag else "")
+        elif node is not el:
+            parts.append(gap + (node.tail or ""))
+    return "".join(parts)
+
+
+class MarkdownWalker:
+    """Renders an lxml tree to Markdown blocks; see the module docstring."""
+
+    max_depth = 100
+    max_nesting = 8
+
+    def __init__(self, *, base_url: str | None = None) -> None:
+        self.base_url = base_url
+        self.links: list[LinkRecord] = []
+        # > 0 inside a table cell or inline context: blocks render as one line of text
+        self._one_line = 0
+
+    # -- entry points ------------------------------------------------------------------
+
+    def render(self, root: etree._Element) -> str:
+        return "\n\n".join(self.flow(root, 0, 0)) + "\n"
+
+    def add_link(self, record: LinkRecord | None) -> None:
+        if record is not None and record not in self.links:
+            self.links.append(record)
+
+    # -- classification, overridable -------------------------------------------------
+
+    def tag(self, el: etree._Element) -> str:
+        """Lower-case tag name; '' for comments, processing instructions, entities."""
+        return el.tag.lower() if isinstance(el.tag, str) else ""
+
+    def kind(self, el: etree._Element, tag: str) -> Kind:
+        if not tag or tag in _DROPPED or el.get("hidden") is not None:
+            return Kind.DROP
+        if "display:none" in el.get("style", "").replace(" ", "").lower():
+            return Kind.DROP
+        if tag in _CONTAINERS or tag in _HEADINGS or tag in (
+            "ul", "ol", "menu", "dl", "table", "pre", "blockquote", "hr", "listing", "xmp",
+        ):  # fmt: skip
+            return Kind.BLOCK
+        return Kind.INLINE
+
+    # -- flow and blocks ----------------------------------------------------------------
+
+    def flow(self, el: etree._Element, depth: int, nesting: int) -> list[str]:
+        """The blocks of `el`'s content: inline runs become paragraphs."""
+        if depth >= self.max_depth:
+            return self.flattened(el)
+        blocks: list[str] = []
+        run: list[str] = []
+
+        def flush() -> None:
+            blocks.extend(self.paragraphs("".join(run)))
+            run.clear()
+
+        if el.text and isinstance(el.tag, str):
+            run.append(self.text(el.text))
+        for child in el:
+            tag = self.tag(child)
+            kind = self.kind(child, tag)
+            if kind is Kind.BLOCK:
+                flush()
+                blocks.extend(self.render_block(child, tag, depth + 1, nesting))
+            elif kind is Kind.INLINE:
+                run.append(self.render_inline(child, tag, depth + 1))
+            if child.tail:
+                run.append(self.text(child.tail))
+        flush()
+        return blocks
+
+    def text(self, raw: str) -> str:
+        return escape_text(_WHITESPACE.sub(" ", raw))
+
+    def paragraphs(self, inline: str) -> list[str]:
+        lines = [" ".join(line.split()) for line in inline.split("\n")]
+        text = "\n".join(line for line in lines if line)
+        return [escape_line_starts(text)] if text else []
+
+    def render_block(self, el: etree._Element, tag: str, depth: int, nesting: int) -> list[str]:
+        if tag in _HEADINGS:
+            text = self.inline_line(el, depth)
+            if self._one_line:
+                return [text] if text else []
+            text = re.sub(r"(\s)(#+)$", r"\1\\\2", text)
+            return [f"{'#' * _HEADINGS[tag]} {text}"] if text else []
+        if tag in ("ul", "ol", "menu"):
+            return self.render_list(el, depth, nesting, ordered=tag == "ol")
+        if tag == "dl":
+            return self.render_definitions(el, depth, nesting)
+        if tag == "table":
+            return self.render_table(el, depth, nesting)
+        if tag in ("pre", "listing", "xmp"):
+            return self.render_code(plain_text(el), self.code_language(el))
+        if tag == "blockquote":
+            return self.render_quote(self.flow(el, depth, nesting + 1), nesting)
+        if tag == "hr":
+            return ["---", *self.flow(el, depth, nesting)] if not self._one_line else []
+        return self.flow(el, depth, nesting)
+
+    def render_code(self, code: str, language: str) -> list[str]:
+        code = textwrap.dedent(code.replace("\r\n", "\n").replace("\r", "\n")).strip("\n")
+        code = "\n".join(line.rstrip() for line in code.split("\n"))
+        if not code.strip():
+            return []
+        if self._one_line:
+            return [code_span(code)]
+        return [fenced_code(code, language)]
+
+    def render_quote(self, blocks: list[str], nesting: int) -> list[str]:
+        if not blocks:
+            return []
+        if self._one_line or nesting >= self.max_nesting:
+            return blocks
+        return [quote_blocks(blocks)]
+
+    def code_language(self, el: etree._Element) -> str:
+        for node in (el, *el.iterchildren()):
+            if not isinstance(node.tag, str):
+                continue
+            classes = node.get("class", "")
+            match = _LANGUAGE_CLASS.search(classes) or _BRUSH.search(
+                node.get("data-syntaxhighlighter-params", "")
+            )
+            if match:
+                return match.group(1).lower()
+            data_lang = str(node.get("data-lang", "")).strip().lower()
+            if data_lang:
+                return data_lang
+        return ""
+
+    def render_list(
+        self, el: etree._Element, depth: int, nesting: int, *, ordered: bool
+    ) -> list[str]:
+        if nesting >= self.max_nesting or self._one_line:
+            return self.one_line_items(el, depth, "li")
+        number = _int_attr(el, "start", 1)
+        items: list[tuple[str, list[str]]] = []
+        for child in el:
+            tag = self.tag(child)
+            kind = self.kind(child, tag)
+            if kind is Kind.DROP:
+                continue
+            if tag == "li":
+                marker = f"{number}. " if ordered else "- "
+                number += 1
+                items.append((marker, self.flow(child, depth + 1, nesting + 1)))
+            else:  # a stray list or text directly inside the list joins the item before it
+                blocks = (
+                    self.render_block(child, tag, depth + 1, nesting + 1)
+                    if kind is Kind.BLOCK
+                    else self.paragraphs(self.render_inline(child, tag, depth + 1))
+                )
+                if items:
+                    items[-1][1].extend(blocks)
+                elif blocks:
+                    items.append(("- ", blocks))
+        return self.list_blocks(items)
+
+    def list_blocks(
+        self, items: Iterable[tuple[str, list[str]]], indent: int | None = None
+    ) -> list[str]:
+        rendered = [list_item(marker, blocks, indent) for marker, blocks in items if blocks]
+        return ["\n".join(rendered)] if rendered else []
+
+    def one_line_items(self, el: etree._Element, depth: int, item_tag: str) -> list[str]:
+        """A list where no Markdown list can go (a table cell, past the nesting cap):
+        its items' text on one line, `; ` between them."""
+        self._one_line += 1
+        try:
+            items = [self.inline_line(c, depth + 1) for c in el if self.tag(c) == item_tag]
+        finally:
+            self._one_line -= 1
+        text = "; ".join(item for item in items if item)
+        return [text] if text else []
+
+    def render_definitions(self, el: etree._Element, depth: int, nesting: int) -> list[str]:
+        """`- **term**: definition`, further definitions as paragraphs of the item."""
+        if nesting >= self.max_nesting or self._one_line:
+            return self.flattened(el)
+        items: list[tuple[str, list[str]]] = []
+        open_term = False  # the last item is a term still waiting for its first definition
+        for child in self.definition_parts(el):
+            tag = self.tag(child)
+            if tag == "dt":
+                term = self.inline_line(child, depth + 1)
+                if not term.startswith("**") or not term.endswith("**"):
+                    term = wrap_emphasis(term, "**")
+                items.append(("- ", [term] if term else []))
+                open_term = bool(term)
+            elif tag == "dd":
+                blocks = self.flow(child, depth + 1, nesting + 1)
+                if open_term and blocks and not _starts_block_syntax(blocks[0]):
+                    items[-1][1][0] += ": " + blocks[0]
+                    blocks = blocks[1:]
+                if items and items[-1][1]:
+                    items[-1][1].extend(blocks)
+                else:
+                    items.append(("- ", blocks))
+                open_term = False
+        return self.list_blocks(items)
+
+    def definition_parts(self, dl: etree._Element) -> Iterator[etree._Element]:
+        """dt/dd children of a `<dl>`, looking through the `<div>` wrappers HTML allows."""
+        for child in dl:
+            name = self.tag(child)
+            if name in ("dt", "dd"):
+                yield child
+            elif name == "div":
+                yield from (g for g in child if self.tag(g) in ("dt", "dd"))
+
+    def render_table(self, el: etree._Element, depth: int, nesting: int) -> list[str]:
+        caption: list[str] = []
+        rows: list[list[etree._Element]] = []
+        for child in el:
+            tag = self.tag(child)
+            if tag == "caption":
+                caption = self.flow(child, depth + 1, nesting)
+            elif tag == "tr":
+                rows.append(self.cells(child))
+            elif tag in ("thead", "tbody", "tfoot"):
+                rows.extend(self.cells(tr) for tr in child if self.tag(tr) == "tr")
+        cells = [cell for row in rows for cell in row]
+        if len(cells) == 1:  # a one-cell table is layout, not data
+            return caption + self.flow(cells[0], depth + 1, nesting)
+        self._one_line += 1
+        try:
+            grid = fill_spans(
+                [
+                    [(self.cell_text(c, depth + 1), _span(c, "rowspan"), _span(c, "colspan"))
+                     for c in row]
+                    for row in rows
+                ]
+            )  # fmt: skip
+        finally:
+            self._one_line -= 1
+        if not grid:
+            return caption
+        if self._one_line:
+            return [" ".join(text for row in grid for text in row if text)]
+        return [*caption, gfm_table(grid[0], grid[1:])]
+
+    def cells(self, tr: etree._Element) -> list[etree._Element]:
+        return [td for td in tr if self.tag(td) in ("td", "th")]
+
+    def cell_text(self, cell: etree._Element, depth: int) -> str:
+        blocks = self.flow(cell, depth, self.max_nesting)
+        return " ".join(" ".join(block.split()) for block in blocks)
+
+    def flattened(self, el: etree._Element) -> list[str]:
+        return self.paragraphs(escape_text(_WHITESPACE.sub(" ", plain_text(el, block_gaps=True))))
+
+    # -- inline -----------------------------------------------------------------------
+
+    def inline_content(self, el: etree._Element, depth: int) -> str:
+        """`el`'s text and children as inline Markdown (block children flattened)."""
+        if depth >= self.max_depth:
+            return escape_text(_WHITESPACE.sub(" ", plain_text(el, block_gaps=True)))
+        parts = [self.text(el.text)] if el.text and isinstance(el.tag, str) else []
+        for child in el:
+            tag = self.tag(child)
+            kind = self.kind(child, tag)
+            if kind is Kind.INLINE:
+                parts.append(self.render_inline(child, tag, depth + 1))
+            elif kind is Kind.BLOCK:
+                self._one_line += 1
+                try:
+                    blocks = self.render_block(child, tag, depth + 1, self.max_nesting)
+                finally:
+                    self._one_line -= 1
+                parts.append(" " + " ".join(blocks) + " ")
+            if child.tail:
+                parts.append(self.text(child.tail))
+        return "".join(parts)
+
+    def inline_line(self, el: etree._Element, depth: int) -> str:
+        return " ".join(self.inline_content(el, depth).split())
+
+    def render_inline(self, el: etree._Element, tag: str, depth: int) -> str:
+        if tag == "br":
+            return "\n" + self.inline_content(el, depth)
+        if tag == "img":
+            return self.text(el.get("alt", "") or el.get("title", ""))
+        if tag in _CODE:
+            return code_span(plain_text(el))
+        inner = self.inline_content(el, depth)
+        if tag in _BOLD:
+            return wrap_emphasis(inner, "**")
+        if tag in _ITALIC:
+            return wrap_emphasis(inner, "*")
+        if tag in _STRIKE:
+            return wrap_emphasis(inner, "~~")
+        if tag == "a":
+            return self.render_anchor(el, inner)
+        if tag == "q":
+            return f"“{inner.strip()}”"
+        if tag == "time" and not inner.strip():
+            return self.text(el.get("datetime", ""))
+        return inner
+
+    def render_anchor(self, el: etree._Element, inner: str) -> str:
+        text = " ".join(inner.split())
+        record = classify_href(el.get("href", ""), text, base_url=self.base_url)
+        self.add_link(record)
+        return self.markdown_link(text, record.target_url if record else None)
+
+    def markdown_link(self, text: str, url: str | None) -> str:
+        if not url or not text:
+            return text
+        text = re.sub(r"(?<!\\)([\[\]])", r"\\\1", text)
+        return f"[{text}]({link_destination(url)})"
+
+
+def fill_spans(rows: list[list[tuple[str, int, int]]]) -> list[list[str]]:
+    """Rows of (text, rowspan, colspan) to a rectangular grid, a spanned cell's text
+    repeated in every slot it covers. Rows that hold nothing but the start of cells
+    spanning further down are dropped (pivot-style headers), as are empty rows."""
+    placed: dict[tuple[int, int], tuple[str, int]] = {}  # slot -> (text, last row it spans)
+    height = len(rows)
+    # Spans fill at most this many slots: absurd spans on a long table must not
+    # cost quadratic memory; past the budget, cells stop spanning.
+    budget = 4 * sum(len(row) for row in rows) + 100_000
+    for r, row in enumerate(rows):
+        c = 0
+        for text, rowspan, colspan in row:
+            while (r, c) in placed:
+                c += 1
+            last = height - 1 if rowspan == 0 else min(height - 1, r + rowspan - 1)
+            if len(placed) + (last - r + 1) * colspan > budget:
+                last, colspan = r, 1
+            for rr in range(r, last + 1):
+                for cc in range(c, c + colspan):
+                    placed[(rr, cc)] = (text, last)
+            c += colspan
+    width = max((c for _, c in placed), default=-1) + 1
+    grid: list[list[str]] = []
+    for r in range(height):
+        slots = [placed.get((r, c), ("", r)) for c in range(width)]
+        own = [text for text, last in slots if text and last == r]
+        if not any(text for text, _ in slots) or (r > 0 and not own and r < height - 1):
+            continue
+        grid.append([text for text, _ in slots])
+    return grid
+
+
+def _span(cell: etree._Element, name: str) -> int:
+    # HTML caps colspan at 1000 and rowspan at 65534; 0 rowspan means "to the end".
+    value = _int_attr(cell, name, 1)
+    return max(0 if name == "rowspan" else 1, min(value, 1000 if name == "colspan" else 65534))
+
+
+def _int_attr(el: etree._Element, name: str, default: int) -> int:
+    match = re.match(r"\s*(-?\d+)", el.get(name, ""))
+    return int(match.group(1)) if match else default
+
+
+def _starts_block_syntax(block: str) -> bool:
+    return block.startswith(("```", "> ", "|", "#")) or bool(_LIST_MARKER.match(block))
+
+
+# --- the HTML normalizer ----------------------------------------------------------------
+
+
+def decode_html(data: bytes, ctx: NormalizeContext) -> str:
+    """Bytes to text: a BOM wins, then a `<meta charset>` / XML declaration, else
+    strict UTF-8. Bytes invalid in the chosen encoding fail as CHUNKING_FAILED."""
+    for bom, encoding in ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"),
+                          (codecs.BOM_UTF16_BE, "utf-16-be")):  # fmt: skip
+        if data.startswith(bom):
+            return _decode(data[len(bom) :], encoding, ctx)
+    match = _CHARSET.search(data[:4096])
+    if match:
+        label = (match.group(1) or match.group(2)).decode("ascii")
+        try:
+            name = codecs.lookup(label).name
+        except LookupError:
+            name = "utf-8"
+        return _decode(data, _CHARSET_ALIASES.get(name, name), ctx)
+    return _decode(data, "utf-8", ctx)
+
+
+def _decode(data: bytes, encoding: str, ctx: NormalizeContext) -> str:
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        raise ctx.fail(
+            ErrorCode.CHUNKING_FAILED,
+            f"not valid {encoding} (byte {exc.object[exc.start]:#04x} at offset {exc.start}); "
+            "re-save the file as UTF-8",
+        ) from None
+
+
+def parse_html(text: str, ctx: NormalizeContext) -> etree._Element:
+    parser = etree.HTMLParser(
+        encoding="utf-8",
+        remove_comments=True,
+        remove_pis=True,
+        no_network=True,
+        huge_tree=False,
+        recover=True,
+    )
+    try:
+        root = etree.fromstring(_DTD_SUBSET.sub("", text).encode("utf-8"), parser)
+    except etree.XMLSyntaxError as exc:
+        raise ctx.fail(ErrorCode.CORRUPT, f"not parseable as HTML: {exc}") from None
+    check_parser_limits(parser, ctx)
+    if root is None:
+        raise ctx.fail(ErrorCode.CORRUPT, "not parseable as HTML: no element found")
+    return root
+
+
+def check_parser_limits(parser: etree._FeedParser, ctx: NormalizeContext) -> None:
+    """libxml2 stops at its nesting limit and keeps only what came before: refuse
+    rather than index half a document."""
+    for entry in parser.error_log:
+        if entry.type_name == "ERR_RESOURCE_LIMIT" or "Excessive depth" in entry.message:
+            raise ctx.fail(
+                ErrorCode.TOO_LARGE,
+                f"elements nested deeper than {PARSER_DEPTH_LIMIT} levels (line {entry.line}); "
+                "the parser stops there and the rest would be lost",
+            )
+
+
+@register(
+    "html", extensions=(".html", ".htm", ".xhtml"), mimes=("text/html", "application/xhtml+xml")
+)
+def normalize_html(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
+    root = parse_html(decode_html(data, ctx), ctx)
+    base = root.find(".//base[@href]")
+    base_href = base.get("href") if base is not None else None
+    walker = MarkdownWalker(base_url=ctx.base_url or base_href)
+    body = root.find("body")
+    markdown = walker.render(body if body is not None else root)
+    meta = {
+        (m.get("name") or m.get("property") or "").lower(): m.get("content", "").strip()
+        for m in root.iterfind(".//meta[@content]")
+    }
+    title = " ".join((root.findtext(".//title") or "").split())
+    metadata = {key: meta[key] for key in ("description", "keywords") if meta.get(key)}
+    return NormalizedDocument(
+        markdown=markdown,
+        title=title or None,
+        author=meta.get("author") or None,
+        language=root.get("lang") or None,
+        metadata=metadata,
+        links=tuple(walker.links),
+    )
