@@ -1,0 +1,215 @@
+"""Small DOCX documents built in code for the DOCX and legacy normalizer tests.
+
+python-docx writes what it supports (headings, paragraphs, tables, merges, pictures,
+comments); the rest (footnotes, tracked changes, text boxes, multi-level numbering)
+is raw WordprocessingML, written the way Word writes it.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+import zlib
+
+import docx
+from docx.document import Document
+from docx.enum.style import WD_STYLE_TYPE
+from docx.opc.constants import RELATIONSHIP_TYPE as RT
+from docx.opc.packuri import PackURI
+from docx.opc.part import Part
+from docx.oxml import parse_xml
+
+W_NS = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+_NS_DECL = (
+    f'xmlns:w="{W_NS}" xmlns:v="urn:schemas-microsoft-com:vml" '
+    'xmlns:o="urn:schemas-microsoft-com:office:office"'
+)
+_FOOTNOTES_CT = "application/vnd.openxmlformats-officedocument.wordprocessingml.footnotes+xml"
+
+# One bullet and one decimal list definition with three levels each (Word's own
+# templates give every "List Bullet N" style a separate single-level list instead).
+_BULLET_NUM_ID = 101
+_DECIMAL_NUM_ID = 102
+
+
+def to_bytes(document: Document) -> bytes:
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+def _p(xml: str) -> str:
+    """A body-level `w:p` element with the namespaces declared."""
+    return xml.replace("<w:p>", f"<w:p {_NS_DECL}>", 1)
+
+
+def _append_body_xml(document: Document, xml: str) -> None:
+    body = document.element.body
+    body.insert(len(body) - 1, parse_xml(_p(xml)))  # before the final w:sectPr
+
+
+def _add_multilevel_numbering(document: Document) -> None:
+    numbering = document.part.numbering_part.element
+
+    def abstract(abstract_id: int, fmt: str) -> str:
+        levels = "".join(
+            f'<w:lvl w:ilvl="{lvl}"><w:start w:val="1"/><w:numFmt w:val="{fmt}"/>'
+            f'<w:lvlText w:val="{"•" if fmt == "bullet" else f"%{lvl + 1}."}"/>'
+            f'<w:pPr><w:ind w:left="{720 * (lvl + 1)}" w:hanging="360"/></w:pPr></w:lvl>'
+            for lvl in range(3)
+        )
+        return (
+            f'<w:abstractNum xmlns:w="{W_NS}" w:abstractNumId="{abstract_id}">'
+            f'<w:multiLevelType w:val="multilevel"/>{levels}</w:abstractNum>'
+        )
+
+    first_num = numbering.find(f"{{{W_NS}}}num")
+    for num_id, fmt in ((_BULLET_NUM_ID, "bullet"), (_DECIMAL_NUM_ID, "decimal")):
+        first_num.addprevious(parse_xml(abstract(num_id, fmt)))
+        numbering.append(
+            parse_xml(
+                f'<w:num xmlns:w="{W_NS}" w:numId="{num_id}">'
+                f'<w:abstractNumId w:val="{num_id}"/></w:num>'
+            )
+        )
+
+
+def _list_item(document: Document, text: str, *, numbered: bool, level: int) -> None:
+    num_id = _DECIMAL_NUM_ID if numbered else _BULLET_NUM_ID
+    paragraph = document.add_paragraph(text, style="List Paragraph")
+    paragraph._p.get_or_add_pPr().append(
+        parse_xml(
+            f'<w:numPr xmlns:w="{W_NS}"><w:ilvl w:val="{level}"/>'
+            f'<w:numId w:val="{num_id}"/></w:numPr>'
+        )
+    )
+
+
+def png_bytes() -> bytes:
+    """A 4x4 grey PNG."""
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+        )
+
+    header = struct.pack(">IIBBBBB", 4, 4, 8, 0, 0, 0, 0)  # 8-bit greyscale
+    pixels = zlib.compress(b"".join(b"\x00" + b"\xc8" * 4 for _ in range(4)))
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + chunk(b"IEND", b"")
+    )
+
+
+def structure_docx() -> bytes:
+    """Title, H1-H3, nested bulleted and numbered lists, code, an image with alt text."""
+    document = docx.Document()
+    _add_multilevel_numbering(document)
+    document.core_properties.title = "Structure fixture"
+    document.core_properties.author = "Ada Lovelace"
+    document.add_heading("Structure fixture", 0)
+    document.add_heading("Chapter one", 1)
+    document.add_paragraph("Intro paragraph.")
+    document.add_heading("Section one", 2)
+    for text, level in (("Apple", 0), ("Red", 1), ("Crimson", 2), ("Green", 1), ("Pear", 0)):
+        _list_item(document, text, numbered=False, level=level)
+    document.add_heading("Subsection", 3)
+    for text, level in (("First step", 0), ("Sub step", 1), ("Second step", 0)):
+        _list_item(document, text, numbered=True, level=level)
+    document.add_heading("Code", 1)
+    code_style = document.styles.add_style("Source Code", WD_STYLE_TYPE.PARAGRAPH)
+    code_style.font.name = "Courier New"
+    document.add_paragraph("def greet(name):", style=code_style)
+    document.add_paragraph("    return f'hi {name}'", style=code_style)
+    document.add_paragraph("Between the code blocks.")
+    for line in ("SELECT id, name", "  FROM users WHERE active = 1;"):
+        document.add_paragraph().add_run(line).font.name = "Consolas"
+    document.add_paragraph("After the query.")
+    document.add_paragraph().add_run("Typewriter prose without code marks.").font.name = "Courier"
+    document.add_heading("Figure", 1)
+    run = document.add_paragraph().add_run()
+    picture = run.add_picture(io.BytesIO(png_bytes()))
+    picture._inline.docPr.set("descr", "A grey square")
+    document.add_paragraph("After the figure.")
+    return to_bytes(document)
+
+
+def russian_headings_docx() -> bytes:
+    """Heading styles named and identified the way Russian Word templates do, plus a
+    custom style and a direct paragraph property that only carry an outline level."""
+    document = docx.Document()
+    heading1, heading2 = document.styles["Heading 1"], document.styles["Heading 2"]
+    heading1.name, heading1.style_id = "Заголовок 1", "1"
+    heading2.name, heading2.style_id = "Заголовок 2", "2"
+    custom = document.styles.add_style("Мой раздел", WD_STYLE_TYPE.PARAGRAPH)
+    custom.base_style = heading2  # inherits outline level 1 (H2) through w:basedOn
+    document.add_paragraph("Введение", style=heading1)
+    document.add_paragraph("Текст введения.")
+    document.add_paragraph("Цели", style=heading2)
+    document.add_paragraph("Текст целей.")
+    document.add_paragraph("Унаследованный", style=custom)
+    document.add_paragraph("Текст раздела.")
+    direct = document.add_paragraph("Прямой уровень")
+    direct._p.get_or_add_pPr().append(parse_xml(f'<w:outlineLvl xmlns:w="{W_NS}" w:val="2"/>'))
+    document.add_paragraph("Конец.")
+    return to_bytes(document)
+
+
+def merged_table_docx() -> bytes:
+    """A 4x4 table with a horizontal merge, a vertical merge and a 2x2 block merge."""
+    document = docx.Document()
+    document.add_paragraph("Before the table.")
+    table = document.add_table(rows=4, cols=4)
+    for r, row in enumerate(table.rows):
+        for c, cell in enumerate(row.cells):
+            cell.text = "H" + str(c) if r == 0 else f"r{r}c{c}"
+    wide = table.cell(1, 1).merge(table.cell(1, 2))
+    wide.text = "wide"
+    tall = table.cell(1, 3).merge(table.cell(2, 3))
+    tall.text = "tall"
+    block = table.cell(2, 0).merge(table.cell(3, 1))
+    block.text = "block"
+    table.cell(3, 2).paragraphs[0].add_run(" | piped")
+    document.add_paragraph("After the table.")
+    return to_bytes(document)
+
+
+def revisions_docx() -> bytes:
+    """A footnote, a tracked insertion and deletion, a comment and a text box."""
+    document = docx.Document()
+    _append_body_xml(
+        document,
+        '<w:p><w:r><w:t xml:space="preserve">Footnoted claim</w:t></w:r>'
+        '<w:r><w:rPr><w:vertAlign w:val="superscript"/></w:rPr>'
+        '<w:footnoteReference w:id="1"/></w:r><w:r><w:t>.</w:t></w:r></w:p>',
+    )
+    footnotes = (
+        f'<w:footnotes xmlns:w="{W_NS}">'
+        '<w:footnote w:type="separator" w:id="-1"><w:p><w:r><w:separator/></w:r></w:p>'
+        "</w:footnote>"
+        '<w:footnote w:type="continuationSeparator" w:id="0"><w:p><w:r>'
+        "<w:continuationSeparator/></w:r></w:p></w:footnote>"
+        '<w:footnote w:id="1"><w:p><w:r><w:footnoteRef/></w:r>'
+        '<w:r><w:t xml:space="preserve"> The source of the claim.</w:t></w:r></w:p>'
+        "</w:footnote></w:footnotes>"
+    ).encode()
+    part = Part(PackURI("/word/footnotes.xml"), _FOOTNOTES_CT, footnotes, document.part.package)
+    document.part.relate_to(part, RT.FOOTNOTES)
+    _append_body_xml(
+        document,
+        '<w:p><w:r><w:t xml:space="preserve">The budget is </w:t></w:r>'
+        '<w:del w:id="11" w:author="Bob" w:date="2024-01-01T00:00:00Z"><w:r>'
+        '<w:delText xml:space="preserve">ten </w:delText></w:r></w:del>'
+        '<w:ins w:id="12" w:author="Bob" w:date="2024-01-01T00:00:00Z"><w:r>'
+        '<w:t xml:space="preserve">twenty </w:t></w:r></w:ins>'
+        "<w:r><w:t>euros.</w:t></w:r></w:p>",
+    )
+    commented = document.add_paragraph("Commented sentence.")
+    document.add_comment(commented.runs, text="Reviewer remark", author="Eve", initials="E")
+    _append_body_xml(
+        document,
+        '<w:p><w:r><w:t xml:space="preserve">Boxed: </w:t></w:r><w:r><w:pict>'
+        '<v:shape id="box1" type="#_x0000_t202" style="width:200pt;height:40pt">'
+        "<v:textbox><w:txbxContent><w:p><w:r><w:t>Inside the text box</w:t></w:r></w:p>"
+        "</w:txbxContent></v:textbox></v:shape></w:pict></w:r></w:p>",
+    )
+    return to_bytes(document)
