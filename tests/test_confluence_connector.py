@@ -1,0 +1,513 @@
+"""The Confluence connector against the local Confluence REST API (tests/confluence_api.py),
+through the real atlassian-python-api client and a real HTTP server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+from typing import Any
+
+import pytest
+
+from config.errors import ErrorCode, IngestError
+from config.settings import ConfluenceSettings
+from connectors.base import DocumentGone, DocumentRef, SourceDocument
+from connectors.confluence import (
+    PAGE_MIME,
+    ConfluenceConnector,
+    ContentIndex,
+    resolve_links,
+)
+from connectors.http import HttpStatusError, PolicySession, RetryPolicy
+from normalizers.base import LinkRecord
+from tests.confluence_api import (
+    FakeConfluence,
+    FakeUser,
+    add_bulk_pages,
+    build_fixture,
+    confluence_api,
+)
+
+__all__ = ["confluence_api"]  # the fixture factory, used by name below
+
+Factory = Callable[..., FakeConfluence]
+EXTENSIONS = {".pdf", ".docx", ".txt", ".md"}
+LAYOUTS = ["cloud", "dc"]
+
+
+def connector(
+    api: FakeConfluence, token: str | None = None, **overrides: Any
+) -> ConfluenceConnector:
+    values: dict[str, Any] = {
+        "url": api.base_url,
+        "cloud": api.layout == "cloud",
+        # Cloud: e-mail + API token (basic); DC: a personal access token (bearer).
+        "username": api.username if api.layout == "cloud" else None,
+        "spaces": ["ENG", "HR", "OPS"],
+        "requests_per_second": 1000.0,
+        "max_retries": 3,
+        "backoff_base_s": 0.01,
+        "backoff_max_s": 0.5,
+        "timeout_s": 5.0,
+    }
+    values.update(overrides)
+    return ConfluenceConnector(
+        ConfluenceSettings.model_validate(values),
+        api.token if token is None else token,
+        attachment_extensions=EXTENSIONS,
+    )
+
+
+def ids(refs: Any) -> set[str]:
+    return {ref.document_id for ref in refs}
+
+
+def expected_ids(api: FakeConfluence) -> set[str]:
+    wanted = {".pdf", ".docx", ".txt", ".md"}
+    return {
+        c.id
+        for c in api.content.values()
+        if c.type != "attachment" or any(c.title.lower().endswith(e) for e in wanted)
+    }
+
+
+# --- listing -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_1200_page_space_is_listed_completely(confluence_api: Factory, layout: str) -> None:
+    api = confluence_api(layout)
+    build_fixture(api)
+    bulk = add_bulk_pages(api, "OPS", 1200)
+    # The server caps `limit` at 100 whatever is asked: the client must follow next links.
+    listing = connector(api, page_size=250).list_refs()
+    assert listing.complete and not listing.errors
+    assert len(listing.refs) == len(ids(listing.refs))  # no duplicates
+    assert ids(listing.refs) == expected_ids(api)
+    assert set(bulk) <= ids(listing.refs)
+    assert api.requests["list"] >= 13
+    by_id = {ref.document_id: ref for ref in listing.refs}
+    assert by_id[bulk[-1]].version == "1" and by_id[bulk[-1]].title == "Page 01199"
+
+
+def test_listing_refs_carry_kind_parent_and_version(confluence_api: Factory) -> None:
+    api = confluence_api("cloud")
+    fx = build_fixture(api)
+    api.edit(fx["pdf"], data=b"%PDF-1.4 new")
+    conn = connector(api)
+    refs = {ref.document_id: ref for ref in conn.list_refs().refs}
+    assert refs[fx["guide"]].kind == "page"
+    assert refs[fx["eng_blog"]].kind == "blogpost"
+    assert refs[fx["hr_blog"]].title == "Новости отдела"
+    pdf = refs[fx["pdf"]]
+    assert (pdf.kind, pdf.parent_document_id, pdf.version) == ("attachment", fx["guide"], "2")
+    assert refs[fx["docx"]].title == "Руководство.docx"
+    assert fx["png"] not in refs  # not a supported attachment type
+    assert refs[fx["guide"]].updated_at is not None
+    assert datetime.fromisoformat(refs[fx["guide"]].updated_at or "").tzinfo is not None
+
+
+def test_blog_posts_and_attachments_can_be_left_out(confluence_api: Factory) -> None:
+    api = confluence_api("dc")
+    fx = build_fixture(api)
+    listing = connector(api, include_blogposts=False, include_attachments=False).list_refs()
+    assert {ref.kind for ref in listing.refs} == {"page"}
+    assert fx["guide"] in ids(listing.refs)
+
+
+def test_missing_space_makes_the_listing_incomplete(confluence_api: Factory) -> None:
+    api = confluence_api("dc")
+    build_fixture(api)
+    listing = connector(api, spaces=["ENG", "NOPE"]).list_refs()
+    assert not listing.complete
+    assert any("space NOPE" in e and "does not exist" in e for e in listing.errors)
+    assert len(listing.refs) > 5  # the other space is still listed
+
+
+# --- incremental ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_poll_after_editing_three_pages_returns_exactly_those(
+    confluence_api: Factory, layout: str
+) -> None:
+    api = confluence_api(layout)
+    fx = build_fixture(api)  # last modified three days ago
+    add_bulk_pages(api, "OPS", 200)
+    conn = connector(api)
+    known = {ref.document_id: ref.version for ref in conn.list_refs().refs}
+    last_sync = datetime.now(UTC)
+    edited = [fx["guide"], fx["vacation"], fx["hr_blog"]]
+    for content_id in edited:
+        api.edit(content_id, body=f"<p>edited {content_id}</p>")
+
+    changed = list(conn.poll(last_sync))
+    assert sorted(ids(changed)) == sorted(edited)
+    assert all(ref.version == "2" for ref in changed)
+
+    # The caller fetches only what changed: one batch request for three pages.
+    before = dict(api.requests)
+    to_fetch = [ref for ref in changed if known.get(ref.document_id) != ref.version]
+    docs = conn.fetch_many(to_fetch)
+    assert all(isinstance(d, SourceDocument) for d in docs)
+    assert {d.data.decode() for d in docs if isinstance(d, SourceDocument)} == {
+        f"<p>edited {i}</p>" for i in edited
+    }
+    assert api.requests["search"] - before.get("search", 0) == 1
+    assert api.requests["content"] == before.get("content", 0)
+
+
+def test_poll_window_keeps_the_overlap_and_nothing_older(confluence_api: Factory) -> None:
+    api = confluence_api("cloud")
+    fx = build_fixture(api)
+    now = datetime.now(UTC)
+    api.edit(fx["notes"], when=now - timedelta(minutes=5))  # inside the 10-minute overlap
+    api.edit(fx["deep"], when=now - timedelta(minutes=40))  # before it
+    api.edit(fx["txt"], data=b"v1.1\n", when=now)  # an attachment
+    changed = ids(connector(api).poll(now))
+    assert changed == {fx["notes"], fx["txt"]}
+
+
+# --- deletion and completeness -------------------------------------------------------
+
+
+def test_deleted_page_is_reported_only_by_a_complete_listing(confluence_api: Factory) -> None:
+    api = confluence_api("dc")
+    fx = build_fixture(api)
+    conn = connector(api, max_retries=2)
+    before = ids(conn.list_refs().refs)
+    api.delete(fx["notes"])  # with its attachment changelog.txt
+
+    listing = conn.list_refs()
+    assert listing.complete
+    assert before - ids(listing.refs) == {fx["notes"], fx["txt"]}
+
+    api.delete(fx["deep"])
+    api.fail(50, 503, path="/rest/api/content")  # a 503 storm that outlasts the retries
+    stormy = conn.list_refs()
+    assert not stormy.complete
+    assert any("HTTP 503" in e and "gave up after 3 attempts" in e for e in stormy.errors)
+
+
+def test_page_deleted_between_listing_and_fetch_is_gone(confluence_api: Factory) -> None:
+    api = confluence_api("cloud")
+    fx = build_fixture(api)
+    conn = connector(api)
+    api.delete_after_listing(fx["notes"])
+    refs = {ref.document_id: ref for ref in conn.list_refs().refs}
+    with pytest.raises(DocumentGone) as caught:
+        conn.fetch(refs[fx["notes"]])
+    assert caught.value.gone and caught.value.code is ErrorCode.FETCH_FAILED
+    assert not caught.value.transient
+    # Its attachment went with it (deleted before the attachment listing ran).
+    assert fx["txt"] not in refs
+    attachment = DocumentRef(fx["txt"], "1", "confluence", kind="attachment")
+    batch = conn.fetch_many([refs[fx["guide"]], refs[fx["notes"]], attachment])
+    assert isinstance(batch[0], SourceDocument)
+    assert isinstance(batch[1], DocumentGone) and isinstance(batch[2], DocumentGone)
+
+
+def test_page_edited_mid_run_is_fetched_at_its_new_version(confluence_api: Factory) -> None:
+    api = confluence_api("dc")
+    fx = build_fixture(api)
+    conn = connector(api)
+    api.edit_after_listing(fx["guide"], body="<p>newer</p>")
+    ref = next(r for r in conn.list_refs().refs if r.document_id == fx["guide"])
+    assert ref.version == "1"
+    doc = conn.fetch(ref)
+    assert doc.ref.version == "2" and doc.data == b"<p>newer</p>"
+
+
+# --- HTTP policy ---------------------------------------------------------------------
+
+
+def test_429_storm_ends_in_success_after_the_retry_after_wait(confluence_api: Factory) -> None:
+    api = confluence_api("cloud")
+    build_fixture(api)
+    api.fail(3, 429, retry_after="0.2", path="/rest/api/space/")
+    started = time.monotonic()
+    listing = connector(api, max_retries=4).list_refs()
+    elapsed = time.monotonic() - started
+    assert listing.complete
+    assert api.requests["fault"] == 3
+    assert elapsed >= 0.6  # three waits of 0.2 s, as the server asked
+
+
+def test_429_without_retry_after_backs_off_and_succeeds(confluence_api: Factory) -> None:
+    api = confluence_api("dc")
+    build_fixture(api)
+    api.fail(2, 429, path="/rest/api/content")
+    listing = connector(api).list_refs()
+    assert listing.complete and api.requests["fault"] == 2
+
+
+def test_retry_after_as_http_date_and_clamped() -> None:
+    policy = RetryPolicy(max_retries=3, backoff_base_s=1.0, backoff_max_s=30.0)
+    soon = format_datetime(datetime.now(UTC) + timedelta(seconds=10), usegmt=True)
+    assert 8.0 <= (policy.retry_after(soon) or 0) <= 10.0
+    assert policy.retry_after("2.5") == 2.5
+    assert policy.retry_after("86400") == 30.0
+    assert policy.retry_after("soon-ish") is None
+    assert policy.retry_after(None) is None
+    assert all(0.5 <= policy.backoff(0) <= 1.0 for _ in range(50))
+    assert all(policy.backoff(10) <= 30.0 for _ in range(50))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_5xx_truncated_bodies_and_resets_are_retried(confluence_api: Factory, layout: str) -> None:
+    api = confluence_api(layout)
+    fx = build_fixture(api)
+    api.fail(1, 500, path="/rest/api/space/")
+    api.fail(1, 502, path="/rest/api/content")
+    api.truncate(2, path="/rest/api/content")
+    api.reset(2, path="/rest/api/content/search")
+    conn = connector(api, max_retries=6)
+    listing = conn.list_refs()
+    assert listing.complete and ids(listing.refs) == expected_ids(api)
+    api.truncate(1, path="/download/")  # a binary body cut short
+    api.reset(1, path="/download/")
+    pdf = next(r for r in listing.refs if r.document_id == fx["pdf"])
+    assert conn.fetch(pdf).data == api.content[fx["pdf"]].data
+
+
+def test_slow_response_times_out_and_is_retried(confluence_api: Factory) -> None:
+    api = confluence_api("dc")
+    build_fixture(api)
+    api.slow(1, 2.0, path="/rest/api/space/")
+    started = time.monotonic()
+    listing = connector(api, timeout_s=0.3).list_refs()
+    assert listing.complete
+    assert time.monotonic() - started < 1.9
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_wrong_token_is_a_clear_error_without_retries(confluence_api: Factory, layout: str) -> None:
+    api = confluence_api(layout)
+    build_fixture(api)
+    with pytest.raises(IngestError) as caught:
+        connector(api, token="wrong-token-123").list_refs()
+    message = str(caught.value)
+    assert "rejected the credentials (HTTP 401)" in message
+    assert ("API token" if layout == "cloud" else "personal access token") in message
+    assert "wrong-token-123" not in message
+    assert api.requests["unauthorized"] == 1
+
+
+def test_dc_accepts_user_and_password(confluence_api: Factory) -> None:
+    api = confluence_api("dc")
+    build_fixture(api)
+    conn = connector(api, token=api.password, username=api.username)
+    assert conn.list_refs().complete
+
+
+def test_forbidden_page_says_it_is_restricted(confluence_api: Factory) -> None:
+    api = confluence_api("dc")
+    fx = build_fixture(api)
+    conn = connector(api)
+    ref = next(r for r in conn.list_refs().refs if r.document_id == fx["notes"])
+    api.forbid(fx["notes"])
+    with pytest.raises(IngestError) as caught:
+        conn.fetch(ref)
+    assert not isinstance(caught.value, DocumentGone)
+    assert "restricted" in str(caught.value) and "Release Notes" not in str(caught.value)
+
+
+def test_rate_and_concurrency_caps(confluence_api: Factory) -> None:
+    api = confluence_api("dc")
+    build_fixture(api)
+    url = f"{api.base_url}/rest/api/space/ENG"
+    policy = RetryPolicy(max_retries=0, backoff_base_s=0.01, backoff_max_s=0.1)
+    rated = PolicySession(policy, requests_per_second=20, max_concurrency=8, timeout_s=5)
+    rated.headers["Authorization"] = f"Bearer {api.token}"
+    started = time.monotonic()
+    for _ in range(11):
+        rated.get(url).raise_for_status()
+    assert time.monotonic() - started >= 0.45  # 10 gaps of 50 ms
+
+    narrow = PolicySession(policy, requests_per_second=1000, max_concurrency=2, timeout_s=5)
+    narrow.headers["Authorization"] = f"Bearer {api.token}"
+    api.slow(6, 0.2, path="/rest/api/space/")
+    threads = [threading.Thread(target=lambda: narrow.get(url)) for _ in range(6)]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert time.monotonic() - started >= 0.55  # 6 requests, 2 at a time, 0.2 s each
+
+
+def test_not_found_raises_at_once_with_the_path_only(confluence_api: Factory) -> None:
+    api = confluence_api("dc")
+    policy = RetryPolicy(max_retries=5, backoff_base_s=1.0, backoff_max_s=1.0)
+    session = PolicySession(policy, requests_per_second=1000, max_concurrency=2, timeout_s=5)
+    session.headers["Authorization"] = f"Bearer {api.token}"
+    started = time.monotonic()
+    with pytest.raises(HttpStatusError) as caught:
+        session.get(f"{api.base_url}/rest/api/space/NOPE?secret=abc")
+    assert time.monotonic() - started < 0.5
+    assert caught.value.status == 404
+    assert "/rest/api/space/NOPE" in str(caught.value) and "secret=abc" not in str(caught.value)
+
+
+def test_errors_survive_pickling() -> None:
+    gone = pickle.loads(pickle.dumps(DocumentGone("page 1 no longer exists", "page 1")))
+    assert isinstance(gone, DocumentGone) and gone.gone and gone.subject == "page 1"
+    status = pickle.loads(pickle.dumps(HttpStatusError(404, "not found", "GET /x")))
+    assert status.status == 404 and str(status) == "FETCH_FAILED: GET /x: not found"
+
+
+# --- content -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_page_fetch_carries_storage_body_and_metadata(confluence_api: Factory, layout: str) -> None:
+    api = confluence_api(layout)
+    fx = build_fixture(api)
+    conn = connector(api)
+    refs = {ref.document_id: ref for ref in conn.list_refs().refs}
+    doc = conn.fetch(refs[fx["guide"]])
+    assert doc.mime == PAGE_MIME and doc.filename == "Install Guide.confluence"
+    assert b"ri:content-title" in doc.data  # storage format, not rendered HTML
+    assert doc.title == "Install Guide" and doc.space_key == "ENG" and doc.page_id == fx["guide"]
+    assert doc.labels == ("install", "howto")
+    assert doc.author == "Alice Liddell"
+    assert doc.updated_at and doc.updated_at.endswith("+00:00")
+    assert doc.extra["ancestors"] == [{"id": fx["eng_home"], "title": "Engineering Home"}]
+    assert doc.source_url and doc.source_url.startswith(api.base_url + "/")
+    if layout == "cloud":
+        assert doc.source_url.startswith(f"{api.host_url}/wiki/spaces/ENG/pages/{fx['guide']}/")
+    russian = conn.fetch(refs[fx["vacation"]])
+    assert russian.title == "Отпуск и больничные" and russian.author == "Иван Петров"
+    assert russian.labels == ("отпуск",)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_attachments_download_through_the_context_path(
+    confluence_api: Factory, layout: str
+) -> None:
+    api = confluence_api(layout)
+    fx = build_fixture(api)
+    conn = connector(api)
+    refs = {ref.document_id: ref for ref in conn.list_refs().refs}
+    for name in ("pdf", "docx"):
+        doc = conn.fetch(refs[fx[name]])
+        assert doc.data == api.content[fx[name]].data
+        assert doc.page_id == fx["guide"] and doc.ref.parent_document_id == fx["guide"]
+        assert doc.space_key == "ENG"
+    assert doc.filename == "Руководство.docx"
+    assert doc.mime and "wordprocessingml" in doc.mime
+    downloads = [p for p in api.paths if "/download/attachments/" in p]
+    assert len(downloads) == 2
+    assert all(p.startswith(api.context + "/download/") for p in downloads)
+    if layout == "cloud":
+        assert all(p.startswith("/wiki/") for p in api.paths)
+
+
+def test_oversized_attachment_is_refused_before_download(confluence_api: Factory) -> None:
+    api = confluence_api("cloud")
+    fx = build_fixture(api)
+    conn = connector(api, attachment_max_bytes=100)
+    ref = next(r for r in conn.list_refs().refs if r.document_id == fx["pdf"])
+    with pytest.raises(IngestError) as caught:
+        conn.fetch(ref)
+    assert caught.value.code is ErrorCode.TOO_LARGE and caught.value.subject == "install.pdf"
+    assert not any("/download/" in p for p in api.paths)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_restrictions_become_the_acl(confluence_api: Factory, layout: str) -> None:
+    api = confluence_api(layout)
+    fx = build_fixture(api)
+    locked = api.add_attachment(fx["secret_child"], "keys.txt", b"k", "text/plain")
+    conn = connector(api)
+    refs = {ref.document_id: ref for ref in conn.list_refs().refs}
+    docs = conn.fetch_many([refs[fx["guide"]], refs[fx["secret"]], refs[fx["secret_child"]]])
+    public, secret, child = (d for d in docs if isinstance(d, SourceDocument))
+    alice, bob = api.users["alice"], api.users["bob"]
+
+    def name(user: FakeUser) -> str:
+        return user.account_id if layout == "cloud" else user.username
+
+    assert public.acl == {"public": True, "users": [], "groups": [], "space": "ENG"}
+    assert secret.acl == {
+        "public": False,
+        "users": [name(alice), name(bob)],
+        "groups": ["security", "admins"],
+        "space": "ENG",
+    }
+    # The child is readable only by who passes its own and its ancestor's restrictions.
+    assert child.acl == {
+        "public": False,
+        "users": [name(alice)],
+        "groups": ["security"],
+        "space": "ENG",
+    }
+    assert conn.fetch(refs[locked]).acl == child.acl
+    # A page under a restricted ancestor inherits it even when itself unrestricted.
+    api.restrict(fx["secret_child"])
+    inherited = conn.fetch(DocumentRef(fx["secret_child"], "1", "confluence"))
+    assert inherited.acl["users"] == [name(alice), name(bob)]
+
+
+def test_links_resolve_to_synced_pages(confluence_api: Factory) -> None:
+    api = confluence_api("dc")
+    fx = build_fixture(api)
+    conn = connector(api, spaces=["ENG", "HR"])
+    conn.list_refs()
+    index: ContentIndex = conn.index
+    links = [
+        LinkRecord("", "page", target_title="Release Notes"),
+        LinkRecord("", "page", target_title="Отпуск и больничные", target_space_key="HR"),
+        LinkRecord("", "page", target_page_id=fx["deep"]),
+        LinkRecord("", "page", target_title="Install+Guide", target_space_key="ENG"),
+        LinkRecord("", "page", target_title="Runbooks", target_space_key="OPS"),  # not synced
+        LinkRecord("", "attachment", target_filename="install.pdf"),
+        LinkRecord("", "attachment", target_filename="changelog.txt", target_title="Release Notes"),
+        LinkRecord("https://example.com", "external"),
+    ]
+    assert resolve_links(links, index, space_key="ENG", page_id=fx["guide"]) == [
+        fx["notes"],
+        fx["vacation"],
+        fx["deep"],
+        fx["guide"],
+        None,
+        fx["pdf"],
+        fx["txt"],
+        None,
+    ]
+
+
+def test_secrets_never_reach_logs_or_reprs(
+    confluence_api: Factory, caplog: pytest.LogCaptureFixture
+) -> None:
+    api = confluence_api("dc")
+    fx = build_fixture(api)
+    caplog.set_level(logging.DEBUG)
+    conn = connector(api)
+    api.fail(1, 503, path="/rest/api/content")
+    refs = conn.list_refs().refs
+    conn.fetch_many(refs)
+    with pytest.raises(IngestError):
+        connector(api, token="bad-" + api.token).fetch(DocumentRef(fx["guide"], "1", "confluence"))
+    text = caplog.text + repr(conn) + repr(conn._session.auth)
+    assert api.token not in text
+    assert "Authorization" not in caplog.text
+
+
+def test_cloud_is_detected_and_wiki_path_added() -> None:
+    def settings(**values: str) -> ConfluenceSettings:
+        return ConfluenceSettings.model_validate(values)
+
+    conn = ConfluenceConnector(
+        settings(url="https://acme.atlassian.net/", username="me@acme.com"), "t0ken"
+    )
+    assert conn.cloud and conn.base_url == "https://acme.atlassian.net/wiki"
+    dc = ConfluenceConnector(settings(url="https://wiki.acme.com/confluence/"), "pat")
+    assert not dc.cloud and dc.base_url == "https://wiki.acme.com/confluence"
+    with pytest.raises(IngestError, match=r"confluence\.username"):
+        ConfluenceConnector(settings(url="https://acme.atlassian.net/wiki"), "t0ken")
