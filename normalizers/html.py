@@ -374,7 +374,7 @@ class MarkdownWalker:
                 open_term = bool(term)
             elif tag == "dd":
                 blocks = self.flow(child, depth + 1, nesting + 1)
-                if open_term and blocks and not _starts_block_syntax(blocks[0]):
+                if open_term and blocks and not starts_block_syntax(blocks[0]):
                     items[-1][1][0] += ": " + blocks[0]
                     blocks = blocks[1:]
                 if items and items[-1][1]:
@@ -538,8 +538,10 @@ def _int_attr(el: etree._Element, name: str, default: int) -> int:
     return int(match.group(1)) if match else default
 
 
-def _starts_block_syntax(block: str) -> bool:
-    return block.startswith(("```", "> ", "|", "#")) or bool(_LIST_MARKER.match(block))
+def starts_block_syntax(block: str) -> bool:
+    """Whether a rendered block is more than a paragraph (fence, quote, table, heading,
+    list): such a block cannot be glued after a label on one line."""
+    return block.startswith(("```", ">", "|", "#")) or bool(_LIST_MARKER.match(block))
 
 
 # --- the HTML normalizer ----------------------------------------------------------------

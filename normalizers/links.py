@@ -14,8 +14,9 @@ URL forms built here, relative to the Confluence base URL (context path included
 - attachment of a page whose id is known: `{base}/download/attachments/{page_id}/{filename}`
   (the download URL Confluence itself renders);
 - attachment of a page known only by title: `{page url}?preview=/{filename}`, which
-  opens the page with the attachment previewed and stays stable across renames of
-  nothing but the page id.
+  opens that page (Confluence previews attachments through this parameter);
+- attachment of the linking page itself when its id is not known: the relative
+  `?preview=/{filename}`, which resolves against the linking page's own URL.
 
 For attachment records, `target_filename` names the file and `target_page_id` /
 `target_title` / `target_space_key` name the page that holds it, when the source says.
@@ -130,10 +131,10 @@ def attachment_url(
     container_url: str | None = None,
 ) -> str:
     """The download URL when the holding page's id is known, else the holding page's
-    URL with the attachment previewed (see the module docstring)."""
+    URL (relative to the linking page when None) with the attachment previewed."""
     if page_id:
         return f"{_base(base_url)}/download/attachments/{quote(page_id, safe='')}/{quote(filename)}"
-    return f"{container_url or _base(base_url)}?preview=/{quote(filename)}"
+    return f"{container_url or ''}?preview=/{quote(filename)}"
 
 
 def _base(base_url: str | None) -> str:
