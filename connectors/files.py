@@ -1,0 +1,362 @@
+"""Document files from local or mounted directories (SPEC §1).
+
+Roots come from `files.paths` (or the constructor): a directory, a glob
+(`/mnt/share/docs/**/*.pdf`: the part before the first wildcard is the root), or a single
+file. Each root has a label, `name=path` to choose it, else the root directory's name;
+two roots with one label are refused at start-up.
+
+- Document id: `<label>/<POSIX path relative to the root>`. The label keeps ids of
+  several roots apart and stays the same when roots are added or reordered (an index
+  would not).
+- Version: `sha256:<content digest>@<mtime in ns>` (the issue's "content hash + mtime").
+  Hashing every byte of a share on every run is the cost of a listing, so the digest is
+  reused while a file's (size, mtime, inode) are unchanged: kept in memory between
+  listings and, with `state_path`, in a small JSON file between runs. See the report for
+  the measured difference.
+- Deletions: a file missing from a complete listing is gone. A directory that cannot be
+  read makes the listing incomplete (its files may still exist). A file that cannot be
+  read is still listed (it exists: it must not be deleted) with a version from its stat,
+  plus an error entry; fetching it then fails with `FETCH_FAILED`.
+- Include/exclude patterns (`**` = any directories, `*`/`?`/`[...]` within a name) are
+  matched against the path relative to the root; an excluded directory is not entered.
+- Symlinks: followed when they stay inside the root (a file link is listed under its own
+  path; directory links are not entered, their targets inside the root are listed
+  anyway), refused with an error entry when they point outside. `fetch` refuses ids with
+  `..`, absolute paths or anything that resolves outside the root.
+- ACL: files carry `{"public": True}`: a share is indexed for everyone who may search the
+  collection; POSIX permissions are not mapped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import stat
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path, PurePosixPath
+
+from config.errors import ConfigError, ErrorCode, IngestError
+from config.settings import FilesSettings
+from connectors.base import DocumentGone, DocumentRef, Listing, SourceDocument, SourceType
+
+log = logging.getLogger(__name__)
+
+_LABELLED = re.compile(r"^([A-Za-z0-9_.-]+)=(.+)$")
+_WILDCARD = re.compile(r"[*?\[]")
+# Network shares round or skew mtimes: poll looks this much further back.
+POLL_SLACK = timedelta(minutes=1)
+_HASH_BLOCK = 1 << 20
+
+
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """A regex for a POSIX glob over relative paths: `**` spans directories (also none),
+    `*` and `?` stay within one name, `[...]` is a character class."""
+    parts = pattern.strip("/").split("/")
+    regex = ""
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        if part == "**":
+            regex += ".*" if last else "(?:.*/)?"
+            continue
+        regex += _segment_regex(part) + ("" if last else "/")
+    return re.compile(regex + r"\Z", re.DOTALL)
+
+
+def _segment_regex(part: str) -> str:
+    out, i = [], 0
+    while i < len(part):
+        char = part[i]
+        if char == "*":
+            out.append("[^/]*")
+        elif char == "?":
+            out.append("[^/]")
+        elif char == "[" and (end := part.find("]", i + 2)) != -1:
+            # Ranges (`0-9`) must survive: escape only what is special inside a class.
+            body = part[i + 1 : end].replace("\\", "\\\\").replace("^", "\\^")
+            out.append("[^" + body[1:] + "]" if body.startswith("!") else f"[{body}]")
+            i = end
+        else:
+            out.append(re.escape(char))
+        i += 1
+    return "".join(out)
+
+
+@dataclass(frozen=True)
+class Root:
+    label: str
+    base: Path  # absolute, symlinks resolved
+    pattern: re.Pattern[str] | None  # from a glob or single-file root
+
+
+def parse_roots(entries: Sequence[str | Path]) -> list[Root]:
+    roots: list[Root] = []
+    for entry in entries:
+        text = str(entry)
+        label: str | None = None
+        if (match := _LABELLED.match(text)) and not Path(text).exists():
+            label, text = match.group(1), match.group(2)
+        path = Path(text).expanduser()
+        pattern: re.Pattern[str] | None = None
+        if _WILDCARD.search(text):
+            parts = path.parts
+            cut = next(i for i, p in enumerate(parts) if _WILDCARD.search(p))
+            path = Path(*parts[:cut]) if cut else Path(".")
+            pattern = glob_regex("/".join(parts[cut:]))
+        elif path.is_file():
+            pattern = re.compile(re.escape(path.name) + r"\Z")
+            path = path.parent
+        base = path.resolve()
+        roots.append(Root(label or base.name or "root", base, pattern))
+    labels = [r.label for r in roots]
+    for label in {lb for lb in labels if labels.count(lb) > 1}:
+        clashing = ", ".join(str(r.base) for r in roots if r.label == label)
+        raise ConfigError(
+            f"two roots are both named {label!r} ({clashing}): name them apart with "
+            "'name=path' entries so document ids stay distinct",
+            setting="files.paths",
+        )
+    return roots
+
+
+@dataclass(frozen=True)
+class _Seen:
+    size: int
+    mtime_ns: int
+    inode: int
+    digest: str
+
+
+class FilesConnector:
+    source_type: SourceType = "file"
+
+    def __init__(
+        self,
+        settings: FilesSettings,
+        roots: Sequence[str | Path] | None = None,
+        *,
+        state_path: Path | None = None,
+    ) -> None:
+        self.roots = parse_roots(settings.paths if roots is None else roots)
+        if not self.roots:
+            raise ConfigError("no directories to read", setting="files.paths")
+        self._include = [glob_regex(p) for p in settings.include]
+        self._exclude = [glob_regex(p) for p in settings.exclude]
+        self._state_path = state_path
+        self._seen: dict[str, _Seen] = self._load_state()
+
+    def __repr__(self) -> str:
+        return f"FilesConnector({[f'{r.label}={r.base}' for r in self.roots]!r})"
+
+    # --- listing -----------------------------------------------------------------------
+
+    def list_refs(self) -> Listing:
+        refs: list[DocumentRef] = []
+        errors: list[str] = []
+        unlisted: list[str] = []  # directories whose files are unknown
+        seen: dict[str, _Seen] = {}
+        for root in self.roots:
+            if not root.base.is_dir():
+                unlisted.append(f"{root.base}: the root directory does not exist or is not one")
+                continue
+            for path, rel in self._walk(root, errors, unlisted):
+                ref, problem = self._ref(root, path, rel, seen)
+                if ref is not None:
+                    refs.append(ref)
+                if problem:
+                    errors.append(problem)
+        self._seen = seen
+        self._save_state()
+        errors = unlisted + errors
+        for error in errors:
+            log.warning("files listing: %s", error)
+        return Listing(refs=tuple(refs), complete=not unlisted, errors=tuple(errors))
+
+    def poll(self, since: datetime) -> Iterator[DocumentRef]:
+        """Files whose mtime is at or after `since` (less `POLL_SLACK`). A copy that kept an
+        old mtime is found by the next full listing (its content hash differs)."""
+        if since.tzinfo is None:
+            since = since.replace(tzinfo=UTC)
+        cutoff = since - POLL_SLACK
+        for ref in self.list_refs().refs:
+            if ref.updated_at and datetime.fromisoformat(ref.updated_at) >= cutoff:
+                yield ref
+
+    def _walk(
+        self, root: Root, errors: list[str], unlisted: list[str]
+    ) -> Iterator[tuple[Path, str]]:
+        def on_error(exc: OSError) -> None:
+            unlisted.append(f"cannot read directory {exc.filename}: {exc.strerror}")
+
+        for directory, dirnames, filenames in os.walk(root.base, onerror=on_error):
+            here = Path(directory)
+            rel_dir = here.relative_to(root.base).as_posix()
+            prefix = "" if rel_dir == "." else rel_dir + "/"
+            for name in list(dirnames):
+                rel = prefix + name
+                if self._excluded(rel):
+                    dirnames.remove(name)
+                elif (here / name).is_symlink():
+                    dirnames.remove(name)  # os.walk would not enter it either; say why
+                    if not _inside(here / name, root.base):
+                        errors.append(f"{here / name}: symlink to outside the root, refused")
+            for name in sorted(filenames):
+                rel = prefix + name
+                if self._selected(root, rel):
+                    yield here / name, rel
+
+    def _excluded(self, rel: str) -> bool:
+        return any(p.match(rel) for p in self._exclude)
+
+    def _selected(self, root: Root, rel: str) -> bool:
+        if root.pattern is not None and not root.pattern.match(rel):
+            return False
+        return any(p.match(rel) for p in self._include) and not self._excluded(rel)
+
+    def _ref(
+        self, root: Root, path: Path, rel: str, seen: dict[str, _Seen]
+    ) -> tuple[DocumentRef | None, str | None]:
+        if path.is_symlink() and not _inside(path, root.base):
+            return None, f"{path}: symlink to outside the root, refused"
+        try:
+            info = path.stat()
+        except OSError as exc:
+            return None, f"{path}: cannot stat ({exc.strerror})"
+        if not stat.S_ISREG(info.st_mode):
+            return None, f"{path}: not a regular file, skipped"
+        document_id = f"{root.label}/{rel}"
+        key = str(path)
+        previous = self._seen.get(key)
+        problem = None
+        if previous and (previous.size, previous.mtime_ns, previous.inode) == (
+            info.st_size,
+            info.st_mtime_ns,
+            info.st_ino,
+        ):
+            digest = previous.digest
+        else:
+            try:
+                digest = _sha256_file(path)
+            except OSError as exc:
+                digest = f"unreadable-{info.st_size}"
+                problem = f"{path}: cannot read ({exc.strerror}); listed, so it is not deleted"
+        if problem is None:
+            seen[key] = _Seen(info.st_size, info.st_mtime_ns, info.st_ino, digest)
+        ref = DocumentRef(
+            document_id=document_id,
+            version=_version(digest, info.st_mtime_ns),
+            source_type="file",
+            title=path.name,
+            updated_at=_iso_ns(info.st_mtime_ns),
+            kind="file",
+        )
+        return ref, problem
+
+    # --- fetching ----------------------------------------------------------------------
+
+    def fetch(self, ref: DocumentRef) -> SourceDocument:
+        root, path = self._resolve(ref.document_id)
+        try:
+            info = path.stat()
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise DocumentGone("the file no longer exists", subject=ref.document_id) from None
+        except OSError as exc:
+            raise IngestError(
+                ErrorCode.FETCH_FAILED, f"cannot read the file: {exc.strerror}", subject=str(path)
+            ) from None
+        updated_at = _iso_ns(info.st_mtime_ns)
+        digest = hashlib.sha256(data).hexdigest()
+        return SourceDocument(
+            ref=replace(ref, version=_version(digest, info.st_mtime_ns), updated_at=updated_at),
+            data=data,
+            filename=path.name,
+            file_path=str(path),
+            title=path.name,
+            updated_at=updated_at,
+            acl={"public": True, "users": [], "groups": []},
+            extra={"root": root.label, "relative_path": ref.document_id[len(root.label) + 1 :]},
+        )
+
+    def fetch_many(self, refs: Sequence[DocumentRef]) -> list[SourceDocument | IngestError]:
+        results: list[SourceDocument | IngestError] = []
+        for ref in refs:
+            try:
+                results.append(self.fetch(ref))
+            except IngestError as exc:
+                results.append(exc)
+        return results
+
+    def _resolve(self, document_id: str) -> tuple[Root, Path]:
+        """The file of an id, refusing anything that would leave its root."""
+        label, _, rel = document_id.partition("/")
+        root = next((r for r in self.roots if r.label == label), None)
+        parts = PurePosixPath(rel).parts
+        if (
+            root is None
+            or not rel
+            or rel.startswith("/")
+            or "\0" in rel
+            or any(p in ("..", ".") for p in parts)
+        ):
+            raise IngestError(
+                ErrorCode.FETCH_FAILED,
+                "not a document id of a configured root (path traversal refused)",
+                subject=document_id,
+            )
+        path = root.base.joinpath(*parts)
+        if not _inside(path, root.base):
+            raise IngestError(
+                ErrorCode.FETCH_FAILED,
+                "resolves to outside its root (symlink), refused",
+                subject=document_id,
+            )
+        return root, path
+
+    # --- state -------------------------------------------------------------------------
+
+    def _load_state(self) -> dict[str, _Seen]:
+        if self._state_path is None or not self._state_path.exists():
+            return {}
+        try:
+            raw = json.loads(self._state_path.read_text(encoding="utf-8"))
+            return {key: _Seen(*value) for key, value in raw.items()}
+        except (OSError, ValueError, TypeError) as exc:
+            log.warning("ignoring unreadable file state %s: %s", self._state_path, exc)
+            return {}
+
+    def _save_state(self) -> None:
+        if self._state_path is None:
+            return
+        self._state_path.parent.mkdir(parents=True, exist_ok=True)
+        temp = self._state_path.with_suffix(".tmp")
+        data = {k: [s.size, s.mtime_ns, s.inode, s.digest] for k, s in self._seen.items()}
+        temp.write_text(json.dumps(data), encoding="utf-8")
+        temp.replace(self._state_path)
+
+
+def _inside(path: Path, base: Path) -> bool:
+    try:
+        return path.resolve().is_relative_to(base)
+    except (OSError, RuntimeError):  # a symlink loop
+        return False
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(_HASH_BLOCK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _version(digest: str, mtime_ns: int) -> str:
+    return f"sha256:{digest}@{mtime_ns}"
+
+
+def _iso_ns(mtime_ns: int) -> str:
+    return datetime.fromtimestamp(mtime_ns / 1e9, UTC).isoformat()

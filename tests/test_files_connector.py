@@ -1,0 +1,290 @@
+"""The files connector on real directories: ids, versions, patterns, deletions, symlinks,
+path traversal, unreadable entries, the stat cache, and the shared corpus."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from config.errors import ConfigError, ErrorCode, IngestError
+from config.settings import FilesSettings
+from connectors.base import DocumentGone, DocumentRef, SourceDocument
+from connectors.files import FilesConnector, glob_regex
+
+REPO = Path(__file__).resolve().parents[1]
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "docling"
+
+
+def settings(**values: object) -> FilesSettings:
+    return FilesSettings.model_validate(values)
+
+
+def write(path: Path, data: bytes | str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode()
+    path.write_bytes(data)
+    return path
+
+
+@pytest.fixture
+def share(tmp_path: Path) -> Path:
+    root = tmp_path / "docs"
+    write(root / "a.md", "# A\n")
+    write(root / "sub" / "b.txt", "b")
+    write(root / "sub" / "deeper" / "c.pdf", b"%PDF-1.4 tiny")
+    write(root / "Отчёт 2024.docx", b"PK\x03\x04 not really")
+    write(root / ".hidden", "no")
+    write(root / ".git" / "config", "no")
+    write(root / "~$lock.docx", "no")
+    return root
+
+
+def ids(connector: FilesConnector) -> set[str]:
+    return {ref.document_id for ref in connector.list_refs().refs}
+
+
+def test_lists_recursively_with_stable_ids_and_default_excludes(share: Path) -> None:
+    conn = FilesConnector(settings(), [share])
+    listing = conn.list_refs()
+    assert listing.complete and not listing.errors
+    assert {r.document_id for r in listing.refs} == {
+        "docs/a.md",
+        "docs/sub/b.txt",
+        "docs/sub/deeper/c.pdf",
+        "docs/Отчёт 2024.docx",
+    }
+    ref = next(r for r in listing.refs if r.document_id == "docs/sub/b.txt")
+    mtime_ns = (share / "sub" / "b.txt").stat().st_mtime_ns
+    digest = "3e23e8160039594a33894f6564e1b1348bbd7a0088d42c4acb73eeaed59c009d"  # sha256(b"b")
+    assert ref.version == f"sha256:{digest}@{mtime_ns}"
+    assert (ref.kind, ref.source_type, ref.title) == ("file", "file", "b.txt")
+    assert FilesConnector(settings(), [share]).list_refs().refs == listing.refs  # stable
+
+
+def test_versions_change_with_content_and_with_mtime(share: Path) -> None:
+    conn = FilesConnector(settings(), [share])
+    first = {r.document_id: r.version for r in conn.list_refs().refs}
+    write(share / "a.md", "# A changed\n")
+    later = time.time() + 5
+    os.utime(share / "sub" / "b.txt", (later, later))  # touched only
+    second = {r.document_id: r.version for r in conn.list_refs().refs}
+    changed = {k for k in first if first[k] != second[k]}
+    assert changed == {"docs/a.md", "docs/sub/b.txt"}
+    assert first["docs/sub/b.txt"].split("@")[0] == second["docs/sub/b.txt"].split("@")[0]
+
+
+def test_include_exclude_and_glob_roots(share: Path) -> None:
+    only_text = FilesConnector(settings(include=["**/*.txt", "*.md"]), [share])
+    assert ids(only_text) == {"docs/a.md", "docs/sub/b.txt"}
+    no_sub = FilesConnector(settings(exclude=["sub"]), [share])
+    assert "docs/sub/b.txt" not in ids(no_sub) and "docs/.hidden" in ids(no_sub)
+    globbed = FilesConnector(settings(), [str(share / "**" / "*.pdf")])
+    assert ids(globbed) == {"docs/sub/deeper/c.pdf"}
+    single = FilesConnector(settings(), [share / "a.md"])
+    assert ids(single) == {"docs/a.md"}
+
+
+def test_roots_are_labelled_and_clashing_labels_refused(tmp_path: Path) -> None:
+    write(tmp_path / "x" / "docs" / "one.txt", "1")
+    write(tmp_path / "y" / "docs" / "one.txt", "2")
+    with pytest.raises(ConfigError, match="both named 'docs'") as caught:
+        FilesConnector(settings(), [tmp_path / "x" / "docs", tmp_path / "y" / "docs"])
+    assert caught.value.subject == "files.paths"
+    conn = FilesConnector(
+        settings(paths=[f"hr={tmp_path / 'x' / 'docs'}", f"eng={tmp_path / 'y' / 'docs'}"])
+    )
+    assert ids(conn) == {"hr/one.txt", "eng/one.txt"}
+    docs = conn.fetch_many(
+        [DocumentRef("hr/one.txt", "", "file"), DocumentRef("eng/one.txt", "", "file")]
+    )
+    assert [d.data for d in docs if isinstance(d, SourceDocument)] == [b"1", b"2"]
+
+
+def test_deleted_files_are_missing_from_a_complete_listing(share: Path) -> None:
+    conn = FilesConnector(settings(), [share])
+    before = ids(conn)
+    (share / "sub" / "b.txt").unlink()
+    listing = conn.list_refs()
+    assert listing.complete
+    assert before - {r.document_id for r in listing.refs} == {"docs/sub/b.txt"}
+
+
+def test_missing_root_makes_the_listing_incomplete(share: Path, tmp_path: Path) -> None:
+    listing = FilesConnector(settings(), [share, tmp_path / "gone"]).list_refs()
+    assert not listing.complete and "does not exist" in listing.errors[0]
+    assert len(listing.refs) == 4
+
+
+def test_symlinks_outside_the_root_are_refused(share: Path, tmp_path: Path) -> None:
+    outside = write(tmp_path / "secret" / "passwd.txt", "root:x:0:0")
+    (share / "leak.txt").symlink_to(outside)
+    (share / "leakdir").symlink_to(outside.parent, target_is_directory=True)
+    (share / "alias.md").symlink_to(share / "a.md")  # inside: fine
+    conn = FilesConnector(settings(), [share])
+    listing = conn.list_refs()
+    listed = {r.document_id for r in listing.refs}
+    assert "docs/leak.txt" not in listed and not any("leakdir" in i for i in listed)
+    assert "docs/alias.md" in listed
+    assert listing.complete
+    assert sum("symlink to outside the root" in e for e in listing.errors) == 2
+    with pytest.raises(IngestError, match="outside its root"):
+        conn.fetch(DocumentRef("docs/leak.txt", "v", "file"))
+    assert conn.fetch(DocumentRef("docs/alias.md", "v", "file")).data == b"# A\n"
+
+
+@pytest.mark.parametrize(
+    "document_id",
+    ["docs/../secret/passwd.txt", "docs//etc/passwd", "docs/sub/../../x", "nope/a.md", "docs/"],
+)
+def test_path_traversal_is_refused(share: Path, tmp_path: Path, document_id: str) -> None:
+    write(tmp_path / "secret" / "passwd.txt", "root:x:0:0")
+    conn = FilesConnector(settings(), [share])
+    with pytest.raises(IngestError) as caught:
+        conn.fetch(DocumentRef(document_id, "v", "file"))
+    assert caught.value.code is ErrorCode.FETCH_FAILED
+    assert caught.value.subject == document_id
+
+
+def test_fetch_returns_bytes_metadata_and_the_version_read(share: Path) -> None:
+    conn = FilesConnector(settings(), [share])
+    refs = {r.document_id: r for r in conn.list_refs().refs}
+    doc = conn.fetch(refs["docs/sub/deeper/c.pdf"])
+    assert doc.data == b"%PDF-1.4 tiny" and doc.filename == "c.pdf"
+    assert doc.file_path == str(share / "sub" / "deeper" / "c.pdf")
+    assert doc.ref.version == refs["docs/sub/deeper/c.pdf"].version
+    assert doc.extra == {"root": "docs", "relative_path": "sub/deeper/c.pdf"}
+    assert doc.acl["public"] is True
+    write(share / "a.md", "# newer\n")
+    assert conn.fetch(refs["docs/a.md"]).ref.version != refs["docs/a.md"].version
+    (share / "a.md").unlink()
+    with pytest.raises(DocumentGone):
+        conn.fetch(refs["docs/a.md"])
+
+
+def test_poll_returns_files_changed_since(share: Path) -> None:
+    old = time.time() - 3600
+    for path in share.rglob("*"):
+        os.utime(path, (old, old), follow_symlinks=False)
+    since = datetime.now(UTC) - timedelta(seconds=1)
+    write(share / "sub" / "b.txt", "changed")
+    write(share / "new.md", "# new")
+    assert {r.document_id for r in FilesConnector(settings(), [share]).poll(since)} == {
+        "docs/sub/b.txt",
+        "docs/new.md",
+    }
+
+
+def test_stat_cache_skips_hashing_unchanged_files(share: Path, tmp_path: Path) -> None:
+    state = tmp_path / "state" / "files.json"
+    first = {
+        r.document_id: r.version
+        for r in FilesConnector(settings(), [share], state_path=state).list_refs().refs
+    }
+    assert len(json.loads(state.read_text())) == 4
+    # Same size and mtime, other bytes: a new instance with the state reuses the digest
+    # (it did not read the file); without the state it hashes and sees the change.
+    target = share / "sub" / "b.txt"
+    info = target.stat()
+    target.write_bytes(b"c")
+    os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))
+    cached = FilesConnector(settings(), [share], state_path=state).list_refs()
+    fresh = FilesConnector(settings(), [share]).list_refs()
+    assert {r.document_id: r.version for r in cached.refs} == first
+    assert {r.document_id: r.version for r in fresh.refs}["docs/sub/b.txt"] != first[
+        "docs/sub/b.txt"
+    ]
+
+
+def test_glob_regex() -> None:
+    assert glob_regex("**/*").match("a/b/c.pdf") and glob_regex("**/*").match("c.pdf")
+    assert glob_regex("**/.*").match(".git") and glob_regex("**/.*").match("a/.x")
+    assert not glob_regex("**/.*").match("a/b.x")
+    assert glob_regex("**/~$*").match("x/~$doc.docx")
+    assert glob_regex("*.md").match("a.md") and not glob_regex("*.md").match("s/a.md")
+    assert glob_regex("docs/**").match("docs/a/b") and not glob_regex("docs/**").match("doc")
+    assert glob_regex("report-[0-9]?.pdf").match("report-1a.pdf")
+    assert not glob_regex("[!a]*").match("abc")
+
+
+UNREADABLE_SCRIPT = """
+import json, sys
+sys.path.insert(0, {repo!r})
+from config.settings import FilesSettings
+from connectors.files import FilesConnector
+from connectors.base import DocumentRef
+from config.errors import IngestError
+conn = FilesConnector(FilesSettings(), [{root!r}])
+listing = conn.list_refs()
+try:
+    conn.fetch(DocumentRef("share/locked.txt", "v", "file"))
+    fetch_error = None
+except IngestError as exc:
+    fetch_error = str(exc)
+print(json.dumps({{"ids": sorted(r.document_id for r in listing.refs),
+                  "complete": listing.complete, "errors": list(listing.errors),
+                  "fetch_error": fetch_error}}))
+"""
+
+
+def unprivileged() -> list[str]:
+    """A command prefix under which file permissions apply: root reads everything, so
+    there the child runs without the capabilities that bypass them."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without util-linux setpriv: permissions cannot apply")
+    caps = "-dac_override,-dac_read_search"
+    return [setpriv, f"--bounding-set={caps}", f"--inh-caps={caps}"]
+
+
+def test_unreadable_file_and_directory(tmp_path: Path) -> None:
+    root = tmp_path / "share"
+    write(root / "ok.txt", "fine")
+    locked = write(root / "locked.txt", "secret")
+    write(root / "closed" / "inner.txt", "unknown")
+    locked.chmod(0o000)
+    (root / "closed").chmod(0o000)
+    try:
+        out = subprocess.run(
+            [
+                *unprivileged(),
+                sys.executable,
+                "-c",
+                UNREADABLE_SCRIPT.format(repo=str(REPO), root=str(root)),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        )
+    finally:
+        (root / "closed").chmod(0o755)
+    result = json.loads(out.stdout)
+    # The unreadable file is listed (it exists, so it must not be deleted) with an error;
+    # the unreadable directory makes the listing incomplete.
+    assert result["ids"] == ["share/locked.txt", "share/ok.txt"]
+    assert not result["complete"]
+    assert any("locked.txt: cannot read" in e for e in result["errors"])
+    assert any("cannot read directory" in e and "closed" in e for e in result["errors"])
+    assert "FETCH_FAILED" in result["fetch_error"] and "locked.txt" in result["fetch_error"]
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="shared corpus not checked out beside the repo")
+def test_lists_and_fetches_the_shared_corpus() -> None:
+    conn = FilesConnector(settings(), [CORPUS])
+    listing = conn.list_refs()
+    on_disk = [p for p in CORPUS.rglob("*") if p.is_file() and not p.name.startswith(".")]
+    assert listing.complete and len(listing.refs) == len(on_disk)
+    pdf = next(r for r in listing.refs if r.document_id.endswith(".pdf"))
+    doc = conn.fetch(pdf)
+    assert doc.data == (CORPUS / pdf.document_id.split("/", 1)[1]).read_bytes()
