@@ -489,7 +489,9 @@ class MarkdownWalker:
         return self.markdown_link(text, record.target_url if record else None)
 
     def markdown_link(self, text: str, url: str | None) -> str:
-        if not url or not text:
+        """`[text](url)`; in-page anchors stay plain text (their record is kept): in a
+        chunk they lead nowhere and cost tokens (think of citation markers)."""
+        if not url or not text or url.startswith("#"):
             return text
         text = re.sub(r"(?<!\\)([\[\]])", r"\\\1", text)
         return f"[{text}]({link_destination(url)})"

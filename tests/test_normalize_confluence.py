@@ -99,7 +99,7 @@ See [Runbook](https://wiki.example.com/confluence/display/ENG/Runbook), [the on-
 
 Architecture diagram
 
-flow.svg More at [the docs](https://example.com/docs), [the old page](https://wiki.example.com/confluence/pages/viewpage.action?pageId=12345) or [the matrix](#Matrix).
+flow.svg More at [the docs](https://example.com/docs), [the old page](https://wiki.example.com/confluence/pages/viewpage.action?pageId=12345) or the matrix.
 """  # noqa: E501
 
 PAGE_LINKS = [
@@ -278,7 +278,7 @@ def test_other_link_resources_and_macros() -> None:
     assert doc.markdown == (
         f"[Launch]({BASE}/display/ENG/2024/05/02/Launch) "
         f"[spec.docx]({BASE}/display/DOC/Specs?preview=/spec.docx) "
-        f"[top](#Top) [HR]({BASE}/display/HR) @jdoe\n\n"
+        f"top [HR]({BASE}/display/HR) @jdoe\n\n"
         "Short summary.\n\nVendor body kept.\n\nENG-42\n\n"
         "> **Tip:** Use `--dry-run`.\n\nEnd 🙂\n"
     )
