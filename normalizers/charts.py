@@ -37,7 +37,7 @@ def chart_markdown(chart_space: etree._Element) -> str:
             categories.setdefault(index, label)
         columns.append(_points(ser, "c:val") or _points(ser, "c:yVal"))
     parts = [title] if title else []
-    if columns:
+    if any(columns):  # a chart saved without cached data has only its title
         count = max([*(max(c, default=-1) for c in columns), max(categories, default=-1)]) + 1
         rows = [
             [categories.get(i, str(i + 1))] + [column.get(i, "") for column in columns]

@@ -1,13 +1,17 @@
 """XLSX/XLSM to Markdown (SPEC §2): one `## <sheet>` section per visible sheet, one GFM
 table per rectangular block of cells.
 
-Reading: openpyxl in read-only mode with `data_only=True` (formulas as their cached
-values). Read-only worksheets do not expose merged ranges and pad every row up to the
-*declared* dimension (a sheet may claim 1,048,576 rows and 16,384 columns), so each sheet
-is streamed once through openpyxl's own worksheet parser: it yields only the rows that
-exist in the XML and collects `<mergeCells>` on the way. Only non-empty cells are kept
-(sparse), so memory and time follow the real content, not the declared used range, and
-the cell limit is enforced while streaming.
+Reading is streaming and read-only. openpyxl reads the workbook parts (sheet list and
+states, shared strings, styles for date formats, the 1900/1904 epoch, core properties);
+`load_workbook` itself is not used because, in read-only mode, it parses every sheet
+without a `<dimension>` element in full just to size it, and its worksheets pad each
+row up to the *declared* used range (a sheet may claim 1,048,576 rows and 16,384
+columns) and hide merged ranges. Each sheet's XML is instead streamed once with lxml's
+`iterparse` (C; openpyxl's own parser is pure-Python ElementTree and several times
+slower), keeping only non-empty cells with their cached values (`data_only` semantics:
+a formula is its cached `<v>`, never its source) and collecting `<mergeCell>` ranges.
+Memory and time follow the real content, not the declared used range, and the cell
+limit is enforced while streaming.
 
 Layout: merged ranges are filled (top-left value copied into every cell), then the sheet
 splits into rectangular blocks of cells separated by empty rows and columns (see
@@ -17,22 +21,25 @@ splits into rectangular blocks of cells separated by empty rows and columns (see
 - a block of a single cell is a paragraph, not a one-cell table;
 - the header is the block's first row, unless that row holds only numbers, dates or
   booleans (it is data then): the column letters become the header.
-Charts drawn on a sheet follow its tables as title + cached data table; chartsheets
-(a sheet that is only a chart) are skipped with a warning.
+Charts (on a sheet, or a chartsheet) follow the sheet's tables as title + cached data.
 """
 
 from __future__ import annotations
 
 import io
 import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
-from typing import Any
+from typing import IO, Any
+from zipfile import ZipFile
 
-import openpyxl
-from openpyxl.chartsheet import Chartsheet
+from lxml import etree
 from openpyxl.packaging.relationship import get_dependents, get_rels_path
-from openpyxl.utils import get_column_letter, range_boundaries
-from openpyxl.worksheet._reader import WorkSheetParser
+from openpyxl.reader.excel import ExcelReader
+from openpyxl.styles.stylesheet import apply_stylesheet
+from openpyxl.utils import column_index_from_string, get_column_letter, range_boundaries
+from openpyxl.utils.datetime import from_excel, from_ISO8601
 
 from chunking.text import Anchor
 from config.errors import ErrorCode
@@ -51,11 +58,25 @@ XLSX_MIMES = (
     "application/vnd.ms-excel.sheet.macroEnabled.12",
 )
 
-_DRAWING_REL = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/drawing"
-_CHART_REL = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/chart"
+_REL = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/"
+_MAIN = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
+_ROW, _CELL, _VALUE, _INLINE = f"{_MAIN}row", f"{_MAIN}c", f"{_MAIN}v", f"{_MAIN}is"
+_TEXT, _PHONETIC, _MERGE = f"{_MAIN}t", f"{_MAIN}rPh", f"{_MAIN}mergeCell"
 
 Grid = dict[int, dict[int, Any]]  # row -> column -> value; only non-empty cells
 Block = tuple[int, int, int, int]  # first row, last row, first column, last column
+
+
+@dataclass(frozen=True)
+class _Book:
+    """What reading cells needs from the workbook parts."""
+
+    archive: ZipFile
+    parts: frozenset[str]
+    shared_strings: Sequence[str]
+    epoch: datetime
+    date_styles: frozenset[int]
+    timedelta_styles: frozenset[int]
 
 
 @register("xlsx", extensions=(".xlsx", ".xlsm"), mimes=XLSX_MIMES)
@@ -64,30 +85,44 @@ def normalize_xlsx(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
     with warnings.catch_warnings():
         # openpyxl warns about every extension it does not model (data validation, slicers)
         warnings.simplefilter("ignore")
-        workbook = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
+        reader = ExcelReader(io.BytesIO(data), read_only=True, data_only=True)
         try:
-            return _convert_workbook(workbook, ctx)
+            reader.read_manifest()
+            reader.read_strings()
+            reader.read_workbook()
+            reader.read_properties()
+            apply_stylesheet(reader.archive, reader.wb)
+            return _convert_workbook(reader, ctx)
         finally:
-            workbook.close()
+            reader.archive.close()
 
 
-def _convert_workbook(workbook: Any, ctx: NormalizeContext) -> NormalizedDocument:
+def _convert_workbook(reader: Any, ctx: NormalizeContext) -> NormalizedDocument:
+    workbook = reader.wb
+    book = _Book(
+        archive=reader.archive,
+        parts=frozenset(reader.valid_files),
+        shared_strings=reader.shared_strings,
+        epoch=workbook.epoch,
+        date_styles=frozenset(workbook._date_formats),
+        timedelta_styles=frozenset(workbook._timedelta_formats),
+    )
     parts: list[str] = []
     anchors: list[Anchor] = []
-    notes: list[str] = []
     sheets: list[str] = []
     offset = 0
-    for name in workbook.sheetnames:
-        sheet = workbook[name]
-        if sheet.sheet_state != "visible" and not ctx.limits.include_hidden_sheets:
+    for sheet, rel in reader.parser.find_sheets():
+        if rel.target not in book.parts:
             continue
-        if isinstance(sheet, Chartsheet):
-            notes.append(f"chartsheet {name!r} skipped: charts are not tabulated")
+        if sheet.state not in (None, "visible") and not ctx.limits.include_hidden_sheets:
             continue
-        body = _sheet_markdown(sheet, ctx)
-        section = f"## {name}\n\n{body}\n\n" if body else f"## {name}\n\n"
-        anchors.append(Anchor(offset, "sheet", name))
-        sheets.append(name)
+        is_chartsheet = rel.Type.endswith("/chartsheet")
+        grid = {} if is_chartsheet else _read_grid(book, rel.target, sheet.name, ctx)
+        blocks = [_block_markdown(grid, block) for block in _blocks(grid)]
+        body = "\n\n".join(blocks + _sheet_charts(book, rel.target))
+        section = f"## {sheet.name}\n\n{body}\n\n" if body else f"## {sheet.name}\n\n"
+        anchors.append(Anchor(offset, "sheet", sheet.name))
+        sheets.append(sheet.name)
         parts.append(section)
         offset += len(section)
     props = workbook.properties
@@ -99,72 +134,105 @@ def _convert_workbook(workbook: Any, ctx: NormalizeContext) -> NormalizedDocumen
         updated_at=iso_datetime(props.modified),
         metadata={"sheets": sheets},
         anchors=tuple(anchors),
-        warnings=tuple(notes),
     )
 
 
-# --- reading one sheet ---------------------------------------------------------------
-
-
-def _sheet_markdown(sheet: Any, ctx: NormalizeContext) -> str:
-    grid = _read_grid(sheet, ctx)
-    blocks = [_block_markdown(grid, block) for block in _blocks(grid)]
-    return "\n\n".join(blocks + _sheet_charts(sheet))
-
-
-def _sheet_charts(sheet: Any) -> list[str]:
+def _sheet_charts(book: _Book, sheet_part: str) -> list[str]:
     """Charts drawn on the sheet (title and cached data), after its tables."""
-    archive = sheet.parent._archive
-    names = set(archive.namelist())
     charts: list[str] = []
-    for drawing in _related(archive, names, sheet._worksheet_path, _DRAWING_REL):
-        for chart in _related(archive, names, drawing, _CHART_REL):
-            text = chart_markdown(parse_chart_xml(archive.read(chart)))
+    for drawing in _related(book, sheet_part, "drawing"):
+        for chart in _related(book, drawing, "chart"):
+            text = chart_markdown(parse_chart_xml(book.archive.read(chart)))
             if text:
                 charts.append(text)
     return charts
 
 
-def _related(archive: Any, names: set[str], part: str, rel_type: str) -> list[str]:
-    """Zip paths of the parts `part` links to with relationships of `rel_type`."""
+def _related(book: _Book, part: str, kind: str) -> list[str]:
+    """Zip paths of the parts that `part` links to with relationships of type `kind`."""
     rels_path = get_rels_path(part)
-    if rels_path not in names:
+    if rels_path not in book.parts:
         return []
-    return [
-        r.target for r in get_dependents(archive, rels_path).find(rel_type) if r.target in names
-    ]
+    rels = get_dependents(book.archive, rels_path).find(_REL + kind)
+    return [r.target for r in rels if r.target in book.parts]
 
 
-def _read_grid(sheet: Any, ctx: NormalizeContext) -> Grid:
+# --- reading one sheet ---------------------------------------------------------------
+
+
+def _read_grid(book: _Book, part: str, sheet: str, ctx: NormalizeContext) -> Grid:
     """Stream the sheet's XML once: non-empty cells, then merged ranges filled."""
     limit = ctx.limits.max_sheet_cells
     grid: Grid = {}
+    merges: list[str] = []
     count = 0
-    workbook = sheet.parent
-    # The same parser and arguments openpyxl's read-only worksheet uses internally.
-    with sheet._get_source() as source:
-        parser = WorkSheetParser(
-            source,
-            sheet._shared_strings,
-            data_only=True,
-            epoch=workbook.epoch,
-            date_formats=workbook._date_formats,
-            timedelta_formats=workbook._timedelta_formats,
-        )
-        for row_index, cells in parser.parse():
-            values = {c["column"]: c["value"] for c in cells if _present(c["value"])}
-            if not values:
-                continue
-            count += len(values)
-            if count > limit:
-                raise _too_many_cells(ctx, sheet.title, limit)
-            grid[row_index] = values
-        merged = parser.merged_cells
-    for merge in merged.mergeCell if merged is not None else ():
-        count += _fill_merge(grid, merge.ref)
+    with book.archive.open(part) as source:
+        for row_index, values in _rows(source, book, merges):
+            if values:
+                count += len(values)
+                if count > limit:
+                    raise _too_many_cells(ctx, sheet, limit)
+                grid[row_index] = values
+    for ref in merges:
+        count += _fill_merge(grid, ref)
         if count > limit:
-            raise _too_many_cells(ctx, sheet.title, limit)
+            raise _too_many_cells(ctx, sheet, limit)
     return grid
+
+
+def _rows(source: IO[bytes], book: _Book, merges: list[str]) -> Any:
+    """Yield (row number, {column: value}) for each `<row>`; collect merge refs."""
+    events = etree.iterparse(
+        source, events=("end",), tag=(_ROW, _MERGE), resolve_entities=False, no_network=True
+    )
+    row_index = 0
+    for _, element in events:
+        if element.tag == _MERGE:
+            merges.append(element.get("ref", ""))
+            continue
+        row_index = int(element.get("r") or row_index + 1)
+        values: dict[int, Any] = {}
+        column = 0
+        for cell in element.iterchildren(_CELL):
+            ref = cell.get("r")
+            column = column_index_from_string(ref.rstrip("0123456789")) if ref else column + 1
+            value = _cell_value(cell, book)
+            if _present(value):
+                values[column] = value
+        # Free what was parsed: the row and everything before it.
+        element.clear()
+        while element.getprevious() is not None:
+            del element.getparent()[0]
+        yield row_index, values
+
+
+def _cell_value(cell: Any, book: _Book) -> Any:
+    """The cell's cached value, typed like openpyxl's `data_only` reading."""
+    kind = cell.get("t", "n")
+    if kind == "inlineStr":
+        inline = cell.find(_INLINE)
+        if inline is None:
+            return None
+        return "".join(t.text or "" for t in inline.iter(_TEXT) if t.getparent().tag != _PHONETIC)
+    raw = cell.findtext(_VALUE)
+    if raw is None or raw == "":
+        return None  # an empty styled cell, or a formula nobody calculated
+    if kind == "s":
+        return book.shared_strings[int(raw)]
+    if kind == "b":
+        return raw.strip() in ("1", "true")
+    if kind == "d":
+        return from_ISO8601(raw)
+    if kind != "n":
+        return raw  # "str" (formula text result), "e" (#DIV/0! and friends)
+    number: int | float = float(raw) if any(ch in raw for ch in ".eE") else int(raw)
+    style = int(cell.get("s", 0))
+    if style in book.date_styles:
+        try:
+            return from_excel(number, book.epoch, timedelta=style in book.timedelta_styles)
+        except (OverflowError, ValueError):
+            return number  # a serial outside the calendar: keep the number
+    return number
 
 
 def _present(value: Any) -> bool:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import openpyxl
 import pytest
+from openpyxl.chart import BarChart, Reference
 from openpyxl.styles import Font
 
 from chunking.text import Anchor
@@ -114,6 +115,22 @@ def test_hidden_sheets_only_when_asked() -> None:
     doc = normalize_bytes(_workbook_bytes(), "report.xlsx", limits=limits)
     assert "## Secret\n\nclassified\n" in doc.markdown
     assert [a.value for a in doc.anchors] == ["Sales", "Secret", "Notes"]
+
+
+def test_chartsheet_keeps_its_chart_title() -> None:
+    wb = openpyxl.Workbook()
+    ws = wb.active
+    ws.title = "Data"
+    for row in (["Month", "Sales"], ["Jan", 3], ["Feb", 5]):
+        ws.append(row)
+    chart = BarChart()
+    chart.title = "Sales by month"
+    chart.add_data(Reference(ws, min_col=2, min_row=1, max_row=3), titles_from_data=True)
+    wb.create_chartsheet("Chart").add_chart(chart)
+    doc = normalize_bytes(_save(wb), "charts.xlsx")
+    # openpyxl saves no cached chart data, so only the title is there to read
+    assert doc.markdown.endswith("## Chart\n\nSales by month\n")
+    assert [a.value for a in doc.anchors] == ["Data", "Chart"]
 
 
 def test_formula_without_cached_value_is_empty_not_its_source() -> None:
