@@ -110,16 +110,30 @@ class BgeM3Embedder:
 
     def __init__(self, settings: EmbedderSettings) -> None:
         import torch
-        from transformers import AutoModel, AutoTokenizer
+        from transformers import AutoConfig, AutoModel, AutoTokenizer
 
         self._settings = settings
         directory = resolve_model_dir(settings.model)
         self.has_sparse = settings.sparse
         self._device = torch.device(_pick_device(settings.device))
+        head_path = directory / SPARSE_HEAD_FILE
+        if settings.sparse and not head_path.is_file():
+            raise ConfigError(
+                f"sparse head {head_path} is missing: copy {SPARSE_HEAD_FILE} from the BGE-M3 "
+                "release into the model directory, or set embedder.sparse: false",
+                setting="embedder.sparse",
+            )
         try:
+            config = AutoConfig.from_pretrained(directory, local_files_only=True)
+            # The head first: a bad head file fails before the (large) model is loaded.
+            self._sparse_head = (
+                self._load_sparse_head(head_path, int(config.hidden_size))
+                if settings.sparse
+                else None
+            )
             self._tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True)
             model = AutoModel.from_pretrained(
-                directory, local_files_only=True, add_pooling_layer=False
+                directory, config=config, local_files_only=True, add_pooling_layer=False
             )
         except OSError as exc:
             raise ConfigError(
@@ -129,7 +143,8 @@ class BgeM3Embedder:
         if self._device.type == "cuda":
             model = model.half()
         self._model = model.to(self._device)
-        self._sparse_head = self._load_sparse_head(directory) if settings.sparse else None
+        if self._sparse_head is not None:
+            self._sparse_head = self._sparse_head.to(self._device)
         self._vector_size = int(model.config.hidden_size)
         if settings.vector_size is not None and settings.vector_size != self._vector_size:
             raise ConfigError(
@@ -156,17 +171,9 @@ class BgeM3Embedder:
     def vector_size(self) -> int:
         return self._vector_size
 
-    def _load_sparse_head(self, directory: Path) -> torch.nn.Linear:
+    def _load_sparse_head(self, path: Path, hidden: int) -> torch.nn.Linear:
         import torch
 
-        path = directory / SPARSE_HEAD_FILE
-        if not path.is_file():
-            raise ConfigError(
-                f"sparse head {path} is missing: copy {SPARSE_HEAD_FILE} from the BGE-M3 "
-                "release into the model directory, or set embedder.sparse: false",
-                setting="embedder.sparse",
-            )
-        hidden = int(self._model.config.hidden_size)
         head = torch.nn.Linear(hidden, 1)
         try:
             state = torch.load(path, map_location="cpu", weights_only=True)
@@ -177,9 +184,7 @@ class BgeM3Embedder:
                 setting="embedder.sparse",
             ) from None
         head.eval()
-        if self._device.type == "cuda":
-            head = head.half()
-        return head.to(self._device)
+        return head.half() if self._device.type == "cuda" else head
 
     def embed(self, texts: Sequence[str]) -> list[Embedding]:
         if not texts:
