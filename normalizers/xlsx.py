@@ -37,6 +37,7 @@ from zipfile import ZipFile
 from lxml import etree
 from openpyxl.packaging.relationship import get_dependents, get_rels_path
 from openpyxl.reader.excel import ExcelReader
+from openpyxl.styles.numbers import BUILTIN_FORMATS_MAX_SIZE, builtin_format_code
 from openpyxl.styles.stylesheet import apply_stylesheet
 from openpyxl.utils import column_index_from_string, get_column_letter, range_boundaries
 from openpyxl.utils.datetime import from_excel, from_ISO8601
@@ -77,6 +78,7 @@ class _Book:
     epoch: datetime
     date_styles: frozenset[int]
     timedelta_styles: frozenset[int]
+    percent_styles: frozenset[int]
 
 
 @register("xlsx", extensions=(".xlsx", ".xlsm"), mimes=XLSX_MIMES)
@@ -106,6 +108,11 @@ def _convert_workbook(reader: Any, ctx: NormalizeContext) -> NormalizedDocument:
         epoch=workbook.epoch,
         date_styles=frozenset(workbook._date_formats),
         timedelta_styles=frozenset(workbook._timedelta_formats),
+        percent_styles=frozenset(
+            i
+            for i, style in enumerate(workbook._cell_styles)
+            if "%" in _format_code(workbook, style)
+        ),
     )
     parts: list[str] = []
     anchors: list[Anchor] = []
@@ -135,6 +142,15 @@ def _convert_workbook(reader: Any, ctx: NormalizeContext) -> NormalizedDocument:
         metadata={"sheets": sheets},
         anchors=tuple(anchors),
     )
+
+
+def _format_code(workbook: Any, style: Any) -> str:
+    """The number format of a cell style (built-in ids, then the workbook's own)."""
+    if style.numFmtId < BUILTIN_FORMATS_MAX_SIZE:
+        return builtin_format_code(style.numFmtId) or ""
+    custom: Sequence[str] = workbook._number_formats
+    index = style.numFmtId - BUILTIN_FORMATS_MAX_SIZE
+    return custom[index] if index < len(custom) else ""
 
 
 def _sheet_charts(book: _Book, sheet_part: str) -> list[str]:
@@ -232,7 +248,13 @@ def _cell_value(cell: Any, book: _Book) -> Any:
             return from_excel(number, book.epoch, timedelta=style in book.timedelta_styles)
         except (OverflowError, ValueError):
             return number  # a serial outside the calendar: keep the number
+    if style in book.percent_styles:
+        return _Percent(number)
     return number
+
+
+class _Percent(float):
+    """A number shown as a percentage (0.25 in a `0%` cell reads "25%")."""
 
 
 def _present(value: Any) -> bool:
@@ -398,11 +420,13 @@ def _is_data(value: Any) -> bool:
 
 def _cell_text(value: Any) -> str:
     """A cell value as text: ISO 8601 dates (date only at midnight), numbers without
-    binary float noise (Excel keeps 15 significant digits), TRUE/FALSE."""
+    binary float noise (Excel keeps 15 significant digits), percentages as shown, TRUE/FALSE."""
     if value is None:
         return ""
     if isinstance(value, bool):
         return "TRUE" if value else "FALSE"
+    if isinstance(value, _Percent):
+        return format_number(value * 100) + "%"
     if isinstance(value, float):
         return format_number(value)
     if isinstance(value, datetime):

@@ -54,6 +54,8 @@ def _workbook_bytes() -> bytes:
     ws.append([None, 20, datetime(2024, 3, 5, 14, 30)])
     ws.append(["Total", "=SUM(B2:B3)", None])
     ws.append(["a|b", 0.1 + 0.2, "two\nlines"])
+    ws.append(["Share", 0.075, True])
+    ws["B6"].number_format = "0.0%"
     ws.merge_cells("A2:A3")
     # Column D stays empty; table 2 (E:F) beside it has a numeric first row.
     ws["E1"], ws["F1"] = 1, 2
@@ -85,6 +87,7 @@ EXPECTED = """\
 | North | 20 | 2024-03-05T14:30:00 |
 | Total | 30 |  |
 | a\\|b | 0.3 | two lines |
+| Share | 7.5% | TRUE |
 
 | E | F |
 | --- | --- |
