@@ -36,7 +36,7 @@ from normalizers.base import (
     register,
 )
 from normalizers.charts import chart_markdown, parse_chart_xml
-from normalizers.tables import gfm_table
+from normalizers.tables import escape_block_start, gfm_table, one_line
 
 PPTX_MIMES = (
     "application/vnd.openxmlformats-officedocument.presentationml.presentation",
@@ -49,8 +49,6 @@ _BODY_TYPES = {PP_PLACEHOLDER.BODY, PP_PLACEHOLDER.OBJECT, PP_PLACEHOLDER.VERTIC
 # Repeated on every slide, not content.
 _CHROME_TYPES = {PP_PLACEHOLDER.DATE, PP_PLACEHOLDER.FOOTER, PP_PLACEHOLDER.SLIDE_NUMBER}
 _FILE_NAME = re.compile(r"[\w\-. ]+\.(?:png|jpe?g|gif|bmp|tiff?|emf|wmf|svg|webp)", re.IGNORECASE)
-# Text that Markdown would read as a heading, quote, list item or table row.
-_BLOCK_START = re.compile(r"^(#{1,6}(?=\s|$)|>|[-+*](?=\s)|\d{1,9}(?=[.)](?:\s|$))|\|)")
 
 
 @register("pptx", extensions=(".pptx", ".pptm"), mimes=PPTX_MIMES)
@@ -64,7 +62,7 @@ def normalize_pptx(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
     offset = 0
     for number, slide in enumerate(deck.slides, 1):
         title_shape = _title_shape(slide)
-        title = _one_line(title_shape.text_frame.text) if title_shape is not None else ""
+        title = one_line(title_shape.text_frame.text) if title_shape is not None else ""
         if number == 1 and title:
             first_title = title
         blocks = _shape_blocks(slide.shapes, title_shape, f"slide {number}", warnings)
@@ -138,8 +136,8 @@ def _alt_text(shape: Any) -> str:
     """The picture's description; PowerPoint and python-pptx put the image's file name
     there when nobody wrote one, and a file name describes nothing."""
     descr = shape.element.xpath("./p:nvPicPr/p:cNvPr/@descr")
-    text = _one_line(descr[0]) if descr else ""
-    return "" if _FILE_NAME.fullmatch(text) else _escape(text)
+    text = one_line(descr[0]) if descr else ""
+    return "" if _FILE_NAME.fullmatch(text) else escape_block_start(text)
 
 
 def _placeholder_type(shape: Any) -> Any:
@@ -153,11 +151,11 @@ def _placeholder_type(shape: Any) -> Any:
 
 def _text_frame(frame: Any, *, bulleted: bool) -> str:
     items = [
-        (_list_kind(p, bulleted), max(0, int(p.level)), _one_line(p.text)) for p in frame.paragraphs
+        (_list_kind(p, bulleted), max(0, int(p.level)), one_line(p.text)) for p in frame.paragraphs
     ]
     items = [item for item in items if item[2]]
     if len(items) == 1:
-        return _escape(items[0][2])
+        return escape_block_start(items[0][2])
     blocks: list[str] = []
     run: list[tuple[str, int, str]] = []
     for kind, level, text in items:
@@ -165,7 +163,7 @@ def _text_frame(frame: Any, *, bulleted: bool) -> str:
             if run:
                 blocks.append(_list(run))
                 run = []
-            blocks.append(_escape(text))
+            blocks.append(escape_block_start(text))
         else:
             run.append((kind, level, text))
     if run:
@@ -208,25 +206,9 @@ def _list(items: list[tuple[str, int, str]]) -> str:
         counters[level] += 1
         marker = f"{counters[level]}. " if kind == "number" else "- "
         indent = parents[-1][1] if parents else 0
-        lines.append(" " * indent + marker + _escape(text))
+        lines.append(" " * indent + marker + escape_block_start(text))
         parents.append((level, indent + len(marker)))
     return "\n".join(lines)
-
-
-def _one_line(text: str | bool) -> str:
-    """Paragraph text on one line: python-pptx renders `<a:br>` as a vertical tab."""
-    return " ".join(str(text).split()) if text else ""
-
-
-def _escape(text: str) -> str:
-    """Backslash-escape what would otherwise start a Markdown block (`# `, `1. `, `- `)."""
-    match = _BLOCK_START.match(text)
-    if match is None:
-        return text
-    token = match.group(0)
-    if token[0].isdigit():
-        return token + "\\" + text[len(token) :]
-    return "\\" + text
 
 
 # --- tables and notes ---------------------------------------------------------------
@@ -251,11 +233,11 @@ def _notes(slide: Any, number: int, warnings: list[str]) -> str:
         if not slide.has_notes_slide:
             return ""
         frame = slide.notes_slide.notes_text_frame
-        paragraphs = [_one_line(p.text) for p in frame.paragraphs] if frame is not None else []
+        paragraphs = [one_line(p.text) for p in frame.paragraphs] if frame is not None else []
     except Exception as exc:  # a broken notes part loses the notes, not the slide
         warnings.append(f"slide {number}: speaker notes skipped ({type(exc).__name__}: {exc})")
         return ""
-    paragraphs = [p for p in paragraphs if p]
+    paragraphs = [escape_block_start(p) for p in paragraphs if p]
     if not paragraphs:
         return ""
     paragraphs[0] = "Notes: " + paragraphs[0]

@@ -1,8 +1,10 @@
-"""GFM pipe tables from rows of cell text, shared by every format that emits tables.
+"""Markdown writing shared by the format modules: GFM pipe tables and plain text lines.
 
 A GFM table needs a header row and a delimiter row, the same cell count in every row,
 no raw `|` inside a cell and no line break inside a cell. `gfm_table` guarantees all
 of that for any rows it is given, so format modules only decide *what* goes in a cell.
+Text from a document that lands at the start of a Markdown line (`one_line` +
+`escape_block_start`) must not turn into a heading, list or quote by accident.
 """
 
 from __future__ import annotations
@@ -11,6 +13,25 @@ import re
 from collections.abc import Sequence
 
 _LINE_BREAKS = re.compile(r"\s*(?:\r\n|[\r\n\v\f\u2028\u2029])\s*")
+# Text that Markdown would read as a heading, quote, list item or table row.
+_BLOCK_START = re.compile(r"^(#{1,6}(?=\s|$)|>|[-+*](?=\s)|\d{1,9}(?=[.)](?:\s|$))|\|)")
+
+
+def one_line(text: str) -> str:
+    """Text on one line with single spaces (line breaks, tabs and runs of spaces too)."""
+    return " ".join(text.split())
+
+
+def escape_block_start(text: str) -> str:
+    """Backslash-escape what would otherwise open a Markdown block: `# of units`,
+    `1. Finalize`, `- note`, `> quote`, `| cell`."""
+    match = _BLOCK_START.match(text)
+    if match is None:
+        return text
+    token = match.group(0)
+    if token[0].isdigit():
+        return token + "\\" + text[len(token) :]
+    return "\\" + text
 
 
 def gfm_cell(text: str) -> str:

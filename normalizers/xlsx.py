@@ -52,7 +52,7 @@ from normalizers.base import (
     register,
 )
 from normalizers.charts import chart_markdown, parse_chart_xml
-from normalizers.tables import format_number, gfm_table
+from normalizers.tables import escape_block_start, format_number, gfm_table, one_line
 
 XLSX_MIMES = (
     "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
@@ -411,7 +411,7 @@ def _block_markdown(grid: Grid, block: Block) -> str:
 
 
 def _paragraph(text: str) -> str:
-    return " ".join(text.split())
+    return escape_block_start(one_line(text))
 
 
 def _is_data(value: Any) -> bool:

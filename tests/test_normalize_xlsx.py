@@ -69,6 +69,7 @@ def _workbook_bytes() -> bytes:
     hidden.sheet_state = "hidden"
     notes = wb.create_sheet("Notes")
     notes["B2"] = "Only one cell here"
+    notes["B4"] = "# of units"
     data = _save(wb)
     # openpyxl writes formulas without a cached value; Excel stores one beside <f>.
     return _patch_part(
@@ -97,6 +98,8 @@ EXPECTED = """\
 ## Notes
 
 Only one cell here
+
+\\# of units
 """
 
 
