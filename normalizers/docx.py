@@ -106,7 +106,7 @@ def normalize_docx(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
     props = _core_properties(data)
     title = props.title or _first_heading_text(blocks)
     return NormalizedDocument(
-        markdown=markdown.decode("utf-8"),
+        markdown=_drop_list_separators(markdown.decode("utf-8")),
         title=title,
         author=props.author,
         created_at=props.created,
@@ -234,8 +234,12 @@ def _prepare_package(data: bytes, ctx: NormalizeContext) -> bytes:
         if "word/styles.xml" in names:
             sheet = _read_styles(_parse_xml(source.read("word/styles.xml"), "styles.xml", ctx))
         _rename_styles(sheet)
+        numbering = _Numbering(etree.Element(_w("numbering")), sheet)
+        if "word/numbering.xml" in names:
+            numbering_xml = _parse_xml(source.read("word/numbering.xml"), "numbering.xml", ctx)
+            numbering = _Numbering(numbering_xml, sheet)
         document = _parse_xml(source.read("word/document.xml"), "document.xml", ctx)
-        _rewrite_body(document, sheet)
+        _rewrite_body(document, sheet, numbering)
         out = io.BytesIO()
         with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as target:
             for info in source.infolist():
@@ -243,6 +247,8 @@ def _prepare_package(data: bytes, ctx: NormalizeContext) -> bytes:
                     blob = etree.tostring(document, xml_declaration=True, encoding="UTF-8")
                 elif info.filename == "word/styles.xml":
                     blob = etree.tostring(sheet.root, xml_declaration=True, encoding="UTF-8")
+                elif info.filename == "word/numbering.xml":
+                    blob = etree.tostring(numbering.root, xml_declaration=True, encoding="UTF-8")
                 elif info.filename.startswith(("word/media/", "word/embeddings/")):
                     blob = b""  # only alt text is kept; decoding pictures is wasted work
                 else:
@@ -276,11 +282,11 @@ def _read_styles(root: etree._Element) -> _StyleSheet:
     return sheet
 
 
-def _int_attr(element: etree._Element | None) -> int | None:
+def _int_attr(element: etree._Element | None, name: str = "val") -> int | None:
     if element is None:
         return None
     try:
-        return int(element.get(_w("val"), ""))
+        return int(element.get(_w(name), ""))
     except ValueError:
         return None
 
@@ -329,11 +335,237 @@ def _rename_styles(sheet: _StyleSheet) -> None:
             _set_style_name(style, "Source Code")
 
 
-def _rewrite_body(document: etree._Element, sheet: _StyleSheet) -> None:
+def _rewrite_body(document: etree._Element, sheet: _StyleSheet, numbering: _Numbering) -> None:
     _hoist_text_boxes(document)
     _fill_grid_gaps(document)
     _apply_direct_outline_levels(document, sheet)
+    _write_number_labels(document, sheet, numbering)
     _mark_code_paragraphs(document, sheet)
+
+
+@dataclass
+class _Level:
+    start: int
+    fmt: str  # w:numFmt: decimal, lowerLetter, upperRoman, bullet, ...
+    text: str  # w:lvlText, e.g. "%1.%2."
+    legal: bool  # w:isLgl: every number in the label drawn as decimal
+    style: str | None  # w:pStyle: the paragraph style this level belongs to
+    element: etree._Element
+
+    def markdown_can_number(self, ilvl: int) -> bool:
+        """Markdown ordered lists draw only "N." or "N)" themselves; every other label
+        (2.3.1., a), IV., б)) has to be written out as text."""
+        if self.fmt in ("bullet", "none"):
+            return True
+        return self.fmt == "decimal" and self.text in (f"%{ilvl + 1}.", f"%{ilvl + 1})")
+
+
+_LATIN = "abcdefghijklmnopqrstuvwxyz"
+_RUSSIAN = "абвгдежзиклмнопрстуфхцчшщэюя"  # Word's russianLower skips ё, й, ъ, ы, ь
+_ALPHABETS = {
+    "lowerLetter": _LATIN,
+    "upperLetter": _LATIN.upper(),
+    "russianLower": _RUSSIAN,
+    "russianUpper": _RUSSIAN.upper(),
+}
+
+
+def _format_number(n: int, fmt: str) -> str:
+    if fmt in _ALPHABETS and n > 0:
+        letters = _ALPHABETS[fmt]
+        # Past the alphabet Word repeats the letter: y, z, aa, bb, ...
+        return letters[(n - 1) % len(letters)] * ((n - 1) // len(letters) + 1)
+    if fmt in ("lowerRoman", "upperRoman") and n > 0:
+        roman = _roman(n)
+        return roman if fmt == "upperRoman" else roman.lower()
+    if fmt == "decimalZero":
+        return f"{n:02d}"
+    if fmt == "none":
+        return ""
+    return str(n)
+
+
+def _roman(n: int) -> str:
+    out = []
+    for value, numeral in (
+        (1000, "M"),
+        (900, "CM"),
+        (500, "D"),
+        (400, "CD"),
+        (100, "C"),
+        (90, "XC"),
+        (50, "L"),
+        (40, "XL"),
+        (10, "X"),
+        (9, "IX"),
+        (5, "V"),
+        (4, "IV"),
+        (1, "I"),
+    ):
+        count, n = divmod(n, value)
+        out.append(numeral * count)
+    return "".join(out)
+
+
+class _Numbering:
+    """Word's list numbering (numbering.xml): the labels it draws in front of numbered
+    paragraphs, counted in document order the way Word counts them."""
+
+    def __init__(self, root: etree._Element, sheet: _StyleSheet) -> None:
+        self.root = root
+        self.levels: dict[str, dict[int, _Level]] = {}
+        self.nums: dict[str, tuple[str, dict[int, int]]] = {}  # numId -> abstract, overrides
+        self.counters: dict[str, list[int | None]] = {}
+        self.started: set[str] = set()
+        style_links: dict[str, str] = {}
+        for abstract in root.iterfind(_w("abstractNum")):
+            abstract_id = abstract.get(_w("abstractNumId"), "")
+            self.levels[abstract_id] = {
+                ilvl: _parse_level(element)
+                for element in abstract.iterfind(_w("lvl"))
+                if (ilvl := _int_attr(element, "ilvl")) is not None
+            }
+            link = abstract.find(_w("numStyleLink"))
+            if link is not None:
+                style_links[abstract_id] = link.get(_w("val"), "")
+        for num in root.iterfind(_w("num")):
+            abstract_el = num.find(_w("abstractNumId"))
+            overrides = {
+                ilvl: start
+                for override in num.iterfind(_w("lvlOverride"))
+                if (ilvl := _int_attr(override, "ilvl")) is not None
+                and (start := _int_attr(override.find(_w("startOverride")))) is not None
+            }
+            if abstract_el is not None:
+                self.nums[num.get(_w("numId"), "")] = (abstract_el.get(_w("val"), ""), overrides)
+        # An abstract list that follows a numbering style (numStyleLink) shares the levels
+        # and the counters of the list that style points to.
+        self.canonical: dict[str, str] = {}
+        for abstract_id, style_id in style_links.items():
+            target = _style_num_id(sheet, style_id)
+            if target in self.nums:
+                self.canonical[abstract_id] = self.nums[target][0]
+
+    def abstract_of(self, num_id: str) -> str | None:
+        entry = self.nums.get(num_id)
+        if entry is None:
+            return None
+        return self.canonical.get(entry[0], entry[0])
+
+    def level_for_style(self, num_id: str, style_id: str | None) -> int:
+        levels = self.levels.get(self.abstract_of(num_id) or "", {})
+        return next((i for i, lvl in levels.items() if style_id and lvl.style == style_id), 0)
+
+    def next_label(self, num_id: str, ilvl: int) -> tuple[str, _Level] | None:
+        """Count one more paragraph at (num_id, ilvl); its label and level definition."""
+        abstract_id = self.abstract_of(num_id)
+        levels = self.levels.get(abstract_id or "", {})
+        if abstract_id is None or ilvl not in levels or not 0 <= ilvl <= 8:
+            return None
+        counters = self.counters.setdefault(abstract_id, [None] * 9)
+        if num_id not in self.started:  # a list instance's start overrides apply once
+            self.started.add(num_id)
+            for overridden, start in self.nums[num_id][1].items():
+                if 0 <= overridden <= 8:
+                    counters[overridden] = start - 1
+        level = levels[ilvl]
+        current = counters[ilvl]
+        counters[ilvl] = level.start if current is None else current + 1
+        for deeper in range(ilvl + 1, 9):
+            counters[deeper] = None
+
+        def number(match: re.Match[str]) -> str:
+            k = int(match.group(1)) - 1
+            defined = levels.get(k)
+            value = counters[k] if counters[k] is not None else (defined.start if defined else 1)
+            fmt = "decimal" if level.legal or defined is None else defined.fmt
+            return _format_number(value or 0, fmt)
+
+        return re.sub(r"%([1-9])", number, level.text), level
+
+
+def _parse_level(element: etree._Element) -> _Level:
+    fmt_el, text_el = element.find(_w("numFmt")), element.find(_w("lvlText"))
+    style_el = element.find(_w("pStyle"))
+    return _Level(
+        start=_int_attr(element.find(_w("start"))) or 0,  # ECMA-376: absent means 0
+        fmt=fmt_el.get(_w("val"), "decimal") if fmt_el is not None else "decimal",
+        text=text_el.get(_w("val"), "") if text_el is not None else "",
+        legal=element.find(_w("isLgl")) is not None,
+        style=style_el.get(_w("val")) if style_el is not None else None,
+        element=element,
+    )
+
+
+def _style_num_id(sheet: _StyleSheet, style_id: str | None) -> str | None:
+    for style in sheet.chain(style_id):
+        num_id = style.element.find(f"{_w('pPr')}/{_w('numPr')}/{_w('numId')}")
+        if num_id is not None:
+            value: str | None = num_id.get(_w("val"))
+            return value
+    return None
+
+
+def _paragraph_numbering(
+    paragraph: etree._Element, sheet: _StyleSheet, numbering: _Numbering
+) -> tuple[str, int] | None:
+    """(numId, level) of a numbered paragraph: its own w:numPr, else its style's."""
+    style_id = _paragraph_style(paragraph, sheet)
+    numpr = paragraph.find(f"{_w('pPr')}/{_w('numPr')}")
+    num_el = numpr.find(_w("numId")) if numpr is not None else None
+    num_id = num_el.get(_w("val")) if num_el is not None else _style_num_id(sheet, style_id)
+    if not num_id or num_id == "0":
+        return None
+    level = _int_attr(numpr.find(_w("ilvl"))) if numpr is not None else None
+    for style in sheet.chain(style_id):
+        if level is not None:
+            break
+        level = _int_attr(style.element.find(f"{_w('pPr')}/{_w('numPr')}/{_w('ilvl')}"))
+    return num_id, level if level is not None else numbering.level_for_style(num_id, style_id)
+
+
+def _write_number_labels(
+    document: etree._Element, sheet: _StyleSheet, numbering: _Numbering
+) -> None:
+    """Write Word's number labels into the text where Markdown cannot draw them:
+    numbered headings ("2.1 Scope") and list levels whose labels are not plain "N."
+    (those levels become bullets carrying their label, e.g. "- 2.3.1. Budget")."""
+    for paragraph in document.iter(_w("p")):
+        numbered = _paragraph_numbering(paragraph, sheet, numbering)
+        if numbered is None:
+            continue
+        labelled = numbering.next_label(*numbered)
+        if labelled is None:
+            continue
+        label, level = labelled
+        style_id = _paragraph_style(paragraph, sheet)
+        heading = style_id in sheet.styles and _heading_level(sheet, style_id) is not None
+        if not heading and level.markdown_can_number(numbered[1]):
+            continue
+        if not heading:
+            _as_bullet_level(level)
+        if label.strip():
+            _prepend_text(paragraph, label + " ")
+
+
+def _as_bullet_level(level: _Level) -> None:
+    for tag, value in (("numFmt", "bullet"), ("lvlText", "•")):
+        element = level.element.find(_w(tag))
+        if element is None:
+            element = etree.SubElement(level.element, _w(tag))
+        element.set(_w("val"), value)
+
+
+def _prepend_text(paragraph: etree._Element, text: str) -> None:
+    run = etree.Element(_w("r"))
+    text_el = etree.SubElement(run, _w("t"))
+    text_el.text = text
+    text_el.set("{http://www.w3.org/XML/1998/namespace}space", "preserve")
+    ppr = paragraph.find(_w("pPr"))
+    if ppr is None:
+        paragraph.insert(0, run)
+    else:
+        ppr.addnext(run)
 
 
 def _hoist_text_boxes(document: etree._Element) -> None:
@@ -534,14 +766,43 @@ def _tight_list(item: dict[str, Any]) -> dict[str, Any]:
 
 
 def _append_merging_lists(out: list[dict[str, Any]], item: dict[str, Any]) -> None:
-    """Adjacent lists of one kind merge: Markdown cannot keep them apart without raw HTML."""
+    """Adjacent bullet lists merge. Adjacent numbered lists stay apart (each keeps its own
+    numbering) by alternating "1." and "1)", which CommonMark reads as separate lists;
+    the writer's separator between them is then dropped by `_drop_list_separators`."""
     previous = out[-1] if out else None
     if previous is not None and item["t"] == previous["t"] == "BulletList":
         previous["c"] = previous["c"] + item["c"]
-    elif previous is not None and item["t"] == previous["t"] == "OrderedList":
-        previous["c"] = [previous["c"][0], previous["c"][1] + item["c"][1]]
-    else:
-        out.append(item)
+        return
+    if previous is not None and item["t"] == previous["t"] == "OrderedList":
+        start, style, delimiter = item["c"][0]
+        after_period = previous["c"][0][2]["t"] != "OneParen"
+        delimiter = {"t": "OneParen" if after_period else "Period"}
+        item = {"t": "OrderedList", "c": [[start, style, delimiter], item["c"][1]]}
+    out.append(item)
+
+
+# What the writer puts between adjacent lists: an HTML comment, or without raw HTML a
+# paragraph holding only a no-break space.
+_LIST_SEPARATORS = frozenset({"<!-- -->", "&nbsp;"})
+_FENCE = re.compile(r"^(`{3,}|~{3,})")
+
+
+def _drop_list_separators(markdown: str) -> str:
+    """Remove the separators pandoc writes between adjacent lists (outside code)."""
+    lines: list[str] = []
+    fence: str | None = None
+    for line in markdown.split("\n"):
+        opener = _FENCE.match(line)
+        if fence is None and opener:
+            fence = opener.group(1)
+        elif (
+            fence is not None and line.strip().startswith(fence) and set(line.strip()) == {fence[0]}
+        ):
+            fence = None
+        elif fence is None and line in _LIST_SEPARATORS:
+            continue
+        lines.append(line)
+    return "\n".join(lines)
 
 
 def _checkbox_item(inlines: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import struct
 import zlib
+from typing import Any
 
 import docx
 from docx.document import Document
@@ -26,10 +27,13 @@ _NS_DECL = (
 )
 _FOOTNOTES_CT = "application/vnd.openxmlformats-officedocument.wordprocessingml.footnotes+xml"
 
-# One bullet and one decimal list definition with three levels each (Word's own
-# templates give every "List Bullet N" style a separate single-level list instead).
-_BULLET_NUM_ID = 101
-_DECIMAL_NUM_ID = 102
+# Multi-level list definitions (Word's own templates give every "List Bullet N" style a
+# separate single-level list instead): level formats and label templates.
+_BULLET_NUM_ID, _DECIMAL_NUM_ID = 101, 102
+_LIST_LEVELS = {
+    _BULLET_NUM_ID: [("bullet", "•")] * 3,
+    _DECIMAL_NUM_ID: [("decimal", f"%{lvl + 1}.") for lvl in range(3)],
+}
 
 
 def to_bytes(document: Document) -> bytes:
@@ -48,41 +52,41 @@ def _append_body_xml(document: Document, xml: str) -> None:
     body.insert(len(body) - 1, parse_xml(_p(xml)))  # before the final w:sectPr
 
 
-def _add_multilevel_numbering(document: Document) -> None:
+def _add_numbering(document: Document, num_id: int, levels: list[tuple[str, str]]) -> None:
+    """A list definition (abstract and instance, both numbered `num_id`) with one
+    (w:numFmt, w:lvlText) pair per level."""
     numbering = document.part.numbering_part.element
-
-    def abstract(abstract_id: int, fmt: str) -> str:
-        levels = "".join(
-            f'<w:lvl w:ilvl="{lvl}"><w:start w:val="1"/><w:numFmt w:val="{fmt}"/>'
-            f'<w:lvlText w:val="{"•" if fmt == "bullet" else f"%{lvl + 1}."}"/>'
-            f'<w:pPr><w:ind w:left="{720 * (lvl + 1)}" w:hanging="360"/></w:pPr></w:lvl>'
-            for lvl in range(3)
+    lvls = "".join(
+        f'<w:lvl w:ilvl="{lvl}"><w:start w:val="1"/><w:numFmt w:val="{fmt}"/>'
+        f'<w:lvlText w:val="{text}"/>'
+        f'<w:pPr><w:ind w:left="{720 * (lvl + 1)}" w:hanging="360"/></w:pPr></w:lvl>'
+        for lvl, (fmt, text) in enumerate(levels)
+    )
+    numbering.find(f"{{{W_NS}}}num").addprevious(
+        parse_xml(
+            f'<w:abstractNum xmlns:w="{W_NS}" w:abstractNumId="{num_id}">'
+            f'<w:multiLevelType w:val="multilevel"/>{lvls}</w:abstractNum>'
         )
-        return (
-            f'<w:abstractNum xmlns:w="{W_NS}" w:abstractNumId="{abstract_id}">'
-            f'<w:multiLevelType w:val="multilevel"/>{levels}</w:abstractNum>'
+    )
+    numbering.append(
+        parse_xml(
+            f'<w:num xmlns:w="{W_NS}" w:numId="{num_id}">'
+            f'<w:abstractNumId w:val="{num_id}"/></w:num>'
         )
-
-    first_num = numbering.find(f"{{{W_NS}}}num")
-    for num_id, fmt in ((_BULLET_NUM_ID, "bullet"), (_DECIMAL_NUM_ID, "decimal")):
-        first_num.addprevious(parse_xml(abstract(num_id, fmt)))
-        numbering.append(
-            parse_xml(
-                f'<w:num xmlns:w="{W_NS}" w:numId="{num_id}">'
-                f'<w:abstractNumId w:val="{num_id}"/></w:num>'
-            )
-        )
+    )
 
 
-def _list_item(document: Document, text: str, *, numbered: bool, level: int) -> None:
-    num_id = _DECIMAL_NUM_ID if numbered else _BULLET_NUM_ID
-    paragraph = document.add_paragraph(text, style="List Paragraph")
-    paragraph._p.get_or_add_pPr().append(
+def _numbered(paragraph_or_style_element: Any, num_id: int, level: int) -> None:
+    paragraph_or_style_element.get_or_add_pPr().append(
         parse_xml(
             f'<w:numPr xmlns:w="{W_NS}"><w:ilvl w:val="{level}"/>'
             f'<w:numId w:val="{num_id}"/></w:numPr>'
         )
     )
+
+
+def _list_item(document: Document, text: str, num_id: int, level: int = 0) -> None:
+    _numbered(document.add_paragraph(text, style="List Paragraph")._p, num_id, level)
 
 
 def png_bytes() -> bytes:
@@ -103,7 +107,8 @@ def png_bytes() -> bytes:
 def structure_docx() -> bytes:
     """Title, H1-H3, nested bulleted and numbered lists, code, an image with alt text."""
     document = docx.Document()
-    _add_multilevel_numbering(document)
+    for num_id, levels in _LIST_LEVELS.items():
+        _add_numbering(document, num_id, levels)
     document.core_properties.title = "Structure fixture"
     document.core_properties.author = "Ada Lovelace"
     document.add_heading("Structure fixture", 0)
@@ -111,10 +116,10 @@ def structure_docx() -> bytes:
     document.add_paragraph("Intro paragraph.")
     document.add_heading("Section one", 2)
     for text, level in (("Apple", 0), ("Red", 1), ("Crimson", 2), ("Green", 1), ("Pear", 0)):
-        _list_item(document, text, numbered=False, level=level)
+        _list_item(document, text, _BULLET_NUM_ID, level)
     document.add_heading("Subsection", 3)
     for text, level in (("First step", 0), ("Sub step", 1), ("Second step", 0)):
-        _list_item(document, text, numbered=True, level=level)
+        _list_item(document, text, _DECIMAL_NUM_ID, level)
     document.add_heading("Code", 1)
     code_style = document.styles.add_style("Source Code", WD_STYLE_TYPE.PARAGRAPH)
     code_style.font.name = "Courier New"
@@ -151,6 +156,29 @@ def russian_headings_docx() -> bytes:
     direct = document.add_paragraph("Прямой уровень")
     direct._p.get_or_add_pPr().append(parse_xml(f'<w:outlineLvl xmlns:w="{W_NS}" w:val="2"/>'))
     document.add_paragraph("Конец.")
+    return to_bytes(document)
+
+
+def numbered_docx() -> bytes:
+    """Headings numbered through their styles ("1.", "1.1."), a lettered list with a
+    roman sub-level, and two adjacent decimal lists that Word numbers separately."""
+    document = docx.Document()
+    _add_numbering(document, 201, [("decimal", "%1."), ("decimal", "%1.%2.")])
+    _add_numbering(document, 202, [("lowerLetter", "%1)"), ("lowerRoman", "%2.")])
+    _add_numbering(document, 203, [("decimal", "%1.")])
+    _add_numbering(document, 204, [("decimal", "%1.")])
+    _numbered(document.styles["Heading 1"].element, 201, 0)
+    _numbered(document.styles["Heading 2"].element, 201, 1)
+    document.add_heading("Scope", 1)
+    document.add_paragraph("Intro.")
+    document.add_heading("Terms", 2)
+    document.add_heading("Goals", 2)
+    for text, level in (("Alpha", 0), ("Detail", 1), ("Beta", 0)):
+        _list_item(document, text, 202, level)
+    document.add_heading("Design", 1)
+    _list_item(document, "One", 203)
+    _list_item(document, "Two", 203)
+    _list_item(document, "Again", 204)
     return to_bytes(document)
 
 
