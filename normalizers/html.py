@@ -196,6 +196,7 @@ class MarkdownWalker:
     def __init__(self, *, base_url: str | None = None) -> None:
         self.base_url = base_url
         self.links: list[LinkRecord] = []
+        self._seen_links: set[LinkRecord] = set()
         # > 0 inside a table cell or inline context: blocks render as one line of text
         self._one_line = 0
 
@@ -205,7 +206,9 @@ class MarkdownWalker:
         return "\n\n".join(self.flow(root, 0, 0)) + "\n"
 
     def add_link(self, record: LinkRecord | None) -> None:
-        if record is not None and record not in self.links:
+        """Keep `record` once, in document order (repeats add nothing to link counts)."""
+        if record is not None and record not in self._seen_links:
+            self._seen_links.add(record)
             self.links.append(record)
 
     # -- classification, overridable -------------------------------------------------

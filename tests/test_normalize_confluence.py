@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from config.errors import ErrorCode, IngestError
@@ -397,3 +399,31 @@ def test_invalid_utf8_fails_as_chunking_failed() -> None:
         normalize_bytes(b"<p>\xff\xfe</p>", "Broken page", mime=STORAGE_MIME)
     assert err.value.code is ErrorCode.CHUNKING_FAILED
     assert "Broken page" in str(err.value)
+
+
+_STORAGE_SOUP = [
+    "<p>", "</p>", "<ul><li>", "</li></ul>", '<ac:structured-macro ac:name="code">',
+    '<ac:structured-macro ac:name="warning">', '<ac:structured-macro ac:name="toc">',
+    '<ac:structured-macro ac:name="unknown-x">', "</ac:structured-macro>",
+    '<ac:parameter ac:name="language">', '<ac:parameter ac:name="title">', "</ac:parameter>",
+    "<ac:rich-text-body>", "</ac:rich-text-body>", "<ac:plain-text-body><![CDATA[x]]>",
+    "</ac:plain-text-body>", "<ac:task-list><ac:task>", "<ac:task-status>complete",
+    "</ac:task-status>", "<ac:task-body>", "</ac:task-body>", "</ac:task></ac:task-list>",
+    "<ac:link>", "</ac:link>", '<ri:page ri:content-title="T" />', '<ri:user ri:userkey="u"/>',
+    '<ri:attachment ri:filename="f.pdf">', "</ri:attachment>", "<ac:link-body>",
+    "</ac:link-body>", '<ac:image ac:alt="alt">', "</ac:image>", "<table><tr><td>",
+    "</td></tr></table>", "&nbsp;", "&bogus;", "<br>", "text", "Текст", " * ", "|",
+]  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(_STORAGE_SOUP), max_size=50))
+def test_storage_soup_converts_or_fails_as_corrupt(pieces: list[str]) -> None:
+    # Called directly: normalize_bytes would turn a bug of ours into CORRUPT and hide it.
+    ctx = NormalizeContext("soup", base_url=BASE, space_key="ENG")
+    try:
+        doc = normalize_confluence("".join(pieces).encode(), ctx)
+    except IngestError as exc:
+        assert exc.code is ErrorCode.CORRUPT and "soup" in str(exc)
+        return
+    assert all(record.link_type in ("page", "attachment") for record in doc.links)
