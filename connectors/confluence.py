@@ -218,6 +218,7 @@ class ConfluenceConnector:
         self.index = ContentIndex()
         self._restrictions: dict[str, _Restriction] = {}
         self._page_acls: dict[str, dict[str, Any]] = {}
+        self._fetching: dict[str, threading.Lock] = {}
         self._cache_lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -235,6 +236,7 @@ class ConfluenceConnector:
         with self._cache_lock:
             self._restrictions.clear()
             self._page_acls.clear()
+            self._fetching.clear()
         for space in self.settings.spaces:
             try:
                 self._get(f"rest/api/space/{space}")
@@ -462,28 +464,35 @@ class ConfluenceConnector:
         return cached
 
     def _restriction(self, content_id: str) -> _Restriction:
-        """An ancestor's read restrictions, fetched once per listing cycle."""
+        """An ancestor's read restrictions, fetched once per listing cycle (the per-id
+        lock keeps concurrent batches from fetching the same ancestor together)."""
         with self._cache_lock:
             cached = self._restrictions.get(content_id)
-        if cached is None:
-            try:
-                data = self._get(
-                    f"rest/api/content/{content_id}/restriction/byOperation/read",
-                    {"expand": "restrictions.user,restrictions.group"},
-                )
-            except HttpStatusError as exc:
-                # Without the ancestor's restrictions the page might be shown too widely.
-                raise IngestError(
-                    ErrorCode.FETCH_FAILED,
-                    f"cannot read the restrictions of ancestor page {content_id} "
-                    f"(HTTP {exc.status}), so who may read this page is unknown",
-                    subject=f"page {content_id}",
-                    transient=exc.status != 401,
-                ) from None
-            cached = self._restriction_from(data)
-            with self._cache_lock:
-                self._restrictions[content_id] = cached
-        return cached
+            key_lock = self._fetching.setdefault(content_id, threading.Lock())
+        if cached is not None:
+            return cached
+        with key_lock:
+            return self._restrictions.get(content_id) or self._fetch_restriction(content_id)
+
+    def _fetch_restriction(self, content_id: str) -> _Restriction:
+        try:
+            data = self._get(
+                f"rest/api/content/{content_id}/restriction/byOperation/read",
+                {"expand": "restrictions.user,restrictions.group"},
+            )
+        except HttpStatusError as exc:
+            # Without the ancestor's restrictions the page might be shown too widely.
+            raise IngestError(
+                ErrorCode.FETCH_FAILED,
+                f"cannot read the restrictions of ancestor page {content_id} "
+                f"(HTTP {exc.status}), so who may read this page is unknown",
+                subject=f"page {content_id}",
+                transient=exc.status != 401,
+            ) from None
+        restriction = self._restriction_from(data)
+        with self._cache_lock:
+            self._restrictions[content_id] = restriction
+        return restriction
 
     def _restriction_from(self, read: dict[str, Any]) -> _Restriction:
         inner = read.get("restrictions") or {}

@@ -862,16 +862,21 @@ def add_bulk_pages(
     body_bytes: int = 200,
     when: datetime | None = None,
 ) -> list[str]:
-    """`count` pages in `space` (a shallow tree: every 100th page is a parent)."""
+    """`count` pages in `space`: a home page, a section page every 100 pages under it,
+    the others under their section (three levels, as real spaces mostly are)."""
     stamp = when or datetime.now(UTC) - timedelta(days=3)
     filler = "Lorem ipsum dolor sit amet, consectetur adipiscing elit. "
+    text = (filler * (body_bytes // len(filler) + 1))[:body_bytes]
     ids: list[str] = []
-    parent: str | None = None
+    home: str | None = None
+    section: str | None = None
     for i in range(count):
-        text = (filler * (body_bytes // len(filler) + 1))[:body_bytes]
+        parent = section if i % 100 else home
         page_id = api.add_page(space, f"Page {i:05d}", f"<p>{text}</p>", parent=parent, when=stamp)
-        if i % 100 == 0:
-            parent = page_id
+        if i == 0:
+            home = page_id
+        elif i % 100 == 0:
+            section = page_id
         ids.append(page_id)
     return ids
 

@@ -24,7 +24,7 @@ from connectors.confluence import (
     resolve_links,
 )
 from connectors.http import HttpStatusError, PolicySession, RetryPolicy
-from normalizers.base import LinkRecord
+from normalizers.base import LinkRecord, normalize_bytes
 from tests.confluence_api import (
     FakeConfluence,
     FakeUser,
@@ -511,3 +511,24 @@ def test_cloud_is_detected_and_wiki_path_added() -> None:
     assert not dc.cloud and dc.base_url == "https://wiki.acme.com/confluence"
     with pytest.raises(IngestError, match=r"confluence\.username"):
         ConfluenceConnector(settings(url="https://acme.atlassian.net/wiki"), "t0ken")
+
+
+def test_fetched_page_normalizes_and_its_links_resolve(confluence_api: Factory) -> None:
+    api = confluence_api("cloud")
+    fx = build_fixture(api)
+    conn = connector(api)
+    refs = {ref.document_id: ref for ref in conn.list_refs().refs}
+    doc = conn.fetch(refs[fx["guide"]])
+    normalized = normalize_bytes(
+        doc.data,
+        doc.filename,
+        mime=doc.mime,
+        base_url=doc.extra["base_url"],
+        space_key=doc.space_key,
+        page_id=doc.page_id,
+    )
+    assert normalized.metadata["format"] == "confluence"
+    resolved = resolve_links(
+        normalized.links, conn.index, space_key=doc.space_key or "", page_id=doc.page_id
+    )
+    assert {fx["notes"], fx["vacation"]} <= set(resolved)
