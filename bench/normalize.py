@@ -211,6 +211,8 @@ def corpus_files(formats: list[str] | None) -> list[tuple[str, Path]]:
 
 def warm_up(others: bool) -> None:
     """Import every converter once so library import time is not billed to a file."""
+    quiet: Any = __import__("pymupdf")
+    quiet.set_messages(pylogging=True)  # MuPDF/pymupdf4llm notes to logging, not stdout
     convert_ours(next(p for _, p in corpus_files(["pdf"])))
     if others:
         others_list = (("pymupdf4llm", convert_pymupdf4llm), ("markitdown", convert_markitdown))

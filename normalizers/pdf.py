@@ -41,6 +41,8 @@ _BOLD_FLAG = 16
 _MONO_FLAG = 8
 _MONO_FONT = re.compile(r"mono|courier|consol|menlo|code|typewriter", re.IGNORECASE)
 _BOLD_FONT = re.compile(r"bold|black|heavy|semibold|demi", re.IGNORECASE)
+_ITALIC_FLAG = 2
+_ITALIC_FONT = re.compile(r"italic|oblique", re.IGNORECASE)
 
 # Bullet glyphs, including symbol-font glyphs that map to the Private Use Area or have
 # no Unicode mapping at all (U+FFFD) in the PDF.
@@ -74,7 +76,7 @@ class _Line:
     x1: float
     y1: float
     size: float
-    bold: bool
+    emphasized: bool  # bold or italic throughout
     mono: bool
     block: int
 
@@ -104,7 +106,7 @@ class _Page:
 class _Styles:
     body_size: float
     size_levels: dict[float, int]  # rounded size -> heading level
-    bold_level: int | None  # level of bold headings at body size, if those count
+    emphasis_level: int | None  # level of bold/italic body-size headings, if those count
 
 
 @register("pdf", extensions=(".pdf",), mimes=("application/pdf",))
@@ -191,7 +193,7 @@ def _ocr_pages(doc: Any, ctx: NormalizeContext) -> list[_Page]:
 
 _Char = tuple[
     str, tuple[float, float, float, float], float, bool, bool
-]  # c, bbox, size, bold, mono
+]  # c, bbox, size, bold or italic, mono
 
 
 def _extract_page(page: Any, textpage: Any) -> _Page:
@@ -224,11 +226,13 @@ def _chars(raw_line: dict[str, Any]) -> list[_Char]:
     for span in raw_line["spans"]:
         flags = span["flags"]
         font = span["font"]
-        bold = bool(flags & _BOLD_FLAG) or bool(_BOLD_FONT.search(font))
+        emphasized = bool(flags & (_BOLD_FLAG | _ITALIC_FLAG)) or bool(
+            _BOLD_FONT.search(font) or _ITALIC_FONT.search(font)
+        )
         mono = bool(flags & _MONO_FLAG) or bool(_MONO_FONT.search(font))
         # Control characters are glyph-mapping debris (e.g. a symbol-font bullet's U+0084).
         chars.extend(
-            (ch["c"], ch["bbox"], span["size"], bold, mono)
+            (ch["c"], ch["bbox"], span["size"], emphasized, mono)
             for ch in span["chars"]
             if ch["c"].isspace() or unicodedata.category(ch["c"]) != "Cc"
         )
@@ -259,7 +263,7 @@ def _line(
         x1=x1,
         y1=y1,
         size=sizes.most_common(1)[0][0],
-        bold=sum(c[3] for c in visible) >= 0.8 * len(visible),
+        emphasized=sum(c[3] for c in visible) >= 0.8 * len(visible),
         mono=all(c[4] for c in visible),
         block=block_no,
     )
@@ -443,36 +447,62 @@ def _drop_running_lines(pages: list[_Page]) -> None:
     threshold = max(2, math.ceil(_RUNNING_SHARE * len(pages)))
     running = {k for k, n in seen.items() if n >= threshold}
     for page in pages:
+        # A bare number is a page number in the margin band, or as the page's top- or
+        # bottom-most line wherever the margins are (LaTeX sets it well above the band).
+        edges = (
+            {id(min(page.lines, key=lambda ln: ln.y0)), id(max(page.lines, key=lambda ln: ln.y1))}
+            if page.lines
+            else set()
+        )
         page.lines = [
             ln
             for ln in page.lines
-            if not (in_margin(ln, page) and (key(ln) in running or _PAGE_NUMBER.match(ln.text)))
+            if not (
+                (in_margin(ln, page) and key(ln) in running)
+                or ((in_margin(ln, page) or id(ln) in edges) and _PAGE_NUMBER.match(ln.text))
+            )
         ]
 
 
 def _document_styles(pages: Sequence[_Page]) -> _Styles:
     weights: Counter[float] = Counter()
-    bold_at_body = 0
+    emphasized_at_body = 0
     for page in pages:
         for ln in page.lines:
             weights[ln.size] += len(ln.text)
     body = weights.most_common(1)[0][0] if weights else 0.0
     body_chars = weights.get(body, 0)
     for page in pages:
-        bold_at_body += sum(len(ln.text) for ln in page.lines if ln.size == body and ln.bold)
-    heading_sizes = sorted(
-        {
-            ln.size
+        emphasized_at_body += sum(
+            len(ln.text) for ln in page.lines if ln.size == body and ln.emphasized
+        )
+    # How many separate places (page, block) use each size for a heading-like line.
+    uses = Counter(
+        size
+        for size, _, _ in {
+            (ln.size, p.number, ln.block)
             for p in pages
             for ln in p.lines
             if _bigger(ln.size, body) and _heading_text(ln.text)
-        },
-        reverse=True,
+        }
     )
-    levels = {size: min(i + 1, 3) for i, size in enumerate(heading_sizes)}
-    # Bold body-size lines are headings only where bold is rare enough to mean one.
-    bold_level = min(len(heading_sizes) + 1, 3) if bold_at_body < 0.3 * body_chars else None
-    return _Styles(body, levels, bold_level)
+    # Sizes ranked largest first. Where some sizes recur (section headings), display
+    # sizes above them (covers, titles) share level 1 and a size used once between
+    # two recurring ones shares the level above, so that one-off sizes do not push
+    # every section heading down; with no recurring size, every size is its own rank.
+    recurring = {size for size, n in uses.items() if n > 1}
+    levels: dict[float, int] = {}
+    level = 0
+    for size in sorted(uses, reverse=True):
+        if level == 0 or not recurring or size in recurring:
+            level = min(level + 1, 3)
+        if recurring and size > max(recurring):
+            level = 1
+        levels[size] = level
+    # Bold/italic body-size lines are headings only where emphasis is rare enough to
+    # mean one.
+    emphasis_level = min(level + 1, 3) if emphasized_at_body < 0.3 * body_chars else None
+    return _Styles(body, levels, emphasis_level)
 
 
 def _bigger(size: float, body: float) -> bool:
@@ -650,8 +680,12 @@ def _units(lines: Sequence[_Line], styles: _Styles) -> list[tuple[str, list[_Lin
     """Split one block's lines into headings ("h1".."h3"), list items, code runs and
     paragraphs."""
     units: list[tuple[str, list[_Line]]] = []
+    block_width = max(ln.x1 for ln in lines) - min(ln.x0 for ln in lines)
     for ln in lines:
-        level = _heading_level(ln, styles)
+        # An emphasized line inside a block is a run-in heading only if it does not fill
+        # the line (a wrapped italic phrase does).
+        alone = len(lines) == 1 or ln.x1 - ln.x0 < 0.7 * block_width
+        level = _heading_level(ln, styles, alone)
         kind = f"h{level}" if level else "code" if ln.mono else "paragraph"
         if kind == "paragraph" and _starts_item(ln, units):
             units.append(("item", [ln]))
@@ -672,19 +706,20 @@ def _units(lines: Sequence[_Line], styles: _Styles) -> list[tuple[str, list[_Lin
     ]
 
 
-def _heading_level(line: _Line, styles: _Styles) -> int | None:
+def _heading_level(line: _Line, styles: _Styles, alone: bool) -> int | None:
     if line.mono or not _heading_text(line.text) or _item_marker(line.text):
         return None
     if line.size in styles.size_levels:
         return styles.size_levels[line.size]
-    # A bold body-size line is a heading when it stands alone, not a bold sentence.
+    # A bold/italic body-size line is a heading when it stands alone and is no sentence.
     if (
-        line.bold
-        and styles.bold_level
+        line.emphasized
+        and alone
+        and styles.emphasis_level
         and abs(line.size - styles.body_size) <= 0.5
-        and not line.text.rstrip().endswith((".", ",", ";"))
+        and not line.text.rstrip().endswith((".", ",", ";", ":"))
     ):
-        return styles.bold_level
+        return styles.emphasis_level
     return None
 
 
@@ -751,13 +786,24 @@ def _join_lines(lines: Sequence[_Line]) -> str:
 
 
 def _code_block(lines: Sequence[_Line]) -> str:
+    """A fenced block; indentation and the gaps MuPDF splits a code line at are
+    rebuilt from x positions (a monospace character is about 0.6 em wide)."""
     left = min(ln.x0 for ln in lines)
+    rows: list[list[_Line]] = []
+    for ln in sorted(lines, key=lambda ln: (ln.y0, ln.x0)):
+        if rows and abs(ln.y0 - rows[-1][0].y0) < 0.5 * (ln.y1 - ln.y0):
+            rows[-1].append(ln)
+        else:
+            rows.append([ln])
     body = []
-    for ln in lines:
-        # Monospace: a character is ~0.6 em wide, so the x offset gives the indent.
-        indent = round((ln.x0 - left) / max(0.6 * ln.size, 1.0))
-        body.append(" " * indent + ln.text)
-    fence = "````" if any(ln.text.startswith("```") for ln in lines) else "```"
+    for row in rows:
+        text, end = "", left
+        for ln in sorted(row, key=lambda ln: ln.x0):
+            gap = round((ln.x0 - end) / max(0.6 * ln.size, 1.0))
+            text += " " * max(gap, 1 if text else 0) + ln.text
+            end = ln.x1
+        body.append(text)
+    fence = "````" if any("```" in line for line in body) else "```"
     return "\n".join([fence, *body, fence])
 
 
