@@ -7,16 +7,19 @@ Three steps, because pandoc alone misses things a RAG index needs:
    (what Word itself uses: Russian templates call them "Заголовок 1" with id "1") is
    renamed to "heading N"; paragraphs with a direct outline level get such a style.
    Title/Subtitle/Author/Date/Abstract styles would vanish into pandoc's metadata, so
-   they become body paragraphs (the title an H1). Text boxes are moved out of their
-   drawing next to the paragraph that anchors them (pandoc skips VML text boxes), and
-   runs of paragraphs set entirely in a monospaced font that look like code get the
-   "Source Code" style pandoc turns into code blocks. Media parts are emptied: only the
-   images' alt text is kept, so decoding pictures would be wasted work.
+   they become body paragraphs (the title an H1). Word's number labels that Markdown
+   cannot draw (numbered headings, "1.1."/"a)"/"iv." list levels) are written into the
+   text. Text boxes are moved out of their drawing next to the paragraph that anchors
+   them (pandoc skips VML text boxes); table rows that start late (w:gridBefore) get
+   the empty cells pandoc would otherwise drop; runs of paragraphs set entirely in a
+   monospaced font that look like code get the "Source Code" style pandoc turns into
+   code blocks. Media parts are emptied: only images' alt text is kept.
 2. Pandoc's JSON AST is simplified: tables become plain grids (merged cells copied into
    every cell they cover, cell content flattened to one line) so the writer emits GFM
    pipe tables instead of raw HTML; images become their alt text; code blocks become
-   fenced blocks; adjacent lists of one kind merge (pandoc separates them with an HTML
-   comment otherwise); checkbox paragraphs become task list items.
+   fenced blocks; list items become tight; adjacent bullet lists merge and adjacent
+   numbered lists alternate "1."/"1)" to stay apart; checkbox paragraphs become task
+   list items.
 3. The AST is written as GFM without raw HTML, math as `$...$`/`$$...$$`.
 """
 
@@ -32,6 +35,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import pypandoc
 from lxml import etree
 
 from config.errors import ErrorCode
@@ -126,8 +130,6 @@ def _run_pandoc(
 ) -> tuple[bytes, list[str]]:
     """Run pandoc sandboxed (no file or network access) with what is left of the time
     budget; every failure is the document's, never the process's."""
-    import pypandoc
-
     try:
         pandoc = pypandoc.get_pandoc_path()
     except OSError as exc:

@@ -222,5 +222,24 @@ def test_content_decides_the_format() -> None:
     assert "Actually a PDF" in as_docx.markdown
 
 
+def test_macro_enabled_docm_is_read() -> None:
+    source = zipfile.ZipFile(io.BytesIO(fixtures_docx.merged_table_docx()))
+    out = io.BytesIO()
+    with source, zipfile.ZipFile(out, "w") as docm:
+        for info in source.infolist():
+            blob = source.read(info)
+            if info.filename == "[Content_Types].xml":
+                main = b"application/vnd.openxmlformats-officedocument.wordprocessingml"
+                assert main + b".document.main+xml" in blob
+                blob = blob.replace(
+                    main + b".document.main+xml",
+                    b"application/vnd.ms-word.document.macroEnabled.main+xml",
+                )
+            docm.writestr(info, blob)
+    doc = normalize(out.getvalue(), "macros.docm")
+    assert "| r1c0  | wide  | wide          | tall |" in doc.markdown
+    assert doc.author == "python-docx"  # core properties read whatever the main part type
+
+
 def test_empty_file_is_corrupt() -> None:
     assert_fails(ErrorCode.CORRUPT, b"", "empty.docx")
