@@ -168,6 +168,7 @@ class ConfluenceWalker(MarkdownWalker):
         if name in _CODE_MACROS or (rich is None and plain is not None):
             title = self.title_block(params.get("title"))
             language = "" if name == "noformat" else params.get("language", "").lower()
+            language = "" if language == "none" else language
             code = self.render_code(plain.text or "" if plain is not None else "", language)
             return title + code
         body = self.flow(rich, depth + 1, nesting + 1) if rich is not None else []

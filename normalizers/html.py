@@ -124,8 +124,11 @@ def code_span(text: str) -> str:
 
 
 def fenced_code(code: str, language: str = "") -> str:
+    """A backtick fence longer than any backtick run inside; the info string is the
+    language's first word without backticks (which an info string cannot hold)."""
     longest = max((len(run) for run in re.findall(r"`{3,}", code)), default=0)
     fence = "`" * max(3, longest + 1)
+    language = (language.replace("`", "").split() or [""])[0]
     return f"{fence}{language}\n{code}\n{fence}" if code else f"{fence}{language}\n{fence}"
 
 

@@ -294,6 +294,31 @@ def test_other_link_resources_and_macros() -> None:
     ]
 
 
+def test_layouts_adf_extensions_titled_panels_and_dates() -> None:
+    body = (
+        '<ac:layout><ac:layout-section ac:type="two_equal"><ac:layout-cell><p>Left '
+        '<time datetime="2024-06-30" /></p></ac:layout-cell><ac:layout-cell><p>Right</p>'
+        "</ac:layout-cell></ac:layout-section></ac:layout>"
+        '<ac:adf-extension><ac:adf-node type="panel"><ac:adf-attribute key="panel-type">note'
+        "</ac:adf-attribute><ac:adf-content><p>ADF note body</p></ac:adf-content></ac:adf-node>"
+        '<ac:adf-fallback><div class="panel"><p>fallback</p></div></ac:adf-fallback>'
+        '</ac:adf-extension><ac:adf-extension><ac:adf-node type="decision-list">'
+        '<ac:adf-node type="decision-item"><ac:adf-content>Ship on Monday</ac:adf-content>'
+        '</ac:adf-node></ac:adf-node><ac:adf-fallback><ul class="decision-list"><li>Ship on '
+        "Monday</li></ul></ac:adf-fallback></ac:adf-extension>"
+        '<ac:structured-macro ac:name="panel"><ac:parameter ac:name="title">Contacts'
+        "</ac:parameter><ac:rich-text-body><p>Ops team</p></ac:rich-text-body>"
+        '</ac:structured-macro><ac:structured-macro ac:name="code"><ac:parameter '
+        'ac:name="language">none</ac:parameter><ac:parameter ac:name="title">Example'
+        "</ac:parameter><ac:plain-text-body><![CDATA[echo hi]]></ac:plain-text-body>"
+        "</ac:structured-macro>"
+    )
+    assert storage(body).markdown == (
+        "Left 2024-06-30\n\nRight\n\n> **Note:** ADF note body\n\n- Ship on Monday\n\n"
+        "> **Contacts**\n>\n> Ops team\n\n**Example**\n\n```\necho hi\n```\n"
+    )
+
+
 def test_attachment_of_this_page_without_its_id_links_relative_to_the_page() -> None:
     doc = storage('<p><ac:link><ri:attachment ri:filename="a b.pdf" /></ac:link></p>', page_id="")
     assert doc.markdown == "[a b.pdf](?preview=/a%20b.pdf)\n"
