@@ -185,6 +185,10 @@ def _ocr_pages(doc: Any, ctx: NormalizeContext) -> list[_Page]:
     ]
     if not any(p.lines for p in pages):
         raise ctx.fail(ErrorCode.NO_TEXT_LAYER, "no text layer, and OCR found no text either")
+    for page in pages:
+        for line in page.lines:
+            # OCR text is set in one invisible monospace font: it carries no style.
+            line.mono = line.emphasized = False
     return pages
 
 

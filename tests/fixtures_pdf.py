@@ -141,6 +141,21 @@ def image_only_pdf() -> bytes:
     return to_bytes(doc)
 
 
+def scanned_pdf() -> bytes:
+    """A page that is only a 200 dpi picture of two lines of text."""
+    source = new_doc()
+    lines(source.new_page(), 72, 100, SCANNED, fontsize=16)
+    pixmap = source[0].get_pixmap(dpi=200)
+    source.close()
+    doc = new_doc()
+    page = doc.new_page()
+    page.insert_image(page.rect, pixmap=pixmap)
+    return to_bytes(doc)
+
+
+SCANNED = ("Scanned Invoice Number 4711", "Total amount due: 250 EUR")
+
+
 def plain_pdf(pages: int) -> bytes:
     doc = new_doc()
     for n in range(1, pages + 1):

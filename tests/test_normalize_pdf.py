@@ -3,6 +3,7 @@ word recall on the real PDFs of the Docling corpus."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -138,6 +139,16 @@ def test_ocr_requested_without_tesseract_names_the_fix(
     error = _error(fixtures_pdf.image_only_pdf(), "scan.pdf", limits)
     assert error.code is ErrorCode.NO_TEXT_LAYER
     assert "tesseract" in error.message
+
+
+@pytest.mark.skipif(
+    shutil.which("tesseract") is None, reason="needs apt-get install -y tesseract-ocr"
+)
+def test_ocr_reads_an_image_only_page_when_configured() -> None:
+    limits = LimitsSettings(ocr=True)  # type: ignore[call-arg]
+    doc = normalize_bytes(fixtures_pdf.scanned_pdf(), "scan.pdf", limits=limits)
+    assert doc.markdown == "\n\n".join(fixtures_pdf.SCANNED) + "\n"
+    assert [a.value for a in doc.anchors] == [1]
 
 
 @pytest.mark.parametrize("keep", [400, -300])
