@@ -1,7 +1,8 @@
 """PPTX/PPTM to Markdown (SPEC §2) with python-pptx.
 
 Each slide is a `## Slide N: <title>` section (`## Slide N` without a title placeholder)
-holding its shapes in the slide's own order (the z-order authors build slides in):
+holding its shapes in reading order: top to bottom, left to right within a row (the
+file's z-order is the order shapes were added, often not the order they are read in):
 - text frames: paragraphs; bulleted or numbered paragraphs (explicit `buChar`/
   `buAutoNum`, or inherited in a body/content placeholder unless `buNone`) become lists
   nested by `paragraph.level`; a frame holding a single paragraph is a plain paragraph;
@@ -48,6 +49,7 @@ _TITLE_TYPES = {PP_PLACEHOLDER.TITLE, PP_PLACEHOLDER.CENTER_TITLE, PP_PLACEHOLDE
 _BODY_TYPES = {PP_PLACEHOLDER.BODY, PP_PLACEHOLDER.OBJECT, PP_PLACEHOLDER.VERTICAL_BODY}
 # Repeated on every slide, not content.
 _CHROME_TYPES = {PP_PLACEHOLDER.DATE, PP_PLACEHOLDER.FOOTER, PP_PLACEHOLDER.SLIDE_NUMBER}
+_SAME_ROW_EMU = 228_600  # a quarter inch: tops closer than this are one row
 _FILE_NAME = re.compile(r"[\w\-. ]+\.(?:png|jpe?g|gif|bmp|tiff?|emf|wmf|svg|webp)", re.IGNORECASE)
 
 
@@ -101,7 +103,7 @@ def _title_shape(slide: Any) -> Any:
 def _shape_blocks(shapes: Iterable[Any], skip: Any, where: str, warnings: list[str]) -> list[str]:
     """Markdown blocks of shapes in order; an unreadable shape becomes a warning."""
     blocks: list[str] = []
-    for shape in shapes:
+    for shape in _reading_order(shapes):
         if skip is not None and shape.shape_id == skip.shape_id:
             continue
         try:
@@ -110,6 +112,32 @@ def _shape_blocks(shapes: Iterable[Any], skip: Any, where: str, warnings: list[s
             name = getattr(shape, "name", "?")
             warnings.append(f"{where}: shape {name!r} skipped ({type(exc).__name__}: {exc})")
     return blocks
+
+
+def _reading_order(shapes: Iterable[Any]) -> list[Any]:
+    """Top to bottom; shapes whose tops lie within `_SAME_ROW_EMU` of a row's first
+    shape form a row, read left to right. Shapes without a position keep their z-order
+    and come last."""
+    placed: list[tuple[int, int, Any]] = []
+    unplaced: list[Any] = []
+    for shape in shapes:
+        try:
+            top, left = shape.top, shape.left
+        except Exception:  # an unreadable shape: its own conversion reports it
+            top = left = None
+        if top is None or left is None:
+            unplaced.append(shape)
+        else:
+            placed.append((int(top), int(left), shape))
+    placed.sort(key=lambda item: item[0])
+    rows: list[list[tuple[int, int, Any]]] = []
+    for item in placed:
+        if rows and item[0] - rows[-1][0][0] <= _SAME_ROW_EMU:
+            rows[-1].append(item)
+        else:
+            rows.append([item])
+    ordered = [item[2] for row in rows for item in sorted(row, key=lambda item: item[1])]
+    return ordered + unplaced
 
 
 def _shape(shape: Any, where: str, warnings: list[str]) -> list[str]:

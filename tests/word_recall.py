@@ -1,28 +1,12 @@
-"""Word recall of a conversion against a reference Markdown (the Docling corpus).
+"""Word recall against a reference Markdown, for the corpus tests of every format.
 
-Recall = share of the reference's words found in ours *in order* (the size of a common
-subsequence of the two word sequences over the reference's length). Markup is not
-words, and Docling's `<!-- image -->` style placeholders are dropped from the reference.
+One implementation serves tests and benchmark: `bench/normalize.py` holds it (exact
+longest-common-subsequence recall of the reference's words); this module is the name
+the tests import it by.
 """
 
 from __future__ import annotations
 
-import re
-from difflib import SequenceMatcher
+from bench.normalize import word_recall, words
 
-_WORD = re.compile(r"\w+")
-_HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
-
-
-def words(markdown: str) -> list[str]:
-    return _WORD.findall(_HTML_COMMENT.sub(" ", markdown).lower())
-
-
-def word_recall(reference: str, ours: str) -> float:
-    """Share of reference words matched in order (1.0 for an empty reference)."""
-    ref, got = words(reference), words(ours)
-    if not ref:
-        return 1.0
-    # Matching blocks form a common subsequence: a lower bound of the LCS, near it here.
-    matcher = SequenceMatcher(None, ref, got, autojunk=False)
-    return sum(block.size for block in matcher.get_matching_blocks()) / len(ref)
+__all__ = ["word_recall", "words"]
