@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import hashlib
 import json
 import re
@@ -755,6 +756,7 @@ class _Handler(BaseHTTPRequestHandler):
 # --- fixture data ----------------------------------------------------------------------
 
 
+@functools.cache
 def tiny_pdf(text: str) -> bytes:
     import pymupdf
 
@@ -766,6 +768,7 @@ def tiny_pdf(text: str) -> bytes:
     return data
 
 
+@functools.cache
 def tiny_docx(text: str) -> bytes:
     import io
 
@@ -776,6 +779,38 @@ def tiny_docx(text: str) -> bytes:
     document.add_paragraph(text)
     buffer = io.BytesIO()
     document.save(buffer)
+    return buffer.getvalue()
+
+
+@functools.cache
+def tiny_xlsx(text: str) -> bytes:
+    import io
+
+    import openpyxl
+
+    book = openpyxl.Workbook()
+    sheet = book.active
+    assert sheet is not None
+    sheet.title = "Data"
+    sheet.append(["item", "value"])
+    sheet.append([text, 42])
+    buffer = io.BytesIO()
+    book.save(buffer)
+    return buffer.getvalue()
+
+
+@functools.cache
+def tiny_pptx(text: str) -> bytes:
+    import io
+
+    import pptx
+
+    deck = pptx.Presentation()
+    slide = deck.slides.add_slide(deck.slide_layouts[1])
+    slide.shapes.title.text = "Overview"
+    slide.placeholders[1].text = text
+    buffer = io.BytesIO()
+    deck.save(buffer)
     return buffer.getvalue()
 
 
@@ -790,8 +825,9 @@ class Fixture:
 
 
 def build_fixture(api: FakeConfluence, *, when: datetime | None = None) -> Fixture:
-    """Three spaces: nested pages, blog posts, attachments (PDF, DOCX, text, an image),
-    Russian titles, links between pages, a restricted branch."""
+    """Three spaces: nested pages, blog posts, attachments (PDF, DOCX, XLSX, PPTX, HTML,
+    Markdown, text, and an unsupported image), Russian titles, links between pages, a
+    restricted branch."""
     stamp = when or datetime.now(UTC) - timedelta(days=3)
     ids: dict[str, str] = {}
     for key, name in (("ENG", "Engineering"), ("HR", "Кадры"), ("OPS", "Operations")):
@@ -837,6 +873,34 @@ def build_fixture(api: FakeConfluence, *, when: datetime | None = None) -> Fixtu
     )
     ids["png"] = api.add_attachment(
         ids["notes"], "diagram.png", b"\x89PNG\r\n\x1a\n" + b"\0" * 64, "image/png", when=stamp
+    )
+    ids["xlsx"] = api.add_attachment(
+        ids["notes"],
+        "metrics.xlsx",
+        tiny_xlsx("uptime"),
+        "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+        when=stamp,
+    )
+    ids["pptx"] = api.add_attachment(
+        ids["eng_home"],
+        "Обзор.pptx",
+        tiny_pptx("Архитектура"),
+        "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+        when=stamp,
+    )
+    ids["html"] = api.add_attachment(
+        ids["eng_home"],
+        "export.html",
+        b"<html><body><h1>Export</h1><p>Exported page</p></body></html>",
+        "text/html",
+        when=stamp,
+    )
+    ids["md"] = api.add_attachment(
+        ids["deep"],
+        "README.md",
+        "# Readme\n\nЧитай меня.\n".encode(),
+        "text/markdown",
+        when=stamp,
     )
     ids["hr_home"] = api.add_page("HR", "Главная кадров", "<p>Добро пожаловать</p>", when=stamp)
     ids["vacation"] = api.add_page(

@@ -36,7 +36,7 @@ from tests.confluence_api import (
 __all__ = ["confluence_api"]  # the fixture factory, used by name below
 
 Factory = Callable[..., FakeConfluence]
-EXTENSIONS = {".pdf", ".docx", ".txt", ".md"}
+EXTENSIONS = {".pdf", ".docx", ".xlsx", ".pptx", ".html", ".txt", ".md"}
 LAYOUTS = ["cloud", "dc"]
 
 
@@ -68,11 +68,10 @@ def ids(refs: Any) -> set[str]:
 
 
 def expected_ids(api: FakeConfluence) -> set[str]:
-    wanted = {".pdf", ".docx", ".txt", ".md"}
     return {
         c.id
         for c in api.content.values()
-        if c.type != "attachment" or any(c.title.lower().endswith(e) for e in wanted)
+        if c.type != "attachment" or any(c.title.lower().endswith(e) for e in EXTENSIONS)
     }
 
 
@@ -181,11 +180,11 @@ def test_deleted_page_is_reported_only_by_a_complete_listing(confluence_api: Fac
     fx = build_fixture(api)
     conn = connector(api, max_retries=2)
     before = ids(conn.list_refs().refs)
-    api.delete(fx["notes"])  # with its attachment changelog.txt
+    api.delete(fx["notes"])  # with its attachments
 
     listing = conn.list_refs()
     assert listing.complete
-    assert before - ids(listing.refs) == {fx["notes"], fx["txt"]}
+    assert before - ids(listing.refs) == {fx["notes"], fx["txt"], fx["xlsx"]}
 
     api.delete(fx["deep"])
     api.fail(50, 503, path="/rest/api/content")  # a 503 storm that outlasts the retries
@@ -532,3 +531,17 @@ def test_fetched_page_normalizes_and_its_links_resolve(confluence_api: Factory) 
         normalized.links, conn.index, space_key=doc.space_key or "", page_id=doc.page_id
     )
     assert {fx["notes"], fx["vacation"]} <= set(resolved)
+
+
+def test_every_fixture_attachment_downloads_and_normalizes(confluence_api: Factory) -> None:
+    api = confluence_api("dc")
+    build_fixture(api)
+    conn = connector(api)
+    attachments = [ref for ref in conn.list_refs().refs if ref.kind == "attachment"]
+    assert {ref.title.rsplit(".", 1)[-1] for ref in attachments if ref.title} == {
+        e.lstrip(".") for e in EXTENSIONS
+    }
+    for doc in conn.fetch_many(attachments):
+        assert isinstance(doc, SourceDocument), doc
+        normalized = normalize_bytes(doc.data, doc.filename, mime=doc.mime)
+        assert normalized.markdown.strip(), doc.filename
