@@ -64,6 +64,8 @@ _HEADING_NAME = re.compile(
 # Paragraph styles pandoc moves into document metadata; kept as body text instead.
 _METADATA_STYLE_NAMES = frozenset({"subtitle", "author", "date", "abstract"})
 _CODE_STYLE_NAMES = frozenset({"source code", "macro", "html preformatted"})
+# A table of contents repeats the headings with page numbers: noise in an index.
+_TOC_STYLE_NAME = re.compile(r"^toc(?: heading|\s*[1-9])$", re.IGNORECASE)
 _MONOSPACE_FONTS = (
     "courier",
     "consolas",
@@ -326,6 +328,8 @@ def _rename_styles(sheet: _StyleSheet) -> None:
         if style.kind != "paragraph":
             continue
         lowered = style.name.strip().lower()
+        if _TOC_STYLE_NAME.match(lowered):
+            continue  # "TOC Heading" inherits heading 1's outline level; it is dropped
         level = _heading_level(sheet, style_id)
         if level is not None:
             _set_style_name(style, f"heading {level}")
@@ -338,6 +342,7 @@ def _rename_styles(sheet: _StyleSheet) -> None:
 
 
 def _rewrite_body(document: etree._Element, sheet: _StyleSheet, numbering: _Numbering) -> None:
+    _drop_table_of_contents(document, sheet)
     _hoist_text_boxes(document)
     _fill_grid_gaps(document)
     _apply_direct_outline_levels(document, sheet)
@@ -568,6 +573,26 @@ def _prepend_text(paragraph: etree._Element, text: str) -> None:
         paragraph.insert(0, run)
     else:
         ppr.addnext(run)
+
+
+def _drop_table_of_contents(document: etree._Element, sheet: _StyleSheet) -> None:
+    """Remove tables of contents: Word's content control for one, and paragraphs in
+    the "toc N"/"TOC Heading" styles (a TOC field without the control)."""
+    gallery_path = f"{_w('sdtPr')}/{_w('docPartObj')}/{_w('docPartGallery')}"
+    doomed = []
+    for sdt in document.iter(_w("sdt")):
+        gallery = sdt.find(gallery_path)
+        if gallery is not None and gallery.get(_w("val"), "").lower() == "table of contents":
+            doomed.append(sdt)
+    for paragraph in document.iter(_w("p")):
+        style_id = _paragraph_style(paragraph, sheet)
+        style = sheet.styles.get(style_id or "")
+        if style is not None and _TOC_STYLE_NAME.match(style.name.strip()):
+            doomed.append(paragraph)
+    for element in doomed:
+        parent = element.getparent()
+        if parent is not None:
+            parent.remove(element)
 
 
 def _hoist_text_boxes(document: etree._Element) -> None:

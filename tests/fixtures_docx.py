@@ -8,6 +8,7 @@ is raw WordprocessingML, written the way Word writes it.
 from __future__ import annotations
 
 import io
+import re
 import struct
 import zlib
 from typing import Any
@@ -43,8 +44,8 @@ def to_bytes(document: Document) -> bytes:
 
 
 def _p(xml: str) -> str:
-    """A body-level `w:p` element with the namespaces declared."""
-    return xml.replace("<w:p>", f"<w:p {_NS_DECL}>", 1)
+    """A body-level element with the namespaces declared."""
+    return re.sub(r"^<w:(\w+)>", lambda m: f"<w:{m.group(1)} {_NS_DECL}>", xml, count=1)
 
 
 def _append_body_xml(document: Document, xml: str) -> None:
@@ -112,6 +113,19 @@ def structure_docx() -> bytes:
     document.core_properties.title = "Structure fixture"
     document.core_properties.author = "Ada Lovelace"
     document.add_heading("Structure fixture", 0)
+    # A table of contents, as Word writes it: a content control holding a TOC Heading
+    # and "toc N" entries (linked to the headings' bookmarks, with page numbers).
+    toc_entry = document.styles.add_style("toc 1", WD_STYLE_TYPE.PARAGRAPH)
+    _append_body_xml(
+        document,
+        '<w:sdt><w:sdtPr><w:docPartObj><w:docPartGallery w:val="Table of Contents"/>'
+        "<w:docPartUnique/></w:docPartObj></w:sdtPr><w:sdtContent>"
+        '<w:p><w:pPr><w:pStyle w:val="TOCHeading"/></w:pPr><w:r><w:t>Contents</w:t></w:r></w:p>'
+        f'<w:p><w:pPr><w:pStyle w:val="{toc_entry.style_id}"/></w:pPr>'
+        "<w:r><w:t>Chapter one</w:t></w:r><w:r><w:tab/><w:t>1</w:t></w:r></w:p>"
+        "</w:sdtContent></w:sdt>",
+    )
+    document.add_paragraph("Code\t2", style=toc_entry)  # a TOC field without the control
     document.add_heading("Chapter one", 1)
     document.add_paragraph("Intro paragraph.")
     document.add_heading("Section one", 2)
