@@ -115,7 +115,9 @@ def detect_format(data: bytes, filename: str, mime: str | None = None) -> str:
     by_ext = next((e.name for e in _REGISTRY.values() if ext in e.extensions), None)
     by_mime = next((e.name for e in _REGISTRY.values() if mime and mime in e.mimes), None)
     head = data[:8]
-    if head.startswith(b"%PDF") or b"%PDF-" in data[:1024]:
+    # Markup (HTML, Confluence storage format) may mention "%PDF-" early; it is no PDF.
+    markup = data[:1024].lstrip()[:1] == b"<"
+    if head.startswith(b"%PDF") or (b"%PDF-" in data[:1024] and not markup):
         return "pdf"
     if head.startswith(b"PK\x03\x04"):
         return _detect_zip(data, filename)

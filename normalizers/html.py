@@ -10,9 +10,9 @@ Safety: parsers never resolve entities or touch the network, and libxml2's own l
 stay on (`huge_tree=False`), so billion-laughs and external-entity payloads expand to
 nothing. libxml2 stops parsing at 256 levels of nesting; input that hits this limit
 fails as TOO_LARGE instead of being silently cut. Below it, the walker flattens
-anything deeper than `max_depth` elements to plain text, and Markdown containers
-(lists, quotes) deeper than `max_nesting` to a paragraph, so recursion and the
-Markdown parser downstream both stay bounded.
+anything deeper than `max_depth` elements to plain text, lists nested deeper than
+`max_nesting` containers to one line of `; `-separated items, and deeper quotes to
+unquoted blocks, so recursion and the Markdown parser downstream both stay bounded.
 """
 
 from __future__ import annotations
@@ -285,7 +285,8 @@ class MarkdownWalker:
         if tag == "blockquote":
             return self.render_quote(self.flow(el, depth, nesting + 1), nesting)
         if tag == "hr":
-            return ["---", *self.flow(el, depth, nesting)] if not self._one_line else []
+            rule = [] if self._one_line else ["---"]
+            return rule + self.flow(el, depth, nesting)  # recovered trees may nest in <hr>
         return self.flow(el, depth, nesting)
 
     def render_code(self, code: str, language: str) -> list[str]:

@@ -419,6 +419,12 @@ def test_unrecoverable_xhtml_fails_as_corrupt() -> None:
     assert "Service overview.page" in str(err.value)
 
 
+def test_body_mentioning_the_pdf_magic_is_still_storage_format() -> None:
+    assert storage("<p>A PDF starts with <code>%PDF-1.7</code></p>").markdown == (
+        "A PDF starts with `%PDF-1.7`\n"
+    )
+
+
 def test_invalid_utf8_fails_as_chunking_failed() -> None:
     with pytest.raises(IngestError) as err:
         normalize_bytes(b"<p>\xff\xfe</p>", "Broken page", mime=STORAGE_MIME)

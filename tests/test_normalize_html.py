@@ -159,6 +159,12 @@ def test_nested_table_and_lists_in_cells_flatten_to_one_line() -> None:
     assert doc.markdown == "| A | B |\n| --- | --- |\n| x; y | in1 in2 |\n"
 
 
+def test_markup_mentioning_the_pdf_magic_is_still_html() -> None:
+    assert normalize("<p>Files start with %PDF-1.7</p>", "magic.html").markdown == (
+        "Files start with %PDF-1.7\n"
+    )
+
+
 def test_declared_charset_is_honoured() -> None:
     html = '<html><head><meta charset="windows-1251"></head><body><p>Привет, мир</p></body></html>'
     doc = normalize(html.encode("cp1251"))
