@@ -50,7 +50,10 @@ _BULLETS = "•●▪◦‣∙·○■□➢►▶✓✔❖➤\ue000-\uf8ff\ufff
 _BULLET_ITEM = re.compile(rf"^\s*([{_BULLETS}]|[-–—*](?=\s))\s*(.*)$")
 _NUMBERED_ITEM = re.compile(r"^\s*(\d{1,3})([.)])\s+(\S.*)$")
 _LETTERED_ITEM = re.compile(r"^\s*(\(?[a-zA-Z]\)|[a-z]\.)\s+(\S.*)$")
-_MARKER_ONLY = re.compile(rf"^\s*([{_BULLETS}]|[-–—*]|\d{{1,3}}[.)]|\(?[a-zA-Z]\))\s*$")
+# A bullet, item number or section number ("5.1") drawn apart from its text.
+_MARKER_ONLY = re.compile(
+    rf"^\s*([{_BULLETS}]|[-–—*]|\d{{1,3}}(?:\.\d{{1,3}})*[.)]?|\(?[a-zA-Z]\))\s*$"
+)
 _PAGE_NUMBER = re.compile(
     r"^\s*(?:page|p\.|seite|стр\.?|страница)?\s*[-–—]?\s*(?:\d{1,5}|[ivxlcdm]{1,7})"
     r"(?:\s*(?:/|of|из|von)\s*\d{1,5})?\s*[-–—]?\s*$",
@@ -348,8 +351,8 @@ def _logical_text(chars: Sequence[_Char]) -> str:
 
 def _attach_markers(lines: list[_Line]) -> None:
     """A bullet or number drawn apart from its text (often its own MuPDF block) joins
-    the nearest line to its right on the same baseline, so lists stay lists and the
-    markers do not read as a column of their own."""
+    the nearest line to its right on the same baseline, so lists stay lists, numbered
+    headings keep their number and the markers do not read as a column of their own."""
     for marker in [ln for ln in lines if _MARKER_ONLY.match(ln.text)]:
         mid = (marker.y0 + marker.y1) / 2
         candidates = [
@@ -377,7 +380,10 @@ def _tables(
     page: Any,
     raw_lines: Sequence[tuple[int, tuple[float, float, float, float], list[_Char]]],
 ) -> list[_Item]:
-    # use_layout=False: the ruled-line finder alone; the layout model costs ~0.4 s/page.
+    # The ruled-line finder alone (use_layout=False: the layout model costs ~0.4 s a
+    # page); it finds nothing without vector drawings, so those pages skip it.
+    if not page.get_cdrawings():
+        return []
     found = page.find_tables(use_layout=False)
     items = []
     for table in found.tables:
@@ -390,8 +396,6 @@ def _tables(
         # Cell text from our own character pass, so right-to-left cells read in logical
         # order like the rest of the page.
         rows = [[_cell_text(cell, inside) for cell in row.cells] for row in table.rows]
-        if table.header.external:
-            rows.insert(0, [c or "" for c in table.header.names])
         if _is_rtl("".join(c[0] for chars in inside for c in chars)):
             rows = [row[::-1] for row in rows]  # a right-to-left table starts at the right
         markdown = _gfm_table(rows)
