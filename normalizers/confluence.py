@@ -171,8 +171,9 @@ class ConfluenceWalker(MarkdownWalker):
             language = "" if language == "none" else language
             code = self.render_code(plain.text or "" if plain is not None else "", language)
             return title + code
-        body = self.flow(rich, depth + 1, nesting + 1) if rich is not None else []
-        if name in _PANEL_LABELS:
+        quoted = name in _PANEL_LABELS  # only panels add a Markdown container level
+        body = self.flow(rich, depth + 1, nesting + int(quoted)) if rich is not None else []
+        if quoted:
             return self.labelled_quote(_PANEL_LABELS[name], params.get("title"), body, nesting)
         if name in _INLINED_MACROS:
             return self.title_block(params.get("title")) + body
