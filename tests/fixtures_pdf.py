@@ -40,7 +40,7 @@ def lines(page: Any, x: float, y: float, texts: tuple[str, ...] | list[str], **k
     return y
 
 
-def headings_pdf() -> bytes:
+def headings_pdf(title: str = "") -> bytes:
     doc = new_doc()
     page = doc.new_page()
     y = lines(page, 72, 72, ["Annual Report"], fontsize=22, fontname="hebo")
@@ -50,7 +50,14 @@ def headings_pdf() -> bytes:
     y = lines(page, 72, y + 10, BODY)
     y = lines(page, 72, y + 12, ["Bold Label"], fontname="hebo")
     lines(page, 72, y + 8, BODY)
-    doc.set_metadata({"author": "Ann Author", "creationDate": "D:20240131120000+02'00'"})
+    doc.set_metadata(
+        {
+            "title": title,
+            "author": "Ann Author",
+            "creationDate": "D:20240131120000+02'00'",
+            "modDate": "D:20240301083000Z",
+        }
+    )
     return to_bytes(doc)
 
 

@@ -28,8 +28,15 @@ def test_headings_ranked_by_font_size_and_weight_and_metadata() -> None:
     assert doc.title == "Annual Report"  # no title in the PDF metadata: the first heading
     assert doc.author == "Ann Author"
     assert doc.created_at == "2024-01-31T12:00:00+02:00"
+    assert doc.updated_at == "2024-03-01T08:30:00+00:00"
     assert doc.page_count == 1
     assert doc.metadata["format"] == "pdf"
+
+
+def test_metadata_title_wins_over_first_heading() -> None:
+    doc = normalize_bytes(fixtures_pdf.headings_pdf(title="FY2024 Report"), "report.pdf")
+    assert doc.title == "FY2024 Report"
+    assert doc.markdown.startswith("# Annual Report\n")
 
 
 def test_two_columns_read_left_column_first_even_when_drawn_last() -> None:
