@@ -62,7 +62,9 @@ _LANGUAGE_CLASS = re.compile(r"(?:^|\s)(?:language|lang|highlight-source)-([\w+#
 _BRUSH = re.compile(r"brush:\s*([\w+#.-]+)")
 
 _WHITESPACE = re.compile(r"[ \t\n\r\f\v\u00a0]+")
-_STAR = re.compile(r"(?<=\S)\*|\*(?=\S)")
+# Only a `*` with whitespace on both sides can never be emphasis; text-node edges count
+# as "not whitespace" because the next node (an <i>, a link) may start right there.
+_STAR = re.compile(r"(?<!\s)\*|\*(?!\s)")
 _UNDERSCORE = re.compile(r"(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
 _BACKSLASH = re.compile(r"\\(?=[!-/:-@\[-`{-~])")
 _TAG_LIKE = re.compile(r"<(?=[A-Za-z/!?])")

@@ -133,6 +133,15 @@ def test_escaped_text_stays_text() -> None:
     assert html.count("<p>") == 5
 
 
+def test_escapes_hold_across_element_boundaries() -> None:
+    # Wikipedia writes reconstructed words as "<span>*</span><i>dūcan</i>".
+    doc = normalize("<p>the verb <span>*</span><i>dūcan</i> and 5 * 3</p>")
+    assert doc.markdown == "the verb \\**dūcan* and 5 * 3\n"
+    assert MarkdownIt("commonmark").render(doc.markdown) == (
+        "<p>the verb *<em>dūcan</em> and 5 * 3</p>\n"
+    )
+
+
 @pytest.mark.parametrize("path", HTML_CORPUS, ids=lambda p: p.name)
 def test_corpus_file_converts_with_word_recall_above_floor(path: Path) -> None:
     doc = normalize_bytes(path.read_bytes(), path.name)
