@@ -742,6 +742,10 @@ def _mark_code_paragraphs(document: etree._Element, sheet: _StyleSheet) -> None:
 # --- step 2: AST rewrite --------------------------------------------------------------
 
 
+# Nodes with nothing inside to rewrite: most of a document's nodes, skipped cheaply.
+_LEAVES = frozenset({"Str", "Space", "SoftBreak", "LineBreak", "Code", "Math"})
+
+
 def _rewrite(node: Any) -> Any:
     """Bottom-up rewrite of pandoc's JSON AST (see the module docstring)."""
     if isinstance(node, list):
@@ -750,6 +754,8 @@ def _rewrite(node: Any) -> Any:
             return _rewrite_sequence(items)
         return items
     if isinstance(node, dict):
+        if node.get("t") in _LEAVES:
+            return node
         return {key: _rewrite(value) for key, value in node.items()}
     return node
 
