@@ -38,6 +38,7 @@ from normalizers.html import (
     escape_text,
     plain_text,
     starts_block_syntax,
+    task_item,
 )
 from normalizers.links import (
     ANCHOR,
@@ -209,11 +210,10 @@ class ConfluenceWalker(MarkdownWalker):
                 status = (_child_text(child, "ac:task-status") or "").strip().lower()
                 body = _child(child, "ac:task-body")
                 blocks = self.flow(body, depth + 2, nesting + 1) if body is not None else []
-                items.append(("- [x] " if status == "complete" else "- [ ] ", blocks or [""]))
+                items.append(("- ", task_item(status == "complete", blocks)))
             elif tag == "ac:task-list" and items:  # a nested list follows its parent task
                 items[-1][1].extend(self.render_tasks(child, depth + 1, nesting + 1))
-        # Continuation lines align with the item's content ("[ ]" belongs to it).
-        return self.list_blocks(items, indent=2)
+        return self.list_blocks(items)
 
     def render_adf(self, el: etree._Element, depth: int, nesting: int) -> list[str]:
         """Cloud's ADF extensions: panels get their label; anything else renders its

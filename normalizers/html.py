@@ -150,11 +150,11 @@ def link_destination(url: str) -> str:
     return url
 
 
-def list_item(marker: str, blocks: list[str], indent: int | None = None) -> str:
+def list_item(marker: str, blocks: list[str]) -> str:
     """One list item: the marker on the first line, every other line indented to the
     item's content column. A nested list follows its paragraph without a blank line
     so lists stay tight."""
-    pad = " " * (len(marker) if indent is None else indent)
+    pad = " " * len(marker)
     lines: list[str] = []
     for i, block in enumerate(blocks):
         if i and not _LIST_MARKER.match(block):
@@ -167,6 +167,14 @@ def list_item(marker: str, blocks: list[str], indent: int | None = None) -> str:
     if not lines:
         lines.append(marker.rstrip())
     return "\n".join(line.rstrip() for line in lines)
+
+
+def task_item(done: bool, blocks: list[str]) -> list[str]:
+    """A GFM task item's blocks: the checkbox opens the first paragraph."""
+    box = "[x]" if done else "[ ]"
+    if blocks and not starts_block_syntax(blocks[0]):
+        return [f"{box} {blocks[0]}", *blocks[1:]]
+    return [box, *blocks]
 
 
 def quote_blocks(blocks: list[str]) -> str:
@@ -337,7 +345,9 @@ class MarkdownWalker:
             if tag == "li":
                 marker = f"{number}. " if ordered else "- "
                 number += 1
-                items.append((marker, self.flow(child, depth + 1, nesting + 1)))
+                blocks = self.flow(child, depth + 1, nesting + 1)
+                done = self.checkbox(child)
+                items.append((marker, blocks if done is None else task_item(done, blocks)))
             else:  # a stray list or text directly inside the list joins the item before it
                 blocks = (
                     self.render_block(child, tag, depth + 1, nesting + 1)
@@ -350,10 +360,18 @@ class MarkdownWalker:
                     items.append(("- ", blocks))
         return self.list_blocks(items)
 
-    def list_blocks(
-        self, items: Iterable[tuple[str, list[str]]], indent: int | None = None
-    ) -> list[str]:
-        rendered = [list_item(marker, blocks, indent) for marker, blocks in items if blocks]
+    def checkbox(self, li: etree._Element) -> bool | None:
+        """Whether a task item (`<li><input type=checkbox>`, as GitHub and many editors
+        export them) is done; None when the item is no task."""
+        first = next(iter(li), None)
+        if first is None or (li.text or "").strip() or self.tag(first) != "input":
+            return None
+        if str(first.get("type", "")).lower() != "checkbox":
+            return None
+        return first.get("checked") is not None
+
+    def list_blocks(self, items: Iterable[tuple[str, list[str]]]) -> list[str]:
+        rendered = [list_item(marker, blocks) for marker, blocks in items if blocks]
         return ["\n".join(rendered)] if rendered else []
 
     def one_line_items(self, el: etree._Element, depth: int, item_tag: str) -> list[str]:

@@ -133,6 +133,15 @@ def test_escaped_text_stays_text() -> None:
     assert html.count("<p>") == 5
 
 
+def test_checkbox_items_become_task_items() -> None:
+    doc = normalize(
+        '<ul><li><input type="checkbox" checked> done<ul><li><input type="checkbox"> sub'
+        '</li></ul></li><li><input type="checkbox"> open</li><li>plain <input type="text"></li>'
+        "</ul>"
+    )
+    assert doc.markdown == "- [x] done\n  - [ ] sub\n- [ ] open\n- plain\n"
+
+
 def test_escapes_hold_across_element_boundaries() -> None:
     # Wikipedia writes reconstructed words as "<span>*</span><i>dūcan</i>".
     doc = normalize("<p>the verb <span>*</span><i>dūcan</i> and 5 * 3</p>")
