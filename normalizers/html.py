@@ -343,6 +343,7 @@ class MarkdownWalker:
             if kind is Kind.DROP:
                 continue
             if tag == "li":
+                number = _int_attr(child, "value", number)  # <li value> renumbers
                 marker = f"{number}. " if ordered else "- "
                 number += 1
                 blocks = self.flow(child, depth + 1, nesting + 1)

@@ -142,6 +142,11 @@ def test_checkbox_items_become_task_items() -> None:
     assert doc.markdown == "- [x] done\n  - [ ] sub\n- [ ] open\n- plain\n"
 
 
+def test_list_item_value_renumbers() -> None:
+    doc = normalize('<ol start="2"><li>two</li><li value="7">seven</li><li>eight</li></ol>')
+    assert doc.markdown == "2. two\n7. seven\n8. eight\n"
+
+
 def test_escapes_hold_across_element_boundaries() -> None:
     # Wikipedia writes reconstructed words as "<span>*</span><i>dūcan</i>".
     doc = normalize("<p>the verb <span>*</span><i>dūcan</i> and 5 * 3</p>")
