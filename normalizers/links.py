@@ -56,8 +56,11 @@ def classify_href(href: str, text: str = "", *, base_url: str | None = None) -> 
         return None
     if href.startswith("#"):
         return LinkRecord(target_url=href, link_type=ANCHOR, text=text)
-    target = _absolute(href, base_url)
-    parts = urlsplit(target)
+    try:
+        target = _absolute(href, base_url)
+        parts = urlsplit(target)
+    except ValueError:  # e.g. a broken IPv6 host: still a link, just not one we can read
+        return LinkRecord(target_url=href, link_type=EXTERNAL, text=text)
     if parts.scheme not in ("", "http", "https"):
         return LinkRecord(target_url=target, link_type=EXTERNAL, text=text)
     if base_url and parts.netloc and parts.netloc.lower() != urlsplit(base_url).netloc.lower():

@@ -234,6 +234,7 @@ def test_realistic_page_markdown_has_the_intended_structure() -> None:
             LinkRecord("https://elsewhere.org/display/KEY/Title", "external"),
         ),
         ("mailto:team@example.com", LinkRecord("mailto:team@example.com", "external")),
+        ("http://[broken/x", LinkRecord("http://[broken/x", "external")),
         ("#section-2", LinkRecord("#section-2", "anchor")),
         ("javascript:void(0)", None),
     ],
