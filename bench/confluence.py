@@ -15,14 +15,31 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
+from config.errors import IngestError
 from config.settings import load_settings
-from connectors.base import SourceDocument
+from connectors.base import DocumentRef, SourceDocument
 from connectors.confluence import ConfluenceConnector
 from normalizers.base import supported_extensions
 from tests.confluence_api import FakeConfluence, add_bulk_pages
+
+
+def fetch_one_by_one(
+    connector: ConfluenceConnector,
+) -> Callable[[Sequence[DocumentRef]], list[SourceDocument | IngestError]]:
+    def fetch(refs: Sequence[DocumentRef]) -> list[SourceDocument | IngestError]:
+        results: list[SourceDocument | IngestError] = []
+        for ref in refs:
+            try:
+                results.append(connector.fetch(ref))
+            except IngestError as exc:
+                results.append(exc)
+        return results
+
+    return fetch
 
 
 def main() -> None:
@@ -30,6 +47,12 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=10_000)
     parser.add_argument("--body-bytes", type=int, default=5_000)
     parser.add_argument("--layout", choices=["cloud", "dc"], default="cloud")
+    parser.add_argument(
+        "--fetch",
+        choices=["many", "one"],
+        default="many",
+        help="fetch_many per batch (default), or fetch() per page for comparison",
+    )
     args = parser.parse_args()
 
     with FakeConfluence(args.layout) as api:
@@ -60,8 +83,9 @@ def main() -> None:
             listing.refs[i : i + settings.run.batch_size]
             for i in range(0, len(listing.refs), settings.run.batch_size)
         ]
+        fetch_batch = connector.fetch_many if args.fetch == "many" else fetch_one_by_one(connector)
         with ThreadPoolExecutor(max_workers=conf.max_concurrency) as pool:
-            results = [doc for batch in pool.map(connector.fetch_many, batches) for doc in batch]
+            results = [doc for batch in pool.map(fetch_batch, batches) for doc in batch]
         full_s = time.monotonic() - started
         docs = [d for d in results if isinstance(d, SourceDocument)]
         requests_full = sum(api.requests.values())
@@ -79,6 +103,7 @@ def main() -> None:
         json.dumps(
             {
                 "layout": args.layout,
+                "fetch": args.fetch,
                 "pages": args.pages,
                 "body_bytes": args.body_bytes,
                 "max_concurrency": conf.max_concurrency,
