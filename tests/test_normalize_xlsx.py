@@ -214,6 +214,54 @@ def test_declared_million_rows_costs_nothing() -> None:
     assert doc.markdown == "## Sheet\n\n| a | b |\n| --- | --- |\n| 1 | 2 |\n"
 
 
+_MINIMAL_PARTS = {
+    "[Content_Types].xml": (
+        '<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
+        '<Default Extension="rels" '
+        'ContentType="application/vnd.openxmlformats-package.relationships+xml"/>'
+        '<Override PartName="/xl/workbook.xml" ContentType="application/'
+        'vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml"/>'
+        '<Override PartName="/xl/worksheets/sheet1.xml" ContentType="application/'
+        'vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml"/></Types>'
+    ),
+    "_rels/.rels": (
+        '<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
+        '<Relationship Id="rId1" Target="xl/workbook.xml" Type="http://schemas.openxmlformats'
+        '.org/officeDocument/2006/relationships/officeDocument"/></Relationships>'
+    ),
+    "xl/workbook.xml": (
+        '<workbook xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main" '
+        'xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships">'
+        '<sheets><sheet name="Stock" sheetId="1" r:id="rId1"/></sheets></workbook>'
+    ),
+    "xl/_rels/workbook.xml.rels": (
+        '<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
+        '<Relationship Id="rId1" Target="worksheets/sheet1.xml" Type="http://schemas.'
+        'openxmlformats.org/officeDocument/2006/relationships/worksheet"/></Relationships>'
+    ),
+    # No styles, no shared strings, inline strings, rows and cells without `r`.
+    "xl/worksheets/sheet1.xml": (
+        '<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main">'
+        "<sheetData>"
+        '<row><c t="inlineStr"><is><t>Item</t></is></c><c t="inlineStr"><is><r><t>Q</t></r>'
+        '<r><t>ty</t></r></is></c></row><row><c t="inlineStr"><is><t>tea</t></is></c>'
+        '<c><v>2</v></c></row><row><c t="b"><v>0</v></c><c t="e"><v>#DIV/0!</v></c></row>'
+        "</sheetData></worksheet>"
+    ),
+}
+
+
+def test_minimal_package_from_another_writer() -> None:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as package:
+        for name, xml in _MINIMAL_PARTS.items():
+            package.writestr(name, xml)
+    doc = normalize_bytes(buffer.getvalue(), "minimal.xlsx")
+    assert doc.markdown == (
+        "## Stock\n\n| Item | Qty |\n| --- | --- |\n| tea | 2 |\n| FALSE | #DIV/0! |\n"
+    )
+
+
 def test_too_many_cells() -> None:
     wb = openpyxl.Workbook()
     for i in range(4):
