@@ -335,7 +335,7 @@ class MarkdownWalker:
     ) -> list[str]:
         if nesting >= self.max_nesting or self._one_line:
             return self.one_line_items(el, depth, "li")
-        number = _int_attr(el, "start", 1)
+        number = _list_number(el, "start", 1)
         items: list[tuple[str, list[str]]] = []
         for child in el:
             tag = self.tag(child)
@@ -343,9 +343,9 @@ class MarkdownWalker:
             if kind is Kind.DROP:
                 continue
             if tag == "li":
-                number = _int_attr(child, "value", number)  # <li value> renumbers
+                number = _list_number(child, "value", number)  # <li value> renumbers
                 marker = f"{number}. " if ordered else "- "
-                number += 1
+                number = min(number + 1, 999_999_999)
                 blocks = self.flow(child, depth + 1, nesting + 1)
                 done = self.checkbox(child)
                 items.append((marker, blocks if done is None else task_item(done, blocks)))
@@ -561,6 +561,11 @@ def _span(cell: etree._Element, name: str) -> int:
     # HTML caps colspan at 1000 and rowspan at 65534; 0 rowspan means "to the end".
     value = _int_attr(cell, name, 1)
     return max(0 if name == "rowspan" else 1, min(value, 1000 if name == "colspan" else 65534))
+
+
+def _list_number(el: etree._Element, name: str, default: int) -> int:
+    # CommonMark list numbers have no sign and at most 9 digits.
+    return min(max(_int_attr(el, name, default), 0), 999_999_999)
 
 
 def _int_attr(el: etree._Element, name: str, default: int) -> int:

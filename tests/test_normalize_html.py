@@ -145,6 +145,8 @@ def test_checkbox_items_become_task_items() -> None:
 def test_list_item_value_renumbers() -> None:
     doc = normalize('<ol start="2"><li>two</li><li value="7">seven</li><li>eight</li></ol>')
     assert doc.markdown == "2. two\n7. seven\n8. eight\n"
+    doc = normalize('<ol start="-3"><li>a</li></ol><ol start="12345678901"><li>b</li></ol>')
+    assert doc.markdown == "0. a\n\n999999999. b\n"
 
 
 def test_escapes_hold_across_element_boundaries() -> None:
@@ -257,6 +259,7 @@ _SOUP = [
     "<a href='/display/K/T'>", "<a href='javascript:x'>", "</a>", "<img alt='*'>", "<b>", "</b>",
     "<script>", "</script>", "<!--", "-->", "&amp;", "&nbsp;", "&bogus;", "text", " 1. ", "#",
     "*", "_", "|", "\n", "<hr>", "<div hidden>", "</div>", "<![CDATA[", "]]>", "<!DOCTYPE x [",
+    "<a href='http://[x'>", "<ol start='-99999999999'>", "<li value='12345678901'>",
 ]  # fmt: skip
 
 
