@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import email.utils
 import hashlib
+import json
 import logging
 import time
 from collections.abc import Sequence
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SPARSE_HEAD_FILE = "sparse_linear.pt"
+POOLING_CONFIG = "1_Pooling/config.json"
 # Bytes of each weight file mixed into a local model's id (head and tail): cheap to read
 # even for BGE-M3's 2.2 GB file, yet any retrained or swapped weights change the id.
 _FINGERPRINT_BYTES = 1 << 20
@@ -83,11 +85,31 @@ def resolve_model_dir(model: str) -> Path:
         ) from None
 
 
+def pooling_mode(directory: Path) -> str:
+    """`cls` (BGE-M3) or `mean`, as the sentence-transformers pooling config in the model
+    directory declares; CLS when there is none (a bare transformers checkpoint)."""
+    path = directory / POOLING_CONFIG
+    if not path.is_file():
+        return "cls"
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}", setting="embedder.model") from None
+    if config.get("pooling_mode_cls_token"):
+        return "cls"
+    if config.get("pooling_mode_mean_tokens"):
+        return "mean"
+    raise ConfigError(
+        f"{path} asks for a pooling this embedder does not implement (only CLS and mean)",
+        setting="embedder.model",
+    )
+
+
 def local_model_id(directory: Path, *, sparse: bool, max_length: int) -> str:
     """A stable id for a model directory: its name plus a fingerprint of its config and
     weights, so two machines with the same files share cache entries."""
     digest = hashlib.sha256()
-    names = ["config.json", SPARSE_HEAD_FILE]
+    names = ["config.json", SPARSE_HEAD_FILE, POOLING_CONFIG]
     names += sorted(p.name for p in directory.iterdir() if p.suffix in (".safetensors", ".bin"))
     for name in names:
         file = directory / name
@@ -105,8 +127,9 @@ def local_model_id(directory: Path, *, sparse: bool, max_length: int) -> str:
 
 
 class BgeM3Embedder:
-    """BGE-M3 (or any XLM-RoBERTa-shaped model): CLS vector, L2-normalized; lexical
-    weights `relu(sparse_linear(last_hidden_state))`, max per token id, specials dropped."""
+    """BGE-M3 through transformers: the CLS vector (or mean pooling where the model
+    directory's sentence-transformers config asks for it), L2-normalized; lexical weights
+    `relu(sparse_linear(last_hidden_state))`, max per token id, special tokens dropped."""
 
     def __init__(self, settings: EmbedderSettings) -> None:
         import torch
@@ -163,8 +186,11 @@ class BgeM3Embedder:
             )
             if i is not None
         }
+        self._pooling = pooling_mode(directory)
+        # Never past what the model can take (BGE-M3: 8192; BERT-size models: 512).
+        self._max_length = min(settings.max_length, int(tokenizer.model_max_length))
         self.model_id = local_model_id(
-            directory, sparse=settings.sparse, max_length=settings.max_length
+            directory, sparse=settings.sparse, max_length=self._max_length
         )
 
     @property
@@ -199,9 +225,7 @@ class BgeM3Embedder:
     def _embed(self, texts: Sequence[str]) -> list[Embedding]:
         import torch
 
-        encoded = self._tokenizer(
-            list(texts), truncation=True, max_length=self._settings.max_length
-        )
+        encoded = self._tokenizer(list(texts), truncation=True, max_length=self._max_length)
         ids: list[list[int]] = encoded["input_ids"]
         # Longest first, so each batch pads to similar lengths; results go back in order.
         order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
@@ -216,7 +240,7 @@ class BgeM3Embedder:
                 input_ids = padded["input_ids"].to(self._device)
                 mask = padded["attention_mask"].to(self._device)
                 hidden = self._model(input_ids=input_ids, attention_mask=mask).last_hidden_state
-                dense = torch.nn.functional.normalize(hidden[:, 0].float(), dim=-1)
+                dense = torch.nn.functional.normalize(self._pool(hidden, mask), dim=-1)
                 sparse = self._lexical_weights(hidden, input_ids, mask)
                 dense_rows = dense.cpu().tolist()
                 for row, index in enumerate(batch):
@@ -224,6 +248,12 @@ class BgeM3Embedder:
                         dense=dense_rows[row], sparse=sparse[row] if sparse else None
                     )
         return [r for r in results if r is not None]
+
+    def _pool(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        if self._pooling == "cls":
+            return hidden[:, 0].float()
+        weights = mask.unsqueeze(-1).to(hidden.dtype)
+        return ((hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1)).float()
 
     def _lexical_weights(
         self, hidden: torch.Tensor, input_ids: torch.Tensor, mask: torch.Tensor

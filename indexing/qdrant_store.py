@@ -13,6 +13,7 @@ term importance; an IDF factor on top would change the model's scoring.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import warnings
 from collections import defaultdict
@@ -239,7 +240,24 @@ class QdrantStore:
                 self._set_alias(physical)
         else:
             self._check_vectors(physical)
+        self._tune_local_storage(physical)
         return physical
+
+    def _tune_local_storage(self, physical: str) -> None:
+        """Local mode persists each point in its own SQLite transaction; with the default
+        rollback journal every one is an fsync (about 120 points/s on this machine's disk).
+        WAL with synchronous=NORMAL stays consistent after a process crash and at worst
+        loses the last writes on power loss, which the next run re-upserts (points are
+        compared by id). No-op on a server, or if qdrant-client's layout changes."""
+        if self.settings.url:
+            return
+        local = getattr(self.client, "_client", None)
+        collection = getattr(local, "collections", {}).get(physical)
+        connection = getattr(getattr(collection, "storage", None), "storage", None)
+        if isinstance(connection, sqlite3.Connection):
+            with self._lock:
+                connection.execute("PRAGMA journal_mode=WAL")
+                connection.execute("PRAGMA synchronous=NORMAL")
 
     def new_collection_name(self) -> str:
         return f"{self.alias}_{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%f')}"
@@ -247,6 +265,7 @@ class QdrantStore:
     def create_collection(self, name: str) -> QdrantStore:
         """A new physical collection (for a blue/green build) and a store writing to it."""
         self._create(name)
+        self._tune_local_storage(name)
         return self.for_collection(name)
 
     def _create(self, name: str) -> str:

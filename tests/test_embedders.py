@@ -16,7 +16,7 @@ import pytest
 
 from config.errors import ConfigError, ErrorCode, IngestError
 from config.settings import EmbedderSettings
-from indexing.embedders import BgeM3Embedder, OpenAIEmbedder, make_embedder
+from indexing.embedders import BgeM3Embedder, OpenAIEmbedder, make_embedder, pooling_mode
 from tests.tiny_model import HIDDEN_SIZE, tiny_embedder, tiny_model_dir
 
 __all__ = ["tiny_embedder", "tiny_model_dir"]  # fixtures used below
@@ -273,3 +273,25 @@ def test_openai_unreachable_endpoint_is_transient(tmp_path: Path):
 def test_openai_needs_a_url():
     with pytest.raises(ConfigError, match="base URL"):
         make_embedder(settings(kind="openai"))
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        (None, "cls"),
+        ({"pooling_mode_cls_token": True, "pooling_mode_mean_tokens": False}, "cls"),
+        ({"pooling_mode_cls_token": False, "pooling_mode_mean_tokens": True}, "mean"),
+    ],
+)
+def test_pooling_follows_the_model_directory(tmp_path, config, expected):
+    if config is not None:
+        (tmp_path / "1_Pooling").mkdir()
+        (tmp_path / "1_Pooling" / "config.json").write_text(json.dumps(config))
+    assert pooling_mode(tmp_path) == expected
+
+
+def test_unsupported_pooling_is_a_config_error(tmp_path):
+    (tmp_path / "1_Pooling").mkdir()
+    (tmp_path / "1_Pooling" / "config.json").write_text('{"pooling_mode_max_tokens": true}')
+    with pytest.raises(ConfigError, match="only CLS and mean"):
+        pooling_mode(tmp_path)

@@ -1,0 +1,230 @@
+"""Index-layer throughput (run by hand): `.venv/bin/python -m bench.embed_upsert`.
+
+1. upsert: N chunks (default 100,000) with precomputed random unit vectors (1024-d, as
+   BGE-M3) into local-mode Qdrant: points/s.
+2. embed cache hit path: reading M cached 1024-d embeddings (`embed_with_cache`, all hits).
+3. unchanged re-run of M chunks (default 10,000) as the flow does it: per document the
+   chunk-stage cache entry (JSON chunk records), then `sync_documents` per batch of 100
+   documents, which finds every point present and embeds/upserts nothing.
+4. tiny-model embedding throughput on this CPU: chunks/s at 300 tokens per batch size.
+
+Everything lives in a temporary directory that is removed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from chunking.record import Chunk
+from config.settings import EmbedderSettings, QdrantSettings
+from indexing.cache import (
+    StageCache,
+    embed_key,
+    embed_with_cache,
+    encode_embedding,
+    stage_key,
+)
+from indexing.embedders import BgeM3Embedder, Embedding
+from indexing.qdrant_store import QdrantStore
+from indexing.reconcile import DocumentChunks, sync_documents
+from tests.index_helpers import make_chunk
+
+DIM = 1024
+CHUNKS_PER_DOCUMENT = 20
+DOCUMENTS_PER_BATCH = 100
+WORDS = [
+    "backup",
+    "restore",
+    "vault",
+    "key",
+    "rotation",
+    "audit",
+    "quarter",
+    "service",
+    "desk",
+    "ticket",
+    "portal",
+]
+
+
+def random_unit_vectors(count: int, seed: int = 7) -> np.ndarray:
+    vectors = np.random.default_rng(seed).standard_normal((count, DIM), dtype=np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors
+
+
+def make_documents(tenant: str, chunks: int) -> list[DocumentChunks]:
+    rng = random.Random(11)
+    documents = []
+    for d in range(chunks // CHUNKS_PER_DOCUMENT):
+        texts = [
+            f"Section {i} of document {d}: " + " ".join(rng.choices(WORDS, k=40))
+            for i in range(CHUNKS_PER_DOCUMENT)
+        ]
+        chunk_list = [make_chunk(tenant, f"doc-{d}", "v1", i, t) for i, t in enumerate(texts)]
+        documents.append(DocumentChunks(f"doc-{d}", "v1", chunk_list))
+    return documents
+
+
+class PrecomputedEmbedder:
+    """Hands out precomputed vectors (the benchmark measures the store, not a model)."""
+
+    model_id = "precomputed-random-1024"
+    has_sparse = False
+    vector_size = DIM
+
+    def __init__(self, vectors: np.ndarray) -> None:
+        self.vectors = vectors
+        self.next = 0
+        self.embedded = 0
+
+    def embed(self, texts: Sequence[str]) -> list[Embedding]:
+        rows = self.vectors[self.next : self.next + len(texts)]
+        self.next += len(texts)
+        self.embedded += len(texts)
+        return [Embedding(dense=row.tolist()) for row in rows]
+
+
+def bench_upsert(root: Path, points: int) -> dict[str, Any]:
+    settings = QdrantSettings.model_validate({"path": str(root / "qdrant-upsert")})
+    store = QdrantStore(settings, DIM, sparse=False)
+    store.ensure_collection()
+    documents = make_documents("bench", points)
+    chunks = [c for d in documents for c in d.chunks]
+    vectors = random_unit_vectors(len(chunks))
+    seconds = 0.0
+    # Slices keep the Python float lists of only one slice in memory at a time.
+    for start in range(0, len(chunks), 4096):
+        rows = vectors[start : start + 4096]
+        embeddings = [Embedding(dense=row.tolist()) for row in rows]
+        started = time.perf_counter()
+        store.upsert(chunks[start : start + 4096], embeddings)
+        seconds += time.perf_counter() - started
+    count = store.count()
+    store.close()
+    return {"points": count, "seconds": round(seconds, 1), "points_per_s": round(count / seconds)}
+
+
+def bench_cache_hits(root: Path, count: int) -> dict[str, Any]:
+    cache = StageCache(root / "cache-hits")
+    embedder = PrecomputedEmbedder(random_unit_vectors(count, seed=3))
+    texts = [f"chunk text number {i}" for i in range(count)]
+    for text, row in zip(texts, embedder.vectors, strict=True):
+        key = embed_key(embedder.model_id, text)
+        cache.put(key, encode_embedding(Embedding(dense=row.tolist())))
+    started = time.perf_counter()
+    result = embed_with_cache(embedder, texts, cache)
+    seconds = time.perf_counter() - started
+    assert result.hits == count and embedder.embedded == 0
+    return {"hits": result.hits, "seconds": round(seconds, 2), "hits_per_s": round(count / seconds)}
+
+
+def bench_unchanged_rerun(root: Path, chunks: int) -> dict[str, Any]:
+    settings = QdrantSettings.model_validate({"path": str(root / "qdrant-rerun")})
+    store = QdrantStore(settings, DIM, sparse=False)
+    store.ensure_collection()
+    cache = StageCache(root / "cache-rerun")
+    documents = make_documents("bench", chunks)
+    embedder = PrecomputedEmbedder(random_unit_vectors(chunks, seed=5))
+
+    def chunk_key(document_id: str) -> Any:
+        return stage_key("chunk", "1", "bench-config", f"{document_id}@v1")
+
+    # First run: chunk results cached per document, then embedded and upserted.
+    for start in range(0, len(documents), DOCUMENTS_PER_BATCH):
+        batch = documents[start : start + DOCUMENTS_PER_BATCH]
+        for document in batch:
+            cache.put_json(
+                chunk_key(document.document_id), [c.to_record() for c in document.chunks]
+            )
+        sync_documents(store, embedder, cache, "bench", batch)
+    embedded_first = embedder.embedded
+
+    # Unchanged re-run: cached chunk records -> nothing to embed, nothing to upsert.
+    started = time.perf_counter()
+    upserted = embedded = 0
+    for start in range(0, len(documents), DOCUMENTS_PER_BATCH):
+        batch = []
+        for document in documents[start : start + DOCUMENTS_PER_BATCH]:
+            records = cache.get_json(chunk_key(document.document_id))
+            assert records is not None, "the first run cached every document"
+            restored = [chunk_from_record(r) for r in records]
+            batch.append(DocumentChunks(document.document_id, "v1", restored))
+        result = sync_documents(store, embedder, cache, "bench", batch)
+        upserted += result.points_upserted
+        embedded += result.embedded
+    seconds = time.perf_counter() - started
+    store.close()
+    assert upserted == 0 and embedded == 0 and embedder.embedded == embedded_first
+    return {"chunks": chunks, "documents": len(documents), "seconds": round(seconds, 2)}
+
+
+def chunk_from_record(record: dict[str, Any]) -> Chunk:
+    values = dict(record)
+    for key in ("headings_path", "labels", "links"):
+        values[key] = tuple(values[key])
+    return Chunk(**values)
+
+
+def bench_tiny_model(root: Path, chunks: int, batch_sizes: Sequence[int]) -> list[dict[str, Any]]:
+    from tests.tiny_model import build_tiny_model
+
+    model_dir = build_tiny_model(root / "tiny")
+    texts = []
+    rng = random.Random(5)
+    base = None
+    for i in range(chunks):
+        words = " ".join(rng.choices(WORDS, k=400))
+        texts.append(f"{i} {words}")
+    rows = []
+    for batch_size in batch_sizes:
+        settings = EmbedderSettings.model_validate(
+            {"model": str(model_dir), "device": "cpu", "batch_size": batch_size, "max_length": 302}
+        )
+        embedder = BgeM3Embedder(settings)
+        if base is None:  # 300 tokens + <s> and </s>: max_length 302 cuts each text there
+            base = len(embedder._tokenizer(texts[0], truncation=True, max_length=302)["input_ids"])
+        embedder.embed(texts[:batch_size])  # warm-up
+        started = time.perf_counter()
+        embedder.embed(texts)
+        seconds = time.perf_counter() - started
+        rows.append(
+            {"batch_size": batch_size, "tokens": base, "chunks_per_s": round(chunks / seconds, 1)}
+        )
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--points", type=int, default=100_000)
+    parser.add_argument("--rerun-chunks", type=int, default=10_000)
+    parser.add_argument("--cache-hits", type=int, default=10_000)
+    parser.add_argument("--embed-chunks", type=int, default=512)
+    parser.add_argument("--batch-sizes", default="8,16,32,64,128")
+    parser.add_argument("--skip", default="", help="comma list of: upsert,cache,rerun,embed")
+    args = parser.parse_args()
+    skip = set(args.skip.split(","))
+    with tempfile.TemporaryDirectory(prefix="bench-embed-upsert-") as tmp:
+        root = Path(tmp)
+        if "upsert" not in skip:
+            print("upsert (local mode, 1024-d):", bench_upsert(root, args.points), flush=True)
+        if "cache" not in skip:
+            print("embed cache hit path:", bench_cache_hits(root, args.cache_hits), flush=True)
+        if "rerun" not in skip:
+            print("unchanged re-run:", bench_unchanged_rerun(root, args.rerun_chunks), flush=True)
+        if "embed" not in skip:
+            sizes = [int(s) for s in args.batch_sizes.split(",")]
+            for row in bench_tiny_model(root, args.embed_chunks, sizes):
+                print("tiny model (CPU):", row, flush=True)
+
+
+if __name__ == "__main__":
+    main()
