@@ -313,8 +313,8 @@ class ConfluenceConnector:
         return self._page_document(ref, data)
 
     def fetch_many(self, refs: Sequence[DocumentRef]) -> list[SourceDocument | IngestError]:
-        """Pages and blog posts in batches of `page_size` through CQL `id in (...)`;
-        attachments one by one (each is a download anyway)."""
+        """Pages and blog posts in batches of `page_size` through CQL `id in (...)`, one by
+        one where the search index lags; attachments one by one (each is a download)."""
         results: dict[int, SourceDocument | IngestError] = {}
         pages = [(i, r) for i, r in enumerate(refs) if r.kind != "attachment"]
         size = self.settings.page_size
@@ -331,15 +331,13 @@ class ConfluenceConnector:
                 continue
             for i, ref in batch:
                 item = found.get(ref.document_id)
-                if item is None:
-                    results[i] = DocumentGone(
-                        f"{ref.kind} {ref.document_id} no longer exists (deleted, moved to "
-                        "another space, or no longer visible to this account)",
-                        subject=ref.title or ref.document_id,
-                    )
-                    continue
                 try:
-                    results[i] = self._page_document(ref, item)
+                    if item is None or _older(item, ref):
+                        # CQL answers from the search index, which lags behind edits and
+                        # new pages: only the content endpoint may say a page is gone.
+                        results[i] = self.fetch(ref)
+                    else:
+                        results[i] = self._page_document(ref, item)
                 except IngestError as exc:
                     results[i] = exc
         for i, ref in enumerate(refs):
@@ -605,6 +603,12 @@ class ConfluenceConnector:
                 subject=what,
             )
         return IngestError(exc.code, exc.message, subject=what)
+
+
+def _older(item: dict[str, Any], ref: DocumentRef) -> bool:
+    """The search index holds an older version than the listing saw."""
+    number = str((item.get("version") or {}).get("number", ""))
+    return number.isdigit() and ref.version.isdigit() and int(number) < int(ref.version)
 
 
 def _is_auth(exc: IngestError) -> bool:

@@ -24,7 +24,8 @@ does, not in UTC.
 Fault switches count requests: `fail(n, status, retry_after=...)`, `reset(n)`,
 `truncate(n)`, `slow(n, seconds)`, each optionally limited to paths containing `path`;
 `delete_after_listing(id)` and `edit_after_listing(id)` change content right after the
-next listing request is answered (a page deleted / edited mid-run).
+next listing request is answered (a page deleted / edited mid-run); `hide_from_search(id)`
+keeps content out of CQL results (the search index lags behind new pages).
 
 Use `confluence_api` (a pytest fixture factory) or `with FakeConfluence(...) as api:`.
 """
@@ -134,6 +135,7 @@ class FakeConfluence:
         self.paths: list[str] = []  # every request path (no query), in order
         self._faults: list[_Fault] = []
         self._after_listing: list[Callable[[], None]] = []
+        self._unindexed: set[str] = set()
         self._next_id = 10000
         self._lock = threading.RLock()
         self._server: ThreadingHTTPServer | None = None
@@ -300,6 +302,11 @@ class FakeConfluence:
 
     def slow(self, count: int, seconds: float, *, path: str | None = None) -> None:
         self._add_fault(_Fault("slow", count, path, seconds=seconds))
+
+    def hide_from_search(self, content_id: str) -> None:
+        """Not in the search index yet (CQL lags behind new content); /content has it."""
+        with self._lock:
+            self._unindexed.add(content_id)
 
     def delete_after_listing(self, content_id: str) -> None:
         self._after_listing.append(lambda: self.delete(content_id))
@@ -498,7 +505,8 @@ class FakeConfluence:
         tests: list[Callable[[FakeContent], bool]] = []
         for clause in re.split(r"\s+and\s+", where.strip(), flags=re.I):
             tests.append(self._cql_clause(clause.strip()))
-        return [c for c in self._visible(self.content.values()) if all(t(c) for t in tests)]
+        indexed = (c for c in self.content.values() if c.id not in self._unindexed)
+        return [c for c in self._visible(indexed) if all(t(c) for t in tests)]
 
     def _cql_clause(self, clause: str) -> Callable[[FakeContent], bool]:
         match = re.fullmatch(r"(\w+)\s*(=|>=|>|<=|<|\bin\b)\s*(.+)", clause, flags=re.I)

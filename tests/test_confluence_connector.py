@@ -211,6 +211,21 @@ def test_page_deleted_between_listing_and_fetch_is_gone(confluence_api: Factory)
     assert isinstance(batch[1], DocumentGone) and isinstance(batch[2], DocumentGone)
 
 
+def test_batch_fetch_does_not_take_search_index_lag_for_deletion(
+    confluence_api: Factory,
+) -> None:
+    api = confluence_api("cloud")
+    fx = build_fixture(api)
+    conn = connector(api)
+    refs = {ref.document_id: ref for ref in conn.list_refs().refs}
+    api.hide_from_search(fx["notes"])
+    api.delete(fx["deep"])
+    docs = conn.fetch_many([refs[fx["guide"]], refs[fx["notes"]], refs[fx["deep"]]])
+    assert isinstance(docs[0], SourceDocument) and isinstance(docs[1], SourceDocument)
+    assert docs[1].page_id == fx["notes"]
+    assert isinstance(docs[2], DocumentGone)
+
+
 def test_page_edited_mid_run_is_fetched_at_its_new_version(confluence_api: Factory) -> None:
     api = confluence_api("dc")
     fx = build_fixture(api)
