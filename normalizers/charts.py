@@ -16,7 +16,8 @@ _NS = {"c": _C, "a": _A}
 _SAFE_XML = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=False)
 
 
-def parse_chart_xml(data: bytes) -> etree._Element:
+def parse_xml_part(data: bytes) -> etree._Element:
+    """An XML part of an OOXML package, parsed without entities or network access."""
     return etree.fromstring(data, parser=_SAFE_XML)
 
 

@@ -7,7 +7,8 @@ file's z-order is the order shapes were added, often not the order they are read
   `buAutoNum`, or inherited in a body/content placeholder unless `buNone`) become lists
   nested by `paragraph.level`; a frame holding a single paragraph is a plain paragraph;
 - tables as GFM tables, merged cells filled, the first row as header;
-- group shapes walked recursively; charts as title + data table; pictures as
+- group shapes walked recursively; SmartArt as a list of its nodes' text; charts as
+  title + data table; pictures as
   `Image: <alt text>` when they have alt text (a bare file name is not alt text);
 - speaker notes as a block quote opening with `Notes:` at the end of the slide section.
   A block quote rather than a `### Notes` heading keeps the notes inside the slide's
@@ -36,7 +37,7 @@ from normalizers.base import (
     iso_datetime,
     register,
 )
-from normalizers.charts import chart_markdown, parse_chart_xml
+from normalizers.charts import chart_markdown, parse_xml_part
 from normalizers.tables import escape_block_start, gfm_table, one_line
 
 PPTX_MIMES = (
@@ -49,6 +50,10 @@ _TITLE_TYPES = {PP_PLACEHOLDER.TITLE, PP_PLACEHOLDER.CENTER_TITLE, PP_PLACEHOLDE
 _BODY_TYPES = {PP_PLACEHOLDER.BODY, PP_PLACEHOLDER.OBJECT, PP_PLACEHOLDER.VERTICAL_BODY}
 # Repeated on every slide, not content.
 _CHROME_TYPES = {PP_PLACEHOLDER.DATE, PP_PLACEHOLDER.FOOTER, PP_PLACEHOLDER.SLIDE_NUMBER}
+_DGM = "{http://schemas.openxmlformats.org/drawingml/2006/diagram}"
+_DIAGRAM_REL_IDS, _DIAGRAM_POINT = f"{_DGM}relIds", f"{_DGM}pt"
+_DATA_MODEL_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}dm"
+_PARAGRAPH = qn("a:p")
 _SAME_ROW_EMU = 228_600  # a quarter inch: tops closer than this are one row
 _FILE_NAME = re.compile(r"[\w\-. ]+\.(?:png|jpe?g|gif|bmp|tiff?|emf|wmf|svg|webp)", re.IGNORECASE)
 
@@ -149,15 +154,32 @@ def _shape(shape: Any, where: str, warnings: list[str]) -> list[str]:
     if getattr(shape, "has_table", False):
         return [_table(shape.table)]
     if getattr(shape, "has_chart", False):
-        chart = chart_markdown(parse_chart_xml(shape.chart_part.blob))
+        chart = chart_markdown(parse_xml_part(shape.chart_part.blob))
         return [chart] if chart else []
     if isinstance(shape, Picture):
         alt = _alt_text(shape)
         return [f"Image: {alt}"] if alt else []
+    if shape.element.tag == qn("p:graphicFrame"):
+        diagram = _diagram(shape)
+        return [diagram] if diagram else []
     if getattr(shape, "has_text_frame", False):
         text = _text_frame(shape.text_frame, bulleted=placeholder in _BODY_TYPES)
         return [text] if text else []
     return []
+
+
+def _diagram(shape: Any) -> str:
+    """SmartArt: the text of its data model's nodes, as a list in model order (the
+    layout python-pptx does not read lives in separate parts; the words live here)."""
+    for rel_ids in shape.element.iter(_DIAGRAM_REL_IDS):
+        data = parse_xml_part(shape.part.related_part(rel_ids.get(_DATA_MODEL_ID)).blob)
+        texts = [
+            one_line(" ".join("".join(p.itertext()) for p in point.iter(_PARAGRAPH)))
+            for point in data.iter(_DIAGRAM_POINT)
+            if point.get("type", "node") == "node"
+        ]
+        return "\n".join("- " + escape_block_start(text) for text in texts if text)
+    return ""
 
 
 def _alt_text(shape: Any) -> str:

@@ -51,7 +51,7 @@ from normalizers.base import (
     iso_datetime,
     register,
 )
-from normalizers.charts import chart_markdown, parse_chart_xml
+from normalizers.charts import chart_markdown, parse_xml_part
 from normalizers.tables import escape_block_start, format_number, gfm_table, one_line
 
 XLSX_MIMES = (
@@ -158,7 +158,7 @@ def _sheet_charts(book: _Book, sheet_part: str) -> list[str]:
     charts: list[str] = []
     for drawing in _related(book, sheet_part, "drawing"):
         for chart in _related(book, drawing, "chart"):
-            text = chart_markdown(parse_chart_xml(book.archive.read(chart)))
+            text = chart_markdown(parse_xml_part(book.archive.read(chart)))
             if text:
                 charts.append(text)
     return charts

@@ -12,6 +12,11 @@ from PIL import Image
 from pptx import Presentation
 from pptx.chart.data import CategoryChartData
 from pptx.enum.chart import XL_CHART_TYPE
+from pptx.opc.constants import CONTENT_TYPE as CT
+from pptx.opc.constants import RELATIONSHIP_TYPE as RT
+from pptx.opc.package import Part
+from pptx.opc.packuri import PackURI
+from pptx.oxml import parse_xml
 from pptx.oxml.ns import qn
 from pptx.util import Inches
 
@@ -161,6 +166,50 @@ def test_unreadable_shape_is_a_warning_not_a_failed_deck() -> None:
     assert "Grouped caption" in doc.markdown and "## Slide 4" in doc.markdown
     assert len(doc.warnings) == 1
     assert doc.warnings[0].startswith("slide 3: shape 'Table")
+
+
+_NS = (
+    'xmlns:p="http://schemas.openxmlformats.org/presentationml/2006/main" '
+    'xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main" '
+    'xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships" '
+    'xmlns:dgm="http://schemas.openxmlformats.org/drawingml/2006/diagram"'
+)
+
+
+def _diagram_point(kind: str, *runs: str) -> str:
+    text = "".join(f"<a:r><a:t>{run}</a:t></a:r>" for run in runs)
+    return f'<dgm:pt modelId="{runs[0]}" type="{kind}"><dgm:t><a:p>{text}</a:p></dgm:t></dgm:pt>'
+
+
+def test_smartart_nodes_become_a_list() -> None:
+    deck = Presentation()
+    slide = deck.slides.add_slide(deck.slide_layouts[5])
+    slide.shapes.title.text = "Process"
+    points = (
+        _diagram_point("doc", "whole diagram")
+        + _diagram_point("node", "Plan")
+        + _diagram_point("parTrans", "connector")
+        + _diagram_point("node", "Build", " it")
+    )
+    data = f"<dgm:dataModel {_NS}><dgm:ptLst>{points}</dgm:ptLst></dgm:dataModel>"
+    part = Part(
+        PackURI("/ppt/diagrams/data1.xml"), CT.DML_DIAGRAM_DATA, deck.part.package, data.encode()
+    )
+    rel_id = slide.part.relate_to(part, RT.DIAGRAM_DATA)
+    slide.shapes._spTree.append(
+        parse_xml(
+            f'<p:graphicFrame {_NS}><p:nvGraphicFramePr><p:cNvPr id="9" name="Diagram 1"/>'
+            "<p:cNvGraphicFramePr/><p:nvPr/></p:nvGraphicFramePr><p:xfrm>"
+            '<a:off x="0" y="1500000"/><a:ext cx="100" cy="100"/></p:xfrm><a:graphic>'
+            '<a:graphicData uri="http://schemas.openxmlformats.org/drawingml/2006/diagram">'
+            f'<dgm:relIds r:dm="{rel_id}" r:lo="" r:qs="" r:cs=""/></a:graphicData></a:graphic>'
+            "</p:graphicFrame>"
+        )
+    )
+    buffer = io.BytesIO()
+    deck.save(buffer)
+    doc = normalize_bytes(buffer.getvalue(), "smartart.pptx")
+    assert doc.markdown == "## Slide 1: Process\n\n- Plan\n- Build it\n"
 
 
 def test_truncated_deck_is_corrupt() -> None:
