@@ -44,6 +44,8 @@ _DROPPED = frozenset(
         "textarea", "option", "datalist", "dialog", "meta", "link", "base", "title",
     }
 )  # fmt: skip
+# ARIA landmarks that mean what <nav>/<footer> mean, and search forms.
+_DROPPED_ROLES = frozenset({"navigation", "contentinfo", "search"})
 _CONTAINERS = frozenset(
     {
         "html", "body", "div", "p", "section", "article", "main", "header", "aside",
@@ -232,6 +234,8 @@ class MarkdownWalker:
 
     def kind(self, el: etree._Element, tag: str) -> Kind:
         if not tag or tag in _DROPPED or el.get("hidden") is not None:
+            return Kind.DROP
+        if str(el.get("role", "")).lower() in _DROPPED_ROLES:
             return Kind.DROP
         if "display:none" in el.get("style", "").replace(" ", "").lower():
             return Kind.DROP
