@@ -14,6 +14,7 @@ anchor at the first line of every page.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import shutil
@@ -211,12 +212,15 @@ def _extract_page(page: Any, textpage: Any) -> _Page:
         for raw_line in block.get("lines", ())
     ]
     tables = [] if textpage is not None else _tables(page, raw_lines)
-    lines: list[_Line] = []
+    by_block: dict[int, list[_Char_run]] = {}
     for block_no, bbox, chars in raw_lines:
-        line = _line(chars, bbox, block_no)
-        if line is None or any(_inside(line, t) for t in tables):
-            continue
-        lines.append(line)
+        by_block.setdefault(block_no, []).append((bbox, chars))
+    lines: list[_Line] = []
+    for block_no, runs in by_block.items():
+        for bbox, chars in _rows(runs):
+            line = _line(chars, bbox, block_no)
+            if line is not None and not any(_inside(line, t) for t in tables):
+                lines.append(line)
     _attach_markers(lines)
     rtl_chars = sum(len(ln.text) for ln in lines if _is_rtl(ln.text))
     return _Page(
@@ -226,6 +230,55 @@ def _extract_page(page: Any, textpage: Any) -> _Page:
         tables=tables,
         rtl=rtl_chars * 2 > sum(len(ln.text) for ln in lines),
     )
+
+
+_Bbox = tuple[float, float, float, float]
+_Char_run = tuple[_Bbox, list[_Char]]  # one MuPDF line (or part of it) and its box
+
+
+def _rows(runs: Sequence[_Char_run]) -> list[_Char_run]:
+    """Runs on one baseline joined into one visual row, left to right, with a space
+    where they are apart. MuPDF splits a line at wide gaps and at every direction
+    change of right-to-left text, in drawing order: a date "1403/09/19" in a Persian
+    form arrives as five runs, right to left."""
+    ordered = sorted(runs, key=lambda r: (r[0][1] + r[0][3]) / 2)
+    rows: list[list[_Char_run]] = []
+    for run in ordered:
+        box = run[0]
+        if rows:
+            last = rows[-1][0][0]
+            centre, last_centre = (box[1] + box[3]) / 2, (last[1] + last[3]) / 2
+            if abs(centre - last_centre) < 0.5 * min(box[3] - box[1], last[3] - last[1]):
+                rows[-1].append(run)
+                continue
+        rows.append([run])
+    joined: list[_Char_run] = []
+    for row in rows:
+        row.sort(key=lambda r: r[0][0])
+        chars: list[_Char] = []
+        previous: list[_Char] = []
+        for (x0, y0, _, y1), run_chars in row:
+            if chars and run_chars:
+                end = max(c[1][2] for c in chars)
+                # Touching left-to-right runs are one word ("1403" "/" "09"); runs of
+                # right-to-left text list their words in logical order, so where two
+                # meet is always a word boundary.
+                if x0 - end > 0.15 * run_chars[0][2] or _has_rtl(previous) or _has_rtl(run_chars):
+                    chars.append((" ", (end, y0, x0, y1), run_chars[0][2], False, False))
+            chars.extend(run_chars)
+            previous = run_chars
+        box = (
+            min(r[0][0] for r in row),
+            min(r[0][1] for r in row),
+            max(r[0][2] for r in row),
+            max(r[0][3] for r in row),
+        )
+        joined.append((box, chars))
+    return joined
+
+
+def _has_rtl(chars: Sequence[_Char]) -> bool:
+    return any(_strong_direction(c[0]) == "R" for c in chars)
 
 
 def _chars(raw_line: dict[str, Any]) -> list[_Char]:
@@ -277,7 +330,13 @@ def _line(
 
 
 def _ltr_text(chars: Sequence[_Char]) -> str:
-    return re.sub(r"\s+", " ", "".join(c[0] for c in chars)).strip()
+    """Left-to-right text: stream order, which is the visual order, unless the PDF drew
+    the words out of order (right-to-left documents set numbers and Latin that way);
+    then the words go by position."""
+    xs = [c[1][0] for c in chars if not c[0].isspace()]
+    if all(b >= a - 1.0 for a, b in itertools.pairwise(xs)):
+        return re.sub(r"\s+", " ", "".join(c[0] for c in chars)).strip()
+    return " ".join(_word_text(w) for w in sorted(_words(chars), key=_centre))
 
 
 def _strong_direction(ch: str) -> str | None:
@@ -300,16 +359,14 @@ def _is_rtl(text: str) -> bool:
     return rtl > ltr
 
 
-def _logical_text(chars: Sequence[_Char]) -> str:
-    """A right-to-left line in logical order, whatever order the PDF drew it in.
+_Glyph = tuple[str, tuple[float, float, float, float]]
 
-    Words (split at spaces and at script changes) are placed right to left; runs of
-    left-to-right words (Latin, numbers) read left to right inside that. Within a
-    right-to-left word characters go by their right edge; a ligature's extra characters
-    (zero width, MuPDF lists them first) follow the character they belong to.
-    """
-    words: list[list[tuple[str, tuple[float, float, float, float]]]] = []
-    current: list[tuple[str, tuple[float, float, float, float]]] = []
+
+def _words(chars: Sequence[_Char]) -> list[list[_Glyph]]:
+    """Split at spaces and where the strong direction changes (a PDF may set "وPython"
+    with no space between the scripts)."""
+    words: list[list[_Glyph]] = []
+    current: list[_Glyph] = []
     current_dir: str | None = None
     for ch, bbox, *_ in chars:
         if ch.isspace():
@@ -326,20 +383,42 @@ def _logical_text(chars: Sequence[_Char]) -> str:
         current.append((ch, bbox))
     if current:
         words.append(current)
+    return words
 
-    def word_text(word: list[tuple[str, tuple[float, float, float, float]]]) -> str:
-        if _is_rtl("".join(c for c, _ in word)):
-            ordered = sorted(word, key=lambda c: (-c[1][2], c[1][2] - c[1][0] <= 0))
-        else:
-            ordered = sorted(word, key=lambda c: c[1][0])
-        return "".join(c for c, _ in ordered)
 
-    placed = sorted(words, key=lambda w: -sum(b[0] + b[2] for _, b in w) / (2 * len(w)))
+def _centre(word: Sequence[_Glyph]) -> float:
+    return sum(b[0] + b[2] for _, b in word) / (2 * len(word))
+
+
+def _word_text(word: Sequence[_Glyph]) -> str:
+    """A right-to-left word's characters go by their right edge, a ligature's extra
+    characters (zero width, MuPDF lists them first) after the one they belong to; a
+    left-to-right word's by their left edge."""
+    if _is_rtl("".join(c for c, _ in word)):
+        ordered = sorted(word, key=lambda c: (-c[1][2], c[1][2] - c[1][0] <= 0))
+    else:
+        ordered = sorted(word, key=lambda c: c[1][0])
+    return "".join(c for c, _ in ordered)
+
+
+def _logical_text(chars: Sequence[_Char]) -> str:
+    """A right-to-left line in logical order, whatever order the PDF drew it in: words
+    placed right to left, runs of left-to-right words (Latin, numbers, and the
+    neutrals between them such as the slashes of a date) left to right inside that."""
+    texts = [_word_text(w) for w in sorted(_words(chars), key=lambda w: -_centre(w))]
+    strong = [
+        "R" if _is_rtl(t) else "L" if any(_strong_direction(c) == "L" for c in t) else None
+        for t in texts
+    ]
     out: list[str] = []
     ltr_run: list[str] = []
-    for word in placed:
-        text = word_text(word)
-        if any(_strong_direction(c) == "L" for c in text) and not _is_rtl(text):
+    for i, text in enumerate(texts):
+        direction = strong[i]
+        if direction is None:  # a neutral takes the direction of its neighbours if shared
+            before = next((d for d in reversed(strong[:i]) if d), "R")
+            after = next((d for d in strong[i + 1 :] if d), "R")
+            direction = "L" if before == after == "L" else "R"
+        if direction == "L":
             ltr_run.append(text)
             continue
         out.extend(reversed(ltr_run))
@@ -404,13 +483,11 @@ def _tables(
     return items
 
 
-def _cell_text(
-    cell: tuple[float, float, float, float] | None, lines: Sequence[Sequence[_Char]]
-) -> str:
-    if cell is None:
+def _cell_text(_cell: _Bbox | None, lines: Sequence[Sequence[_Char]]) -> str:
+    if _cell is None:
         return ""
-    x0, y0, x1, y1 = cell
-    pieces = []
+    x0, y0, x1, y1 = _cell
+    runs: list[_Char_run] = []
     for chars in lines:
         picked = [
             c
@@ -418,8 +495,14 @@ def _cell_text(
             if x0 <= (c[1][0] + c[1][2]) / 2 <= x1 and y0 <= (c[1][1] + c[1][3]) / 2 <= y1
         ]
         if picked:
-            pieces.append(_chars_text(picked))
-    return " ".join(pieces)
+            box = (
+                min(c[1][0] for c in picked),
+                min(c[1][1] for c in picked),
+                max(c[1][2] for c in picked),
+                max(c[1][3] for c in picked),
+            )
+            runs.append((box, picked))
+    return " ".join(_chars_text(chars) for _, chars in _rows(runs))
 
 
 def _gfm_table(rows: list[list[str]]) -> str | None:

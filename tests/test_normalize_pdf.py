@@ -189,7 +189,7 @@ RECALL_FLOORS = {
     "redp5110_sampled.pdf": 0.97,
     "right_to_left_01.pdf": 0.97,
     "right_to_left_02.pdf": 0.85,
-    "right_to_left_03.pdf": 0.87,
+    "right_to_left_03.pdf": 0.91,
     "table_mislabeled_as_picture.pdf": 0.93,
 }
 
