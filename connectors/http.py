@@ -224,7 +224,11 @@ class PolicySession(requests.Session):
                     if status < 400:
                         return read(response)
                     response.close()
-                except (requests.Timeout, requests.exceptions.ChunkedEncodingError) as exc:
+                except (
+                    requests.Timeout,
+                    requests.exceptions.ChunkedEncodingError,
+                    requests.exceptions.ContentDecodingError,  # a compressed body cut short
+                ) as exc:
                     failure = _describe(exc)
                 except requests.exceptions.SSLError:
                     raise  # a certificate problem does not heal by retrying
@@ -286,6 +290,8 @@ def _describe(exc: requests.RequestException) -> str:
     # Exception texts of requests/urllib3 embed the full URL; name the kind only.
     if isinstance(exc, requests.Timeout):
         return "timed out"
-    if isinstance(exc, requests.exceptions.ChunkedEncodingError):
+    if isinstance(
+        exc, requests.exceptions.ChunkedEncodingError | requests.exceptions.ContentDecodingError
+    ):
         return "the body was cut short"
     return "connection failed or was reset"
