@@ -3,13 +3,14 @@
 Each slide is a `## Slide N: <title>` section (`## Slide N` without a title placeholder)
 holding its shapes in reading order: top to bottom, left to right within a row (the
 file's z-order is the order shapes were added, often not the order they are read in):
-- text frames: paragraphs; bulleted or numbered paragraphs (explicit `buChar`/
-  `buAutoNum`, or inherited in a body/content placeholder unless `buNone`) become lists
+- text frames: paragraphs; bulleted or numbered paragraphs (`buChar`/`buAutoNum` on
+  the paragraph or inherited from the shape's and its layout placeholder's list styles;
+  otherwise body/content placeholders are bulleted, as masters make them) become lists
   nested by `paragraph.level`; a frame holding a single paragraph is a plain paragraph;
 - tables as GFM tables, merged cells filled, the first row as header;
 - group shapes walked recursively; SmartArt as a list of its nodes' text; charts as
-  title + data table; pictures as
-  `Image: <alt text>` when they have alt text (a bare file name is not alt text);
+  title + data table; pictures as `Image: <alt text>` when they have alt text (a bare
+  file name is not alt text);
 - speaker notes as a block quote opening with `Notes:` at the end of the slide section.
   A block quote rather than a `### Notes` heading keeps the notes inside the slide's
   section (same `headings_path`) instead of opening a tiny section of their own.
@@ -163,7 +164,8 @@ def _shape(shape: Any, where: str, warnings: list[str]) -> list[str]:
         diagram = _diagram(shape)
         return [diagram] if diagram else []
     if getattr(shape, "has_text_frame", False):
-        text = _text_frame(shape.text_frame, bulleted=placeholder in _BODY_TYPES)
+        bulleted = placeholder in _BODY_TYPES
+        text = _text_frame(shape.text_frame, _list_styles(shape), bulleted=bulleted)
         return [text] if text else []
     return []
 
@@ -199,9 +201,10 @@ def _placeholder_type(shape: Any) -> Any:
 # --- text ------------------------------------------------------------------------------
 
 
-def _text_frame(frame: Any, *, bulleted: bool) -> str:
+def _text_frame(frame: Any, styles: list[Any], *, bulleted: bool) -> str:
     items = [
-        (_list_kind(p, bulleted), max(0, int(p.level)), one_line(p.text)) for p in frame.paragraphs
+        (_list_kind(p, styles, bulleted), max(0, int(p.level)), one_line(p.text))
+        for p in frame.paragraphs
     ]
     items = [item for item in items if item[2]]
     if len(items) == 1:
@@ -221,11 +224,15 @@ def _text_frame(frame: Any, *, bulleted: bool) -> str:
     return "\n\n".join(blocks)
 
 
-def _list_kind(paragraph: Any, bulleted: bool) -> str | None:
-    """'number', 'bullet' or None (plain paragraph) from the paragraph's own bullet
-    properties, else what its shape inherits."""
-    properties = paragraph._p.pPr
-    if properties is not None:
+def _list_kind(paragraph: Any, styles: list[Any], bulleted: bool) -> str | None:
+    """'number', 'bullet' or None (plain paragraph): the first bullet setting found in
+    the paragraph's own properties, then its level in the list styles it inherits
+    (the shape's, the layout placeholder's); failing those, the slide master's default,
+    which bullets body placeholders only."""
+    level = f"a:lvl{max(0, int(paragraph.level)) + 1}pPr"
+    for properties in [paragraph._p.pPr, *(style.find(qn(level)) for style in styles)]:
+        if properties is None:
+            continue
         if properties.find(qn("a:buNone")) is not None:
             return None
         if properties.find(qn("a:buAutoNum")) is not None:
@@ -236,6 +243,23 @@ def _list_kind(paragraph: Any, bulleted: bool) -> str | None:
         ):
             return "bullet"
     return "bullet" if bulleted else None
+
+
+def _list_styles(shape: Any) -> list[Any]:
+    """`a:lstStyle` elements a shape's paragraphs inherit from, nearest first."""
+    shapes = [shape.element]
+    if shape.is_placeholder:
+        # A slide placeholder inherits from the layout placeholder with the same idx.
+        layout = getattr(shape, "_base_placeholder", None)
+        if layout is not None:
+            shapes.append(layout.element)
+    styles = []
+    for element in shapes:
+        body = element.find(qn("p:txBody"))
+        style = body.find(qn("a:lstStyle")) if body is not None else None
+        if style is not None:
+            styles.append(style)
+    return styles
 
 
 def _list(items: list[tuple[str, int, str]]) -> str:

@@ -154,6 +154,19 @@ def test_deck_converts_to_exact_markdown() -> None:
     )
 
 
+def test_body_placeholder_whose_layout_turns_bullets_off_holds_paragraphs() -> None:
+    deck = Presentation()
+    slide = deck.slides.add_slide(deck.slide_layouts[2])  # Section Header: lvl1 buNone
+    slide.shapes.title.text = "Part two"
+    body = slide.placeholders[1].text_frame
+    body.text = "Where we stand."
+    body.add_paragraph().text = "What comes next."
+    buffer = io.BytesIO()
+    deck.save(buffer)
+    doc = normalize_bytes(buffer.getvalue(), "sections.pptx")
+    assert doc.markdown == "## Slide 1: Part two\n\nWhere we stand.\n\nWhat comes next.\n"
+
+
 def test_unreadable_shape_is_a_warning_not_a_failed_deck() -> None:
     deck = Presentation(io.BytesIO(_deck_bytes()))
     frame = next(s for s in deck.slides[2].shapes if s.has_table)
