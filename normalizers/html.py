@@ -428,6 +428,7 @@ class MarkdownWalker:
     def render_table(self, el: etree._Element, depth: int, nesting: int) -> list[str]:
         caption: list[str] = []
         rows: list[list[etree._Element]] = []
+        head_rows = 0  # rows of a <thead>: together they make the header
         for child in el:
             tag = self.tag(child)
             if tag == "caption":
@@ -435,7 +436,10 @@ class MarkdownWalker:
             elif tag == "tr":
                 rows.append(self.cells(child))
             elif tag in ("thead", "tbody", "tfoot"):
-                rows.extend(self.cells(tr) for tr in child if self.tag(tr) == "tr")
+                group = [self.cells(tr) for tr in child if self.tag(tr) == "tr"]
+                if tag == "thead" and len(rows) == head_rows:
+                    head_rows += len(group)
+                rows.extend(group)
         cells = [cell for row in rows for cell in row]
         if len(cells) == 1:  # a one-cell table is layout, not data
             return caption + self.flow(cells[0], depth + 1, nesting)
@@ -453,8 +457,10 @@ class MarkdownWalker:
         if not grid:
             return caption
         if self._one_line:
-            return [" ".join(text for row in grid for text in row if text)]
-        return [*caption, gfm_table(grid[0], grid[1:])]
+            return [" ".join(text for _, row in grid for text in row if text)]
+        header = [row for index, row in grid if index < head_rows] or [grid[0][1]]
+        body = [row for index, row in grid[len(header) :]]
+        return [*caption, gfm_table(merge_header_rows(header), body)]
 
     def cells(self, tr: etree._Element) -> list[etree._Element]:
         return [td for td in tr if self.tag(td) in ("td", "th")]
@@ -529,10 +535,19 @@ class MarkdownWalker:
         return f"[{text}]({link_destination(url)})"
 
 
-def fill_spans(rows: list[list[tuple[str, int, int]]]) -> list[list[str]]:
+def merge_header_rows(rows: list[list[str]]) -> list[str]:
+    """Several header rows (a <thead> with grouped columns) as one: per column, its
+    distinct texts top to bottom ("Sales" over "Q1" gives "Sales Q1")."""
+    if len(rows) == 1:
+        return rows[0]
+    return [" ".join(dict.fromkeys(t for t in column if t)) for column in zip(*rows, strict=True)]
+
+
+def fill_spans(rows: list[list[tuple[str, int, int]]]) -> list[tuple[int, list[str]]]:
     """Rows of (text, rowspan, colspan) to a rectangular grid, a spanned cell's text
-    repeated in every slot it covers. Rows that hold nothing but the start of cells
-    spanning further down are dropped (pivot-style headers), as are empty rows."""
+    repeated in every slot it covers, each row with its index in `rows`. Rows that hold
+    nothing but the start of cells spanning further down are dropped (pivot-style
+    headers), as are empty rows."""
     placed: dict[tuple[int, int], tuple[str, int]] = {}  # slot -> (text, last row it spans)
     height = len(rows)
     # Spans fill at most this many slots: absurd spans on a long table must not
@@ -551,13 +566,13 @@ def fill_spans(rows: list[list[tuple[str, int, int]]]) -> list[list[str]]:
                     placed[(rr, cc)] = (text, last)
             c += colspan
     width = max((c for _, c in placed), default=-1) + 1
-    grid: list[list[str]] = []
+    grid: list[tuple[int, list[str]]] = []
     for r in range(height):
         slots = [placed.get((r, c), ("", r)) for c in range(width)]
         own = [text for text, last in slots if text and last == r]
         if not any(text for text, _ in slots) or (r > 0 and not own and r < height - 1):
             continue
-        grid.append([text for text, _ in slots])
+        grid.append((r, [text for text, _ in slots]))
     return grid
 
 

@@ -190,6 +190,17 @@ def test_markup_mentioning_the_pdf_magic_is_still_html() -> None:
     )
 
 
+def test_header_rows_of_a_thead_merge_into_one_header() -> None:
+    doc = normalize(
+        "<table><thead><tr><th rowspan=2>Name</th><th colspan=2>Score</th></tr>"
+        "<tr><th>Math</th><th>Art</th></tr></thead>"
+        "<tbody><tr><td>Ann</td><td>5</td><td>4</td></tr></tbody></table>"
+    )
+    assert (
+        doc.markdown == "| Name | Score Math | Score Art |\n| --- | --- | --- |\n| Ann | 5 | 4 |\n"
+    )
+
+
 def test_declared_charset_is_honoured() -> None:
     html = '<html><head><meta charset="windows-1251"></head><body><p>Привет, мир</p></body></html>'
     doc = normalize(html.encode("cp1251"))
