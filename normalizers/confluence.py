@@ -201,18 +201,26 @@ class ConfluenceWalker(MarkdownWalker):
         return self.render_quote(blocks, nesting)
 
     def render_tasks(self, el: etree._Element, depth: int, nesting: int) -> list[str]:
-        if nesting >= self.max_nesting or self._one_line:
-            return self.flattened(el)
-        items: list[tuple[str, list[str]]] = []
-        for child in el:
-            tag = self.tag(child)
-            if tag == "ac:task":
-                status = (_child_text(child, "ac:task-status") or "").strip().lower()
-                body = _child(child, "ac:task-body")
-                blocks = self.flow(body, depth + 2, nesting + 1) if body is not None else []
-                items.append(("- ", task_item(status == "complete", blocks)))
-            elif tag == "ac:task-list" and items:  # a nested list follows its parent task
-                items[-1][1].extend(self.render_tasks(child, depth + 1, nesting + 1))
+        """`- [x]`/`- [ ]` items; where no list can go (a table cell, past the nesting
+        cap) the tasks on one line, `; ` between them."""
+        one_line = nesting >= self.max_nesting or bool(self._one_line)
+        self._one_line += int(one_line)
+        try:
+            items: list[tuple[str, list[str]]] = []
+            for child in el:
+                tag = self.tag(child)
+                if tag == "ac:task":
+                    status = (_child_text(child, "ac:task-status") or "").strip().lower()
+                    body = _child(child, "ac:task-body")
+                    blocks = self.flow(body, depth + 2, nesting + 1) if body is not None else []
+                    items.append(("- ", task_item(status == "complete", blocks)))
+                elif tag == "ac:task-list" and items:  # a nested list follows its parent task
+                    items[-1][1].extend(self.render_tasks(child, depth + 1, nesting + 1))
+        finally:
+            self._one_line -= int(one_line)
+        if one_line:
+            text = "; ".join(" ".join(" ".join(b.split()) for b in blocks) for _, blocks in items)
+            return [text] if text else []
         return self.list_blocks(items)
 
     def render_adf(self, el: etree._Element, depth: int, nesting: int) -> list[str]:

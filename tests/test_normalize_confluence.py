@@ -320,6 +320,19 @@ def test_layouts_adf_extensions_titled_panels_and_dates() -> None:
     )
 
 
+def test_task_list_in_a_table_cell_stays_on_one_line() -> None:
+    body = (
+        "<table><tbody><tr><th>Owner</th><th>Tasks</th></tr><tr><td>Ann</td><td><ac:task-list>"
+        "<ac:task><ac:task-id>1</ac:task-id><ac:task-status>complete</ac:task-status>"
+        "<ac:task-body>Write</ac:task-body></ac:task><ac:task><ac:task-id>2</ac:task-id>"
+        "<ac:task-status>incomplete</ac:task-status><ac:task-body>Review</ac:task-body>"
+        "</ac:task></ac:task-list></td></tr></tbody></table>"
+    )
+    assert storage(body).markdown == (
+        "| Owner | Tasks |\n| --- | --- |\n| Ann | [x] Write; [ ] Review |\n"
+    )
+
+
 def test_attachment_of_this_page_without_its_id_links_relative_to_the_page() -> None:
     doc = storage('<p><ac:link><ri:attachment ri:filename="a b.pdf" /></ac:link></p>', page_id="")
     assert doc.markdown == "[a b.pdf](?preview=/a%20b.pdf)\n"
