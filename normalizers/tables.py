@@ -37,6 +37,8 @@ def escape_block_start(text: str) -> str:
 def gfm_cell(text: str) -> str:
     """One cell's text made safe for a pipe table: line breaks become a space, `|` and
     a backslash before it are escaped, surrounding whitespace dropped."""
+    if text.isprintable() and "|" not in text:  # the common case, without a regex pass
+        return text.strip()
     flat = _LINE_BREAKS.sub(" ", text).strip()
     return flat.replace("\\|", "\\\\|").replace("|", "\\|")
 
