@@ -132,7 +132,12 @@ def _chunk(
             return lists.split_head(piece, text, budget)
         return None
 
-    packer = Packer(config.min_tokens, config.target_tokens, config.max_tokens, split_head)
+    def exact_tokens(pieces: list[Piece]) -> int:
+        return counter.count(_join_pieces(pieces, text))
+
+    packer = Packer(
+        config.min_tokens, config.target_tokens, config.max_tokens, split_head, exact_tokens
+    )
     runs: list[tuple[_Run, list[Group]]] = []
     for run in _section_runs(blocks):
         pieces = [p for block in run.blocks for p in pieces_of(block)]
@@ -186,7 +191,10 @@ def _section_runs(blocks: list[Block]) -> list[_Run]:
 
 
 def _group_text(group: Group, text: str) -> str:
-    pieces = group.pieces
+    return _join_pieces(group.pieces, text)
+
+
+def _join_pieces(pieces: list[Piece], text: str) -> str:
     if len(pieces) == 1:
         return pieces[0].text
     if not any(p.synthetic for p in pieces):
@@ -258,8 +266,8 @@ def _make_chunk(
             undersize = "lone_block"
         elif following.chunk_type in UNMIXABLE_KINDS:
             undersize = "before_table_or_code"
-        else:
-            undersize = "no_fit"
+        else:  # the next block did not fit and had no sentence or item boundary to cut at
+            undersize = "next_block_does_not_fit"
     links = tuple(dict.fromkeys(m.group(1) or m.group(2) for m in _LINK.finditer(md_text)))
     page_start = _anchor_at(anchors, "page", start)
     page_end = _anchor_at(anchors, "page", max(start, end - 1))

@@ -31,37 +31,40 @@ class ListSplitter:
         count = self.counter.count(document[item.start : item.end])
         if count <= self.max_tokens:
             return [self._piece(block, item.start, item.end, count, document)]
-        if not item.children:
-            return [
-                Piece("list", p.start, p.end, p.text, p.tokens, block.index)
-                for p in self.prose.split(
-                    document[item.start : item.end], item.start, "list", block.index
-                )
-            ]
-        # The item's own text (up to its first nested item) leads, then the nested items,
-        # packed into pieces of at most max_tokens.
-        segments: list[tuple[int, int]] = [(item.start, item.children[0].start)]
-        segments += [(child.start, child.end) for child in item.children]
-        texts = [document[a:b].rstrip() for a, b in segments]
+        # The item's own lines (up to its first nested item) lead, then the nested items;
+        # they pack into pieces of at most max_tokens. A line over budget alone is cut at
+        # sentences: the only place a list piece may start or end inside a line.
+        own_end = item.children[0].start if item.children else item.end
+        segments: list[tuple[int, int, ListItem | None]] = []
+        line_start = item.start
+        for line in document[item.start : own_end].split("\n"):
+            if line.strip():
+                segments.append((line_start, line_start + len(line), None))
+            line_start += len(line) + 1
+        segments += [(child.start, child.end, child) for child in item.children]
+        texts = [document[a:b].rstrip() for a, b, _ in segments]
         counts = self.counter.count_many(texts)
         pieces: list[Piece] = []
         run_start, run_end, used = segments[0][0], segments[0][0], 0
-        for (a, b), text, n, index in zip(
-            segments, texts, counts, range(len(segments)), strict=True
-        ):
+        for (a, _, child), text, n in zip(segments, texts, counts, strict=True):
             end = a + len(text)
             if n > self.max_tokens:
                 if used:
                     pieces.append(self._counted(block, run_start, run_end, document))
-                if index == 0:
-                    pieces.extend(self._split_item(block, ListItem(a, end), document))
+                if child is not None:
+                    pieces.extend(self._split_item(block, child, document))
                 else:
-                    pieces.extend(self._split_item(block, item.children[index - 1], document))
-                run_start, used = b, 0
+                    pieces.extend(
+                        Piece("list", p.start, p.end, p.text, p.tokens, block.index)
+                        for p in self.prose.split(text, a, "list", block.index)
+                    )
+                run_start, used = end, 0
                 continue
             if used and (used + n + 1 > self.max_tokens or used >= self.target_tokens):
                 pieces.append(self._counted(block, run_start, run_end, document))
-                run_start, used = a, 0
+                used = 0
+            if not used:
+                run_start = a
             used += n + (1 if used else 0)
             run_end = end
         if used:
@@ -69,8 +72,10 @@ class ListSplitter:
         return pieces
 
     def _counted(self, block: Block, start: int, end: int, document: str) -> Piece:
-        text = document[start:end].strip()
-        start += len(document[start:end]) - len(document[start:end].lstrip())
+        # Keep the indentation: a piece starts at a line start so no item line is cut.
+        raw = document[start:end]
+        text = raw.lstrip("\n").rstrip()
+        start += len(raw) - len(raw.lstrip("\n"))
         return self._piece(block, start, start + len(text), self.counter.count(text), document)
 
     def split_head(self, piece: Piece, document: str, budget: int) -> tuple[Piece, Piece] | None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from chunking.pieces import UNMIXABLE_KINDS, Piece
 
 HeadSplitter = Callable[[Piece, int], "tuple[Piece, Piece] | None"]
+ExactCounter = Callable[[list[Piece]], int]
 
 
 @dataclass
@@ -44,6 +45,7 @@ class Packer:
     target_tokens: int
     max_tokens: int
     split_head: HeadSplitter
+    exact_tokens: ExactCounter
 
     def pack(self, pieces: list[Piece]) -> list[Group]:
         groups: list[Group] = []
@@ -59,6 +61,13 @@ class Packer:
                 current.add(piece)
                 continue
             if current.tokens < self.min_tokens:
+                # Undersized: the estimate may be a token or two high, so measure exactly
+                # before cutting the next piece at a sentence or item boundary.
+                exact = self.exact_tokens([*current.pieces, piece])
+                if exact <= self.max_tokens:
+                    current.add(piece)
+                    current.tokens = exact
+                    continue
                 halves = self.split_head(piece, self.max_tokens - current.tokens - 1)
                 if halves is not None:
                     current.add(halves[0])

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from chunking.blocks import Block, BlockType
 from chunking.parse import parse_blocks
 from chunking.record import Chunk, compute_chunk_id
+from chunking.tokens import TokenCounter, get_token_counter
 from config.settings import ChunkingSettings
 
 _DELIMITER_ROW = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 # Why a chunk may be under `min_tokens`; each is checked against the structure below.
-ALLOWED_UNDERSIZE = frozenset({"section_end", "lone_block", "before_table_or_code"})
+ALLOWED_UNDERSIZE = frozenset(
+    {"section_end", "lone_block", "before_table_or_code", "next_block_does_not_fit"}
+)
 
 
 @dataclass(frozen=True)
@@ -39,8 +42,10 @@ def validate_chunks(
     text: str,
     config: ChunkingSettings,
     blocks: Sequence[Block] | None = None,
+    counter: TokenCounter | None = None,
 ) -> ValidationReport:
     """Check chunks against the normalized `text` they were cut from."""
+    counter = counter or get_token_counter(config.tokenizer)
     blocks = list(blocks) if blocks is not None else parse_blocks(text)
     found: list[Violation] = []
 
@@ -54,8 +59,8 @@ def validate_chunks(
             fail("ordinal", chunk, f"ordinal {chunk.ordinal} at position {position}")
         if not chunk.md_text.strip():
             fail("empty", chunk, "empty chunk")
-        _check_size(chunk, following, boundaries, config, fail)
-        _check_markdown(chunk, text, fail)
+        _check_size(chunk, following, boundaries, blocks, config, fail)
+        _check_markdown(chunk, text, counter, config.max_tokens, fail)
         expected = compute_chunk_id(
             chunk.tenant_id,
             chunk.document_id,
@@ -70,45 +75,80 @@ def validate_chunks(
     return ValidationReport(len(chunks), tuple(found))
 
 
-def _check_size(chunk, following, boundaries, config, fail) -> None:  # type: ignore[no-untyped-def]
+Fail = Callable[[str, "Chunk | None", str], None]
+
+
+def _check_size(
+    chunk: Chunk,
+    following: Chunk | None,
+    boundaries: list[int],
+    blocks: Sequence[Block],
+    config: ChunkingSettings,
+    fail: Fail,
+) -> None:
     if chunk.token_count > config.max_tokens:
         kept_whole = chunk.chunk_type in ("code", "table") and chunk.oversize
         if not kept_whole or chunk.token_count > config.oversize_block_limit:
             fail("max_tokens", chunk, f"{chunk.token_count} tokens > {config.max_tokens}")
     if chunk.token_count < config.min_tokens:
         reason = chunk.undersize_reason
-        if reason not in ALLOWED_UNDERSIZE or not _undersize_holds(
-            reason, chunk, following, boundaries
-        ):
+        holds = reason in ALLOWED_UNDERSIZE and _undersize_holds(
+            str(reason), chunk, following, boundaries, blocks, config.max_tokens
+        )
+        if not holds:
             fail(
                 "min_tokens", chunk, f"{chunk.token_count} tokens < {config.min_tokens} ({reason})"
             )
 
 
 def _undersize_holds(
-    reason: str, chunk: Chunk, following: Chunk | None, boundaries: list[int]
+    reason: str,
+    chunk: Chunk,
+    following: Chunk | None,
+    boundaries: list[int],
+    blocks: Sequence[Block],
+    max_tokens: int,
 ) -> bool:
     if reason == "lone_block":
         return chunk.chunk_type in ("table", "list", "code")
     if reason == "before_table_or_code":
         return following is not None and following.chunk_type in ("table", "code")
+    if reason == "next_block_does_not_fit":
+        if following is None:
+            return False
+        first = blocks[following.block_start_idx]
+        # the next chunk's first block (or its piece, if it starts inside one) overflows
+        starts_block = following.char_start == first.start
+        nxt = first.token_count if starts_block and first.token_count else following.token_count
+        return chunk.token_count + 1 + nxt > max_tokens
     # section_end: nothing follows, or a heading/rule lies between this chunk and the next
     if following is None:
         return True
     return any(chunk.block_end_idx < b < following.block_start_idx for b in boundaries)
 
 
-def _check_markdown(chunk: Chunk, text: str, fail) -> None:  # type: ignore[no-untyped-def]
+def _inside_line(text: str, offset: int) -> bool:
+    return 0 < offset < len(text) and text[offset - 1] != "\n" and text[offset] != "\n"
+
+
+def _line_at(text: str, offset: int) -> str:
+    start = text.rfind("\n", 0, offset) + 1
+    end = text.find("\n", offset)
+    return text[start : end if end != -1 else len(text)]
+
+
+def _check_markdown(
+    chunk: Chunk, text: str, counter: TokenCounter, max_tokens: int, fail: Fail
+) -> None:
     lines = chunk.md_text.split("\n")
     if chunk.chunk_type == "table" and (len(lines) < 2 or not _DELIMITER_ROW.match(lines[1])):
         fail("table_header", chunk, "table piece without its header and delimiter rows")
     if not _fences_balanced(lines):
         fail("code_fence", chunk, "unbalanced code fence")
     if chunk.chunk_type == "list":
-        starts_line = chunk.char_start == 0 or text[chunk.char_start - 1] == "\n"
-        ends_line = chunk.char_end >= len(text) or text[chunk.char_end] == "\n"
-        if not (starts_line and ends_line):
-            fail("list_cut", chunk, "list chunk starts or ends in the middle of a line")
+        for offset in (chunk.char_start, chunk.char_end):
+            if _inside_line(text, offset) and counter.count(_line_at(text, offset)) <= max_tokens:
+                fail("list_cut", chunk, "list chunk cuts a line that fits the budget")
 
 
 def _fences_balanced(lines: list[str]) -> bool:
@@ -123,7 +163,9 @@ def _fences_balanced(lines: list[str]) -> bool:
     return fence is None
 
 
-def _check_coverage(chunks: Sequence[Chunk], text: str, blocks: Sequence[Block], fail) -> None:  # type: ignore[no-untyped-def]
+def _check_coverage(
+    chunks: Sequence[Chunk], text: str, blocks: Sequence[Block], fail: Fail
+) -> None:
     ignorable = sorted(
         (b.start, b.end) for b in blocks if b.type in (BlockType.HEADING, BlockType.RULE)
     )

@@ -1,0 +1,32 @@
+"""Fixtures shared across the suite."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from chunking.tokens import TokenCounter, get_token_counter
+from config.settings import ChunkingSettings
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+
+
+@pytest.fixture(scope="session")
+def counter() -> TokenCounter:
+    return get_token_counter()
+
+
+@pytest.fixture()
+def chunking_settings() -> ChunkingSettings:
+    return ChunkingSettings()  # type: ignore[call-arg]
+
+
+@pytest.fixture(autouse=True)
+def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test picks up the developer's INGEST_*/CHUNK_* variables by accident."""
+    import os
+
+    for name in list(os.environ):
+        if name.startswith(("INGEST_", "CHUNK_")):
+            monkeypatch.delenv(name)

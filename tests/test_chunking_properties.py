@@ -1,0 +1,113 @@
+"""Property tests: for generated Markdown, every SPEC §3.7 invariant holds and output is
+deterministic, under the default budgets and a tight profile."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from chunking import DocumentInfo, chunk_document, validate_chunks
+from config.settings import ChunkingSettings
+
+WORDS = st.sampled_from(
+    [
+        "the",
+        "index",
+        "wiki",
+        "page",
+        "token",
+        "chunk",
+        "Qdrant",
+        "поиск",
+        "страница",
+        "токен",
+        "фрагмент",
+        "индекс",
+        "data",
+        "model",
+        "run",
+        "42",
+        "3.14",
+        "e-mail@example.com",
+        "https://x.org/a_b",
+        "(note)",
+        "«цитата»",
+        "中文",
+        "**bold**",
+        "_it_",
+        "`code`",
+        "[link](https://example.com/p)",
+    ]
+)
+SENTENCE = st.lists(WORDS, min_size=1, max_size=30).map(lambda ws: " ".join(ws) + ".")
+PARAGRAPH = st.lists(SENTENCE, min_size=1, max_size=25).map(" ".join)
+
+
+def _list(items: list[tuple[str, list[str]]], ordered: bool) -> str:
+    lines = []
+    for i, (text, children) in enumerate(items):
+        lines.append(f"{i + 1}. {text}" if ordered else f"- {text}")
+        lines.extend(f"   - {child}" if ordered else f"  - {child}" for child in children)
+    return "\n".join(lines)
+
+
+LIST = st.builds(
+    _list,
+    st.lists(st.tuples(SENTENCE, st.lists(SENTENCE, max_size=3)), min_size=1, max_size=25),
+    st.booleans(),
+)
+
+
+def _table(width: int, rows: list[list[str]]) -> str:
+    header = "| " + " | ".join(f"col{i}" for i in range(width)) + " |"
+    delimiter = "|" + "---|" * width
+    body = ["| " + " | ".join((row + [""] * width)[:width]) + " |" for row in rows]
+    return "\n".join([header, delimiter, *body])
+
+
+CELL = st.lists(WORDS, min_size=0, max_size=12).map(" ".join)
+TABLE = st.integers(1, 5).flatmap(
+    lambda w: st.builds(
+        _table,
+        st.just(w),
+        st.lists(st.lists(CELL, min_size=w, max_size=w), min_size=1, max_size=60),
+    )
+)
+CODE = st.builds(
+    lambda fence, info, lines: f"{fence}{info}\n" + "\n".join(lines) + f"\n{fence}",
+    st.sampled_from(["```", "~~~", "````"]),
+    st.sampled_from(["", "python", "bash"]),
+    st.lists(st.lists(WORDS, max_size=10).map(" ".join), min_size=1, max_size=150),
+)
+QUOTE = st.lists(SENTENCE, min_size=1, max_size=20).map(lambda ss: "> " + " ".join(ss))
+HEADING = st.builds(lambda level, text: "#" * level + " " + text, st.integers(1, 4), SENTENCE)
+BLOCK = st.one_of(PARAGRAPH, PARAGRAPH, LIST, TABLE, CODE, QUOTE, HEADING, st.just("---"))
+DOCUMENT = st.lists(BLOCK, min_size=0, max_size=14).map(lambda blocks: "\n\n".join(blocks) + "\n")
+
+BUDGETS = [
+    ChunkingSettings(),  # type: ignore[call-arg]
+    ChunkingSettings(
+        min_tokens=40, target_tokens=60, max_tokens=80, overlap_tokens=10, oversize_block_limit=120
+    ),  # type: ignore[call-arg]
+]
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(DOCUMENT, st.sampled_from(BUDGETS))
+def test_every_invariant_holds_and_output_is_deterministic(
+    text: str, budget: ChunkingSettings
+) -> None:
+    info = DocumentInfo(document_id="prop", tenant_id="t", source_version_id="1")
+    first = chunk_document(text, info, budget)
+    report = validate_chunks(first.chunks, first.text, budget, first.blocks)
+    assert report.ok, report.violations
+    second = chunk_document(text, info, budget)
+    assert [c.to_record() for c in first.chunks] == [c.to_record() for c in second.chunks]
+    for chunk in first.chunks:
+        assert chunk.md_text.strip()
+        if chunk.chunk_type not in ("paragraph", "mixed"):
+            assert chunk.overlap_prefix == ""

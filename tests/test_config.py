@@ -1,0 +1,135 @@
+"""Settings: precedence, ADR-002 names, profiles, refusals that name the setting, secrets."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import pytest
+
+from config.errors import ConfigError
+from config.settings import PROFILES, Settings, load_settings
+
+
+def test_defaults_come_from_config_yaml() -> None:
+    settings = load_settings(environ={})
+    assert settings.chunking.max_tokens == 300
+    assert settings.chunking.min_tokens == 150
+    assert settings.qdrant.path == ".ingest/qdrant"
+    assert settings.qdrant.collection == "chunks"
+    assert settings.embedder.kind == "bge-m3"
+    assert settings.tenant_id == "default"
+
+
+def test_every_field_has_its_default_written_in_config_yaml() -> None:
+    import yaml
+
+    from config.settings import DEFAULT_CONFIG_PATH
+
+    written = yaml.safe_load(DEFAULT_CONFIG_PATH.read_text("utf-8"))
+    model_defaults = Settings().model_dump()  # type: ignore[call-arg]
+    for section, values in model_defaults.items():
+        if isinstance(values, dict):
+            assert set(written[section]) == set(values), section
+            for key, value in values.items():
+                assert written[section][key] == value, f"{section}.{key}"
+        else:
+            assert written[section] == values
+
+
+def test_precedence_file_then_env_then_parameters(tmp_path: Path) -> None:
+    user = tmp_path / "user.yaml"
+    user.write_text("chunking:\n  max_tokens: 280\n  target_tokens: 240\ntenant_id: from-file\n")
+    env = {"INGEST_CONFIG": str(user), "INGEST_TENANT_ID": "from-env"}
+    settings = load_settings(environ=env)
+    assert (settings.chunking.max_tokens, settings.chunking.target_tokens) == (280, 240)
+    assert settings.tenant_id == "from-env"
+    settings = load_settings({"tenant_id": "from-param", "chunking.max_tokens": 290}, environ=env)
+    assert settings.tenant_id == "from-param"
+    assert settings.chunking.max_tokens == 290
+    assert settings.chunking.target_tokens == 240
+
+
+def test_adr_names_and_nested_env_names() -> None:
+    env = {
+        "CHUNK_MAX_TOKENS": "280",
+        "CHUNK_MIN_TOKENS": "120",
+        "CHUNK_OVERLAP_BASE": "40",
+        "CHUNK_TARGET_TOKENS": "200",
+        "CHUNK_OVERSIZE_BLOCK_LIMIT": "500",
+        "INGEST_QDRANT__URL": "http://127.0.0.1:6333",
+        "INGEST_CONFLUENCE__SPACES": "ENG, OPS",
+    }
+    settings = load_settings(environ=env)
+    c = settings.chunking
+    assert (c.min_tokens, c.target_tokens, c.max_tokens, c.overlap_tokens) == (120, 200, 280, 40)
+    assert c.oversize_block_limit == 500
+    assert settings.qdrant.url == "http://127.0.0.1:6333"
+    assert settings.confluence.spaces == ["ENG", "OPS"]
+
+
+def test_ingest_name_wins_over_adr_name() -> None:
+    env = {"CHUNK_MAX_TOKENS": "280", "INGEST_CHUNKING__MAX_TOKENS": "290"}
+    assert load_settings(environ=env).chunking.max_tokens == 290
+
+
+@pytest.mark.parametrize(
+    ("env", "setting", "fragment"),
+    [
+        ({"INGEST_QDRANT__URLL": "x"}, "INGEST_QDRANT__URLL", "unknown setting"),
+        ({"CHUNK_MAX_TOKENS": "many"}, "chunking.max_tokens", "valid integer"),
+        ({"CHUNK_MIN_TOKENS": "400"}, "chunking", "chunking.min_tokens (400) must be <="),
+        ({"CHUNK_OVERLAP_BASE": "150"}, "chunking", "chunking.overlap_tokens (150) must be <"),
+        ({"INGEST_EMBEDDER__KIND": "word2vec"}, "embedder.kind", "bge-m3"),
+        ({"INGEST_CHUNKING__PROFILE": "huge"}, "chunking.profile", "unknown profile"),
+    ],
+)
+def test_bad_settings_are_refused_naming_the_setting(
+    env: dict[str, str], setting: str, fragment: str
+) -> None:
+    with pytest.raises(ConfigError) as error:
+        load_settings(environ=env)
+    assert error.value.subject == setting
+    assert fragment in str(error.value)
+
+
+def test_unknown_key_in_a_file_names_key_and_file(tmp_path: Path) -> None:
+    user = tmp_path / "bad.yaml"
+    user.write_text("qdrant:\n  colection: typo\n")
+    with pytest.raises(ConfigError) as error:
+        load_settings(config_file=user, environ={})
+    assert error.value.subject == "qdrant.colection"
+    assert str(user) in str(error.value)
+
+
+def test_profile_sets_budgets_and_explicit_numbers_still_win() -> None:
+    settings = load_settings(environ={"INGEST_CHUNKING__PROFILE": "seed-000"})
+    assert settings.chunking.max_tokens == PROFILES["seed-000"]["max_tokens"]
+    assert settings.chunking.target_tokens == 650
+    settings = load_settings(
+        {"chunking": {"max_tokens": 850}}, environ={"INGEST_CHUNKING__PROFILE": "seed-000"}
+    )
+    assert settings.chunking.max_tokens == 850
+    assert settings.chunking.min_tokens == 120
+
+
+def test_every_profile_is_a_valid_configuration() -> None:
+    for name in PROFILES:
+        assert load_settings({"chunking.profile": name}, environ={}).chunking.profile == name
+
+
+def test_secrets_print_masked_and_survive_pickling() -> None:
+    settings = load_settings(
+        environ={"INGEST_CONFLUENCE__TOKEN": "tok-s3cret", "INGEST_QDRANT__API_KEY": "qk-s3cret"}
+    )
+    for text in (repr(settings), str(settings), settings.model_dump_json()):
+        assert "s3cret" not in text
+    assert settings.confluence.token is not None
+    assert settings.confluence.token.get_secret_value() == "tok-s3cret"
+    assert pickle.loads(pickle.dumps(settings)) == settings
+
+
+def test_config_error_pickles_with_its_setting() -> None:
+    error = ConfigError("bad", setting="chunking.max_tokens")
+    clone = pickle.loads(pickle.dumps(error))
+    assert (clone.subject, clone.message, str(clone)) == (error.subject, "bad", str(error))

@@ -1,0 +1,87 @@
+"""Exact BGE-M3 counts: every golden case of ../shared/tokenizer, both engines."""
+
+from __future__ import annotations
+
+import json
+import lzma
+from pathlib import Path
+
+import pytest
+
+from chunking import tokens
+from chunking.tokens import (
+    HFTokenCounter,
+    SentencePieceCounter,
+    bundled_tokenizer_json,
+    get_token_counter,
+    write_tokenizer_dir,
+)
+from config.errors import ConfigError
+
+GOLDEN = json.loads((Path(__file__).with_name("bge_m3_golden_cases.json")).read_text("utf-8"))
+BOS, EOS = 0, 2
+
+
+@pytest.fixture(scope="module", params=["sentencepiece", "tokenizers"])
+def engine(request: pytest.FixtureRequest) -> tokens.TokenCounter:
+    raw = bundled_tokenizer_json()
+    if request.param == "sentencepiece":
+        return SentencePieceCounter(raw, "bundled")
+    return HFTokenCounter(raw, "bundled")
+
+
+@pytest.mark.parametrize("case", GOLDEN["cases"], ids=lambda c: repr(c["text"][:24]))
+def test_golden_ids_with_special_tokens(engine: tokens.TokenCounter, case: dict) -> None:
+    assert [BOS, *engine.encode(case["text"]), EOS] == case["ids"]
+    assert engine.count(case["text"]) == len(case["ids"]) - 2
+
+
+@pytest.mark.parametrize("case", GOLDEN["no_special_cases"], ids=lambda c: repr(c["text"]))
+def test_golden_ids_without_special_tokens(engine: tokens.TokenCounter, case: dict) -> None:
+    assert engine.encode(case["text"]) == case["ids"]
+
+
+def test_count_many_matches_count_for_every_golden_case(engine: tokens.TokenCounter) -> None:
+    texts = [c["text"] for c in GOLDEN["cases"]]
+    assert engine.count_many(texts) == [engine.count(t) for t in texts]
+
+
+def test_default_counter_is_the_fast_engine_and_is_cached() -> None:
+    first = get_token_counter()
+    assert isinstance(first, SentencePieceCounter)
+    assert get_token_counter() is first
+
+
+def test_counts_add_up_when_split_at_whitespace(counter: tokens.TokenCounter) -> None:
+    sentences = ["Первое предложение здесь.", "Second sentence, in English!", "Третье: 42 шт."]
+    assert counter.count(" ".join(sentences)) == sum(counter.count(s) for s in sentences)
+
+
+def test_damaged_asset_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    raw = bytearray(bundled_tokenizer_json())
+    raw[100] ^= 1
+    damaged = tmp_path / "tok.json.xz"
+    damaged.write_bytes(lzma.compress(bytes(raw)))
+    monkeypatch.setattr(tokens, "ASSET_PATH", damaged)
+    bundled_tokenizer_json.cache_clear()
+    try:
+        with pytest.raises(RuntimeError, match="damaged"):
+            bundled_tokenizer_json()
+    finally:
+        bundled_tokenizer_json.cache_clear()
+
+
+def test_local_tokenizer_directory_counts_like_the_bundled_one(
+    tmp_path: Path, counter: tokens.TokenCounter
+) -> None:
+    directory = write_tokenizer_dir(tmp_path / "bge")
+    local = get_token_counter(str(directory))
+    assert isinstance(local, HFTokenCounter)
+    for case in GOLDEN["cases"]:
+        assert local.count(case["text"]) == counter.count(case["text"])
+
+
+def test_missing_local_tokenizer_names_the_setting(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as error:
+        get_token_counter(str(tmp_path / "nowhere"))
+    assert error.value.subject == "chunking.tokenizer"
