@@ -457,10 +457,7 @@ def _inside(line: _Line, item: _Item) -> bool:
     return item.x0 <= cx <= item.x1 and item.y0 <= cy <= item.y1
 
 
-def _tables(
-    page: Any,
-    raw_lines: Sequence[tuple[int, tuple[float, float, float, float], list[_Char]]],
-) -> list[_Item]:
+def _tables(page: Any, raw_lines: Sequence[tuple[int, _Bbox, list[_Char]]]) -> list[_Item]:
     # The ruled-line finder alone (use_layout=False: the layout model costs ~0.4 s a
     # page); it finds nothing without vector drawings, so those pages skip it.
     if not page.get_cdrawings():
@@ -468,43 +465,49 @@ def _tables(
     found = page.find_tables(use_layout=False)
     items = []
     for table in found.tables:
-        x0, y0, x1, y1 = table.bbox
-        inside = [
-            chars
-            for _, (lx0, ly0, lx1, ly1), chars in raw_lines
-            if lx1 >= x0 and lx0 <= x1 and ly1 >= y0 and ly0 <= y1
-        ]
+        inside = [(box, chars) for _, box, chars in raw_lines if _overlaps(box, table.bbox)]
         # Cell text from our own character pass, so right-to-left cells read in logical
-        # order like the rest of the page.
-        rows = [[_cell_text(cell, inside) for cell in row.cells] for row in table.rows]
-        if _is_rtl("".join(c[0] for chars in inside for c in chars)):
+        # order like the rest of the page. Runs are narrowed to the row first: a dense
+        # table has hundreds of cells and runs.
+        rows = []
+        for row in table.rows:
+            in_row = [run for run in inside if _overlaps(run[0], row.bbox)]
+            rows.append([_cell_text(cell, in_row) for cell in row.cells])
+        if _is_rtl("".join(c[0] for _, chars in inside for c in chars)):
             rows = [row[::-1] for row in rows]  # a right-to-left table starts at the right
         markdown = _gfm_table(rows)
         if markdown is not None:
+            x0, y0, x1, y1 = table.bbox
             items.append(_Item(x0, y0, x1, y1, table=markdown))
     return items
 
 
-def _cell_text(_cell: _Bbox | None, lines: Sequence[Sequence[_Char]]) -> str:
-    if _cell is None:
+def _overlaps(a: _Bbox, b: _Bbox) -> bool:
+    return a[2] >= b[0] and a[0] <= b[2] and a[3] >= b[1] and a[1] <= b[3]
+
+
+def _cell_text(cell: _Bbox | None, runs: Sequence[_Char_run]) -> str:
+    if cell is None:
         return ""
-    x0, y0, x1, y1 = _cell
-    runs: list[_Char_run] = []
-    for chars in lines:
+    x0, y0, x1, y1 = cell
+    picked_runs: list[_Char_run] = []
+    for box, chars in runs:
+        if not _overlaps(box, cell):
+            continue
         picked = [
             c
             for c in chars
             if x0 <= (c[1][0] + c[1][2]) / 2 <= x1 and y0 <= (c[1][1] + c[1][3]) / 2 <= y1
         ]
         if picked:
-            box = (
+            picked_box = (
                 min(c[1][0] for c in picked),
                 min(c[1][1] for c in picked),
                 max(c[1][2] for c in picked),
                 max(c[1][3] for c in picked),
             )
-            runs.append((box, picked))
-    return " ".join(_chars_text(chars) for _, chars in _rows(runs))
+            picked_runs.append((picked_box, picked))
+    return " ".join(_chars_text(chars) for _, chars in _rows(picked_runs))
 
 
 def _gfm_table(rows: list[list[str]]) -> str | None:
