@@ -138,13 +138,16 @@ def normalize_pdf(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
             )
         warnings = ["the PDF is damaged; MuPDF repaired it"] if doc.is_repaired else []
         pages = [_extract_page(page, textpage=None) for page in doc]
+        ocr = ctx.limits.ocr and shutil.which("tesseract") is not None
+        if ocr:
+            pages = [p if p.lines or p.tables else _ocr_page(doc[p.number - 1], ctx) for p in pages]
         if not any(p.lines or p.tables for p in pages):
-            pages = _ocr_pages(doc, ctx)
+            raise ctx.fail(ErrorCode.NO_TEXT_LAYER, _no_text_message(doc.page_count, ctx, ocr))
         metadata = dict(doc.metadata or {})
         page_count = doc.page_count
     blank = [p.number for p in pages if not p.lines and not p.tables]
     if blank:
-        warnings.append(f"no text layer on page(s) {_page_list(blank)}")
+        warnings.append(f"no text on page(s) {_page_list(blank)}")
     _drop_running_lines(pages)
     styles = _document_styles(pages)
     markdown, anchors, first_heading = _render(pages, styles)
@@ -171,31 +174,26 @@ def normalize_pdf(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
     )
 
 
-def _ocr_pages(doc: Any, ctx: NormalizeContext) -> list[_Page]:
-    """No page has text: OCR when configured and tesseract is installed, else fail."""
-    if not ctx.limits.ocr:
-        raise ctx.fail(
-            ErrorCode.NO_TEXT_LAYER,
-            f"none of its {doc.page_count} page(s) has a text layer (scanned?); "
-            "set limits.ocr: true with tesseract installed to OCR it",
-        )
-    if shutil.which("tesseract") is None:
-        raise ctx.fail(
-            ErrorCode.NO_TEXT_LAYER,
-            "no text layer, and limits.ocr is on but tesseract is not installed "
-            "(apt-get install tesseract-ocr)",
-        )
-    pages = [
-        _extract_page(page, textpage=page.get_textpage_ocr(flags=_TEXT_FLAGS, dpi=300, full=True))
-        for page in doc
-    ]
-    if not any(p.lines for p in pages):
-        raise ctx.fail(ErrorCode.NO_TEXT_LAYER, "no text layer, and OCR found no text either")
-    for page in pages:
-        for line in page.lines:
-            # OCR text is set in one invisible monospace font: it carries no style.
-            line.mono = line.emphasized = False
-    return pages
+def _ocr_page(page: Any, ctx: NormalizeContext) -> _Page:
+    """A page without a text layer, read by tesseract (limits.ocr on, tesseract found)."""
+    try:
+        textpage = page.get_textpage_ocr(flags=_TEXT_FLAGS, dpi=300, full=True)
+    except Exception as exc:  # tesseract present but unusable (no language data, ...)
+        raise ctx.fail(ErrorCode.NO_TEXT_LAYER, f"no text layer and OCR failed: {exc}") from None
+    result = _extract_page(page, textpage=textpage)
+    for line in result.lines:
+        # OCR text is set in one invisible monospace font: it carries no style.
+        line.mono = line.emphasized = False
+    return result
+
+
+def _no_text_message(page_count: int, ctx: NormalizeContext, ocr: bool) -> str:
+    where = f"none of its {page_count} page(s) has a text layer (scanned?)"
+    if ocr:
+        return f"{where}, and OCR found no text either"
+    if ctx.limits.ocr:
+        return f"{where}; limits.ocr is on but tesseract is missing (apt-get install tesseract-ocr)"
+    return f"{where}; set limits.ocr: true with tesseract installed to OCR it"
 
 
 # --- extraction ---------------------------------------------------------------------

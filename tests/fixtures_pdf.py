@@ -148,13 +148,16 @@ def image_only_pdf() -> bytes:
     return to_bytes(doc)
 
 
-def scanned_pdf() -> bytes:
-    """A page that is only a 200 dpi picture of two lines of text."""
+def scanned_pdf(text_first_page: bool = False) -> bytes:
+    """A page that is only a 200 dpi picture of two lines of text; optionally after a
+    page with a text layer."""
     source = new_doc()
     lines(source.new_page(), 72, 100, SCANNED, fontsize=16)
     pixmap = source[0].get_pixmap(dpi=200)
     source.close()
     doc = new_doc()
+    if text_first_page:
+        lines(doc.new_page(), 72, 100, ["A page with a real text layer."])
     page = doc.new_page()
     page.insert_image(page.rect, pixmap=pixmap)
     return to_bytes(doc)

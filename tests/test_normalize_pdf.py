@@ -158,6 +158,26 @@ def test_ocr_reads_an_image_only_page_when_configured() -> None:
     assert [a.value for a in doc.anchors] == [1]
 
 
+@pytest.mark.skipif(
+    shutil.which("tesseract") is None, reason="needs apt-get install -y tesseract-ocr"
+)
+def test_ocr_reads_a_scanned_page_inside_a_text_pdf() -> None:
+    limits = LimitsSettings(ocr=True)  # type: ignore[call-arg]
+    doc = normalize_bytes(
+        fixtures_pdf.scanned_pdf(text_first_page=True), "mixed.pdf", limits=limits
+    )
+    page_two = next(a.offset for a in doc.anchors if a.value == 2)
+    assert doc.markdown[:page_two] == "A page with a real text layer.\n\n"
+    assert doc.markdown[page_two:] == "\n\n".join(fixtures_pdf.SCANNED) + "\n"
+    assert doc.warnings == ()
+
+
+def test_scanned_page_inside_a_text_pdf_is_a_warning_without_ocr() -> None:
+    doc = normalize_bytes(fixtures_pdf.scanned_pdf(text_first_page=True), "mixed.pdf")
+    assert doc.markdown == "A page with a real text layer.\n"
+    assert doc.warnings == ("no text on page(s) 2",)
+
+
 @pytest.mark.parametrize("keep", [400, -300])
 def test_truncated_pdf_is_corrupt(keep: int) -> None:
     data = fixtures_pdf.plain_pdf(3)
