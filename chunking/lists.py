@@ -31,17 +31,21 @@ class ListSplitter:
         count = self.counter.count(document[item.start : item.end])
         if count <= self.max_tokens:
             return [self._piece(block, item.start, item.end, count, document)]
-        # The item's own lines (up to its first nested item) lead, then the nested items;
-        # they pack into pieces of at most max_tokens. A line over budget alone is cut at
+        # The item's own lines and its nested items, in document order, pack into pieces
+        # of at most max_tokens. A line over budget alone is cut at
         # sentences: the only place a list piece may start or end inside a line.
-        own_end = item.children[0].start if item.children else item.end
         segments: list[tuple[int, int, ListItem | None]] = []
-        line_start = item.start
-        for line in document[item.start : own_end].split("\n"):
-            if line.strip():
-                segments.append((line_start, line_start + len(line), None))
-            line_start += len(line) + 1
-        segments += [(child.start, child.end, child) for child in item.children]
+        cursor = item.start
+        for child in (*item.children, None):
+            stop = child.start if child is not None else item.end
+            line_start = cursor
+            for line in document[cursor:stop].split("\n"):  # the item's own lines
+                if line.strip():
+                    segments.append((line_start, line_start + len(line), None))
+                line_start += len(line) + 1
+            if child is not None:
+                segments.append((child.start, child.end, child))
+                cursor = child.end
         texts = [document[a:b].rstrip() for a, b, _ in segments]
         counts = self.counter.count_many(texts)
         pieces: list[Piece] = []

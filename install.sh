@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs everything the project needs on a bare Debian/Ubuntu machine:
+#   - LibreOffice (headless) for legacy DOC/XLS/PPT, from the distribution's packages;
+#   - a virtual environment in .venv with the project, its ML extra (CPU torch 2.13.0,
+#     transformers) and its development tools. pandoc comes with pypandoc-binary.
+# Usage: ./install.sh            (run as root, or with sudo available)
+#        INGEST_SKIP_APT=1 ./install.sh   (skip the system packages)
+set -euo pipefail
+cd "$(dirname "$0")"
+
+if [ -z "${INGEST_SKIP_APT:-}" ] && ! command -v soffice >/dev/null 2>&1; then
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq --no-install-recommends \
+        libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui >/dev/null
+fi
+
+PYTHON="${PYTHON:-python3}"
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+# torch is pinned to the CPU build (2.13.0); an unpinned torch would pull a CUDA build.
+.venv/bin/python -m pip install -q -e '.[ml,dev]'
+echo "installed: $(.venv/bin/ingest --help | head -1)"
