@@ -190,7 +190,7 @@ def _read_grid(book: _Book, part: str, sheet: str, ctx: NormalizeContext) -> Gri
                     raise _too_many_cells(ctx, sheet, limit)
                 grid[row_index] = values
     for ref in merges:
-        count += _fill_merge(grid, ref)
+        count += _fill_merge(grid, ref, room=limit - count)
         if count > limit:
             raise _too_many_cells(ctx, sheet, limit)
     return grid
@@ -261,12 +261,17 @@ def _present(value: Any) -> bool:
     return value is not None and not (isinstance(value, str) and not value.strip())
 
 
-def _fill_merge(grid: Grid, ref: str) -> int:
-    """Copy a merged range's top-left value into every cell of it; returns cells added."""
+def _fill_merge(grid: Grid, ref: str, room: int) -> int:
+    """Copy a merged range's top-left value into every cell of it; returns cells added.
+    A range with more cells than `room` is not filled (one spanning a whole sheet would
+    take minutes): its size is returned, which puts the sheet over its cell limit."""
     min_col, min_row, max_col, max_row = range_boundaries(ref)
     value = grid.get(min_row, {}).get(min_col)
     if value is None:
         return 0
+    area: int = (max_row - min_row + 1) * (max_col - min_col + 1) - 1
+    if area > room:
+        return area
     added = 0
     for row in range(min_row, max_row + 1):
         cells = grid.setdefault(row, {})

@@ -274,14 +274,20 @@ def test_too_many_cells() -> None:
     assert "'Sheet'" in caught.value.message and "max_sheet_cells" in caught.value.message
 
 
-def test_merged_range_counts_against_the_cell_limit() -> None:
+@pytest.mark.parametrize("span", ["A1:Z1000", "A1:XFD1048576"])
+def test_merged_range_counts_against_the_cell_limit(span: str) -> None:
     wb = openpyxl.Workbook()
     wb.active["A1"] = "everywhere"
-    wb.active.merge_cells("A1:Z1000")
+    wb.active.merge_cells("A1:B2")  # openpyxl would build every cell of a huge range
+    data = _patch_part(
+        _save(wb), "xl/worksheets/sheet1.xml", lambda xml: xml.replace("A1:B2", span)
+    )
     limits = LimitsSettings(max_sheet_cells=1000)  # type: ignore[call-arg]
+    start = time.perf_counter()
     with pytest.raises(IngestError) as caught:
-        normalize_bytes(_save(wb), "merged.xlsx", limits=limits)
+        normalize_bytes(data, "merged.xlsx", limits=limits)
     assert caught.value.code is ErrorCode.TOO_LARGE
+    assert time.perf_counter() - start < 5  # refused from its size, never filled
 
 
 def test_truncated_workbook_is_corrupt() -> None:
