@@ -132,8 +132,15 @@ class BgeM3Embedder:
     `relu(sparse_linear(last_hidden_state))`, max per token id, special tokens dropped."""
 
     def __init__(self, settings: EmbedderSettings) -> None:
-        import torch
-        from transformers import AutoConfig, AutoModel, AutoTokenizer
+        try:
+            import torch
+            from transformers import AutoConfig, AutoModel, AutoTokenizer
+        except ImportError as exc:
+            raise ConfigError(
+                f"the bge-m3 embedder needs torch and transformers ({exc}): install the "
+                "project's `ml` extra (pip install -e '.[ml]'), or use embedder.kind: openai",
+                setting="embedder.kind",
+            ) from None
 
         self._settings = settings
         directory = resolve_model_dir(settings.model)

@@ -13,7 +13,13 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from config.settings import CacheSettings, ConfluenceSettings, EmbedderSettings
+from config.settings import (
+    CacheSettings,
+    ConfluenceSettings,
+    EmbedderSettings,
+    Settings,
+    load_settings,
+)
 from indexing.cache import (
     CacheKey,
     StageCache,
@@ -255,3 +261,20 @@ def test_embed_with_cache_hit_path_makes_no_call(cache):
     embed_with_cache(embedder, ["x", "y"], cache)
     result = embed_with_cache(embedder, ["y", "x"], cache)
     assert len(embedder.calls) == 1 and (result.hits, result.misses) == (2, 0)
+
+
+def test_stage_keys_follow_only_their_own_configuration():
+    """Changing the chunk budget changes the chunk key, not the normalize key; changing
+    the model changes embedding keys only (SPEC §1)."""
+    settings = load_settings(environ={})
+    tighter = load_settings({"chunking.max_tokens": 280}, environ={})
+    source = "f" * 64
+
+    def keys(s: Settings) -> tuple[CacheKey, CacheKey]:
+        normalize = stage_key("normalize", "1", config_hash(s.limits), source)
+        chunk = stage_key("chunk", "1", config_hash(s.chunking), "normalized-sha")
+        return normalize, chunk
+
+    assert keys(settings)[0] == keys(tighter)[0]
+    assert keys(settings)[1] != keys(tighter)[1]
+    assert embed_key("model-a", "text") != embed_key("model-b", "text")
