@@ -167,6 +167,7 @@ class EmbedderSettings(StrictModel):
 class CacheSettings(StrictModel):
     dir: str = ".ingest/cache"
     enabled: bool = True
+    fsync: bool = True
 
 
 class ReconcileSettings(StrictModel):
