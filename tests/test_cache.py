@@ -278,3 +278,18 @@ def test_stage_keys_follow_only_their_own_configuration():
     assert keys(settings)[0] == keys(tighter)[0]
     assert keys(settings)[1] != keys(tighter)[1]
     assert embed_key("model-a", "text") != embed_key("model-b", "text")
+
+
+def test_without_fsync_entries_are_still_atomic_and_verified(tmp_path, monkeypatch):
+    synced: list[int] = []
+    monkeypatch.setattr(os, "fsync", synced.append)
+    cache = StageCache.from_settings(
+        CacheSettings.model_validate({"dir": str(tmp_path / "c"), "fsync": False})
+    )
+    cache.put(KEY, b"value" * 100)
+    assert synced == [] and cache.get(KEY) == b"value" * 100
+    path = cache.path(KEY)
+    path.write_bytes(path.read_bytes()[:-1])  # a torn write after power loss
+    assert cache.get(KEY) is None and not path.exists()
+    StageCache(tmp_path / "d").put(KEY, b"v")
+    assert len(synced) == 1  # the default syncs
