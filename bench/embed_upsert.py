@@ -2,7 +2,8 @@
 
 1. upsert: N chunks (default 100,000) with precomputed random unit vectors (1024-d, as
    BGE-M3) into local-mode Qdrant: points/s.
-2. embed cache hit path: reading M cached 1024-d embeddings (`embed_with_cache`, all hits).
+2. embed cache: writing M 1024-d embeddings with and without fsync, then the hit path
+   (`embed_with_cache` over them, all hits).
 3. unchanged re-run of M chunks (default 10,000) as the flow does it: per document the
    chunk-stage cache entry (JSON chunk records), then `sync_documents` per batch of 100
    documents, which finds every point present and embeds/upserts nothing.
@@ -114,17 +115,24 @@ def bench_upsert(root: Path, points: int) -> dict[str, Any]:
 
 
 def bench_cache_hits(root: Path, count: int) -> dict[str, Any]:
-    cache = StageCache(root / "cache-hits")
     embedder = PrecomputedEmbedder(random_unit_vectors(count, seed=3))
     texts = [f"chunk text number {i}" for i in range(count)]
-    for text, row in zip(texts, embedder.vectors, strict=True):
-        key = embed_key(embedder.model_id, text)
-        cache.put(key, encode_embedding(Embedding(dense=row.tolist())))
+    encoded = [encode_embedding(Embedding(dense=row.tolist())) for row in embedder.vectors]
+    writes = {}
+    for fsync in (False, True):
+        cache = StageCache(root / f"cache-hits-{fsync}", fsync=fsync)
+        started = time.perf_counter()
+        for text, value in zip(texts, encoded, strict=True):
+            cache.put(embed_key(embedder.model_id, text), value)
+        writes[f"writes_per_s_fsync_{fsync}".lower()] = round(
+            count / (time.perf_counter() - started)
+        )
     started = time.perf_counter()
     result = embed_with_cache(embedder, texts, cache)
     seconds = time.perf_counter() - started
     assert result.hits == count and embedder.embedded == 0
-    return {"hits": result.hits, "seconds": round(seconds, 2), "hits_per_s": round(count / seconds)}
+    hits = {"hits": result.hits, "seconds": round(seconds, 2), "hits_per_s": round(count / seconds)}
+    return {**hits, **writes}
 
 
 def bench_unchanged_rerun(root: Path, chunks: int) -> dict[str, Any]:
