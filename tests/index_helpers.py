@@ -133,9 +133,11 @@ def store_factory(tmp_path: Path) -> Iterator[Any]:
         return store
 
     yield factory
+    # Drop every server collection first: stores on one URL share one client.
     for store in opened:
         if store.settings.url:
             for name in {store.resolve(), store.alias}:
                 if name and store.client.collection_exists(name):
                     store.drop_collection(name)
+    for store in opened:
         store.close()

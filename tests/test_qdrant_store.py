@@ -253,6 +253,7 @@ def test_reindex_can_keep_the_previous_collection(store, embedder, cache):
     assert old is not None
     full_reindex(store, lambda target: None, keep_previous=True)
     assert store.client.collection_exists(old) and store.count() == 0
+    store.drop_collection(old)  # the caller owns a kept collection
 
 
 class RecordingClient:
