@@ -63,6 +63,10 @@ _PAGE_NUMBER = re.compile(
     re.IGNORECASE,
 )
 _SENTENCE_END = (".", ":", ";", "!", "?")
+# Dot leaders of a table of contents ("Preface . . . . . xi"): one ellipsis, not dozens
+# of tokens of dots.
+_LEADER = re.compile(r"\s*(?:\.\s?){5,}\s*")
+_TOC_ENTRY = re.compile(r" … \S{1,8}$")
 
 # Share of the page height at its top and bottom where running headers/footers live.
 _MARGIN_BAND = 0.08
@@ -304,7 +308,8 @@ def _chars_text(chars: Sequence[_Char]) -> str:
     visible = "".join(c[0] for c in chars if not c[0].isspace())
     if not visible:
         return ""
-    return _logical_text(chars) if _is_rtl(visible) else _ltr_text(chars)
+    text = _logical_text(chars) if _is_rtl(visible) else _ltr_text(chars)
+    return _LEADER.sub(" … ", text)
 
 
 def _line(
@@ -787,6 +792,8 @@ def _units(lines: Sequence[_Line], styles: _Styles) -> list[tuple[str, list[_Lin
         if units:
             prev_kind, prev_lines = units[-1]
             continues = prev_kind == kind or (prev_kind == "item" and kind == "paragraph")
+            # A table-of-contents entry ends at its page number.
+            continues = continues and not _TOC_ENTRY.search(prev_lines[-1].text)
             if continues and not (
                 kind.startswith("h")
                 and (len(prev_lines) >= _HEADING_MAX_LINES or prev_lines[-1].size != ln.size)

@@ -109,6 +109,13 @@ def lists_pdf() -> bytes:
     return to_bytes(doc)
 
 
+def toc_pdf() -> bytes:
+    doc = new_doc()
+    entries = ["Introduction " + ". " * 30 + "1", "Methods " + ". " * 33 + "5"]
+    lines(doc.new_page(), 72, 100, entries)
+    return to_bytes(doc)
+
+
 def table_pdf() -> bytes:
     """A ruled 3x3 table; one cell holds a `|`, one wraps over two lines."""
     doc = new_doc()

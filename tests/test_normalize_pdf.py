@@ -76,6 +76,11 @@ def test_bulleted_nested_and_numbered_lists() -> None:
     )
 
 
+def test_table_of_contents_leaders_collapse_and_entries_stay_apart() -> None:
+    doc = normalize_bytes(fixtures_pdf.toc_pdf(), "toc.pdf")
+    assert doc.markdown == "Introduction … 1\n\nMethods … 5\n"
+
+
 def test_ruled_table_becomes_gfm_table_with_escaped_pipe_and_joined_lines() -> None:
     doc = normalize_bytes(fixtures_pdf.table_pdf(), "table.pdf")
     assert doc.markdown == (
