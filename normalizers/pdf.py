@@ -632,7 +632,7 @@ def _page_items(page: _Page) -> list[_Item]:
 def _merge_wrapped_blocks(items: list[_Item]) -> list[_Item]:
     """MuPDF sometimes makes every line of a paragraph its own block: rejoin a block
     that starts right under the previous one (less than half a line of gap), in the
-    same column and the same font size."""
+    same column and at the same font size."""
     merged: list[_Item] = []
     for item in items:
         prev = merged[-1] if merged else None
@@ -641,7 +641,8 @@ def _merge_wrapped_blocks(items: list[_Item]) -> list[_Item]:
             and prev.lines
             and item.lines
             and 0 <= item.y0 - prev.y1 < 0.5 * (prev.lines[-1].y1 - prev.lines[-1].y0)
-            and abs(item.x0 - prev.x0) < 2 * prev.lines[-1].size
+            # Same column: the left edges align (or the right ones: right-to-left text)
+            and min(abs(item.x0 - prev.x0), abs(item.x1 - prev.x1)) < 2 * prev.lines[-1].size
             and item.lines[0].size == prev.lines[-1].size
         ):
             prev.lines.extend(item.lines)
