@@ -27,7 +27,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from pydantic import BaseModel, SecretStr
@@ -264,8 +264,9 @@ def decode_embedding(data: bytes) -> Embedding:
     return Embedding(dense=dense, sparse=dict(zip(ids, weights.tolist(), strict=True)))
 
 
-@dataclass(frozen=True)
-class EmbedResult:
+class EmbedResult(NamedTuple):
+    """Unpacks as `(embeddings, hits, misses)`; hits and misses count distinct texts."""
+
     embeddings: list[Embedding]
     hits: int
     misses: int

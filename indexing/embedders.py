@@ -325,7 +325,6 @@ class OpenAIEmbedder:
         self._vector_size = settings.vector_size
         # The served model names the vectors; the server's address does not change them.
         self.model_id = f"openai:{settings.model}"
-        self.requests_sent = 0
 
     @property
     def vector_size(self) -> int:
@@ -351,7 +350,6 @@ class OpenAIEmbedder:
                 backoff = min(settings.retry_backoff_s * 2 ** (attempt - 1), 60.0)
                 time.sleep(backoff if wait is None else wait)
             try:
-                self.requests_sent += 1
                 response = self._session.post(self._endpoint, json=body, timeout=settings.timeout_s)
             except requests.RequestException as exc:
                 problem, wait = type(exc).__name__, None

@@ -259,8 +259,9 @@ def test_embed_with_cache_embeds_each_new_text_once(cache):
 def test_embed_with_cache_hit_path_makes_no_call(cache):
     embedder = LengthEmbedder()
     embed_with_cache(embedder, ["x", "y"], cache)
-    result = embed_with_cache(embedder, ["y", "x"], cache)
-    assert len(embedder.calls) == 1 and (result.hits, result.misses) == (2, 0)
+    embeddings, hits, misses = embed_with_cache(embedder, ["y", "x"], cache)
+    assert len(embedder.calls) == 1 and (hits, misses) == (2, 0)
+    assert [e.dense for e in embeddings] == [[1.0, 121.0], [1.0, 120.0]]
 
 
 def test_stage_keys_follow_only_their_own_configuration():
