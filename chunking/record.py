@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 ChunkType = Literal["paragraph", "list", "table", "code", "quote", "mixed"]
@@ -82,6 +82,16 @@ class Chunk:
             if isinstance(value, tuple):
                 record[key] = list(value)
         return {**extra, **record}
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Chunk:
+        """Inverse of `to_record` (the stage cache stores chunks as records)."""
+        known = {f.name for f in fields(cls)} - {"extra"}
+        values: dict[str, Any] = {
+            k: tuple(v) if isinstance(v, list) else v for k, v in record.items() if k in known
+        }
+        extra = {k: v for k, v in record.items() if k not in known}
+        return cls(**values, extra=extra)
 
 
 def canonical_chunk_text(md_text: str, chunk_type: str) -> str:

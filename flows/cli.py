@@ -8,7 +8,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from config.errors import ConfigError, ErrorCode, IngestError
 from config.settings import Settings, load_settings
@@ -68,6 +68,22 @@ def _parser() -> argparse.ArgumentParser:
     )
     validate.add_argument("path", type=Path)
     validate.set_defaults(handler=_validate)
+
+    run = commands.add_parser(
+        "run", parents=[common], help="run the ingest flow locally (ephemeral Prefect API)"
+    )
+    run.add_argument("source", choices=("files", "confluence"))
+    run.add_argument("targets", nargs="*", help="directories, or Confluence space keys")
+    run.add_argument("--tenant", help="tenant id (default: tenant_id setting)")
+    run.add_argument("--mode", choices=("incremental", "full"), default="incremental")
+    run.add_argument("--since", help="also re-process documents updated since (ISO date)")
+    run.add_argument("--force", action="store_true", help="ignore the stage caches")
+    run.add_argument(
+        "--force-delete", action="store_true", help="allow deletions above the configured share"
+    )
+    run.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    run.add_argument("--verbose", action="store_true", help="show Prefect's logs")
+    run.set_defaults(handler=_run)
     return parser
 
 
@@ -135,6 +151,108 @@ def _validate(args: argparse.Namespace, settings: Settings) -> int:
         where = f"chunk {violation.ordinal}" if violation.ordinal is not None else "document"
         print(f"  {violation.rule}: {where}: {violation.message}")
     return 0 if report.ok else 1
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
+    import os
+    from datetime import datetime
+
+    if args.config:
+        os.environ["INGEST_CONFIG"] = str(Path(args.config).resolve())
+    if not args.verbose:
+        os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    since = datetime.fromisoformat(args.since) if args.since else None
+    targets = [str(Path(t).resolve()) if args.source == "files" else t for t in args.targets]
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from flows.ingest import ingest
+    from tasks.pipeline import set_progress_hook
+
+    console = Console(stderr=True)
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=args.json,
+        disable=args.json,
+    ) as progress:
+        bar = progress.add_task("listing", total=None)
+
+        class Hook:
+            def start(self, total: int) -> None:
+                progress.update(bar, description="documents", total=total)
+
+            def advance(self, documents: int) -> None:
+                progress.advance(bar, documents)
+
+        set_progress_hook(Hook())
+        try:
+            state = ingest(
+                source=args.source,
+                targets=targets or None,
+                tenant_id=args.tenant,
+                mode=args.mode,
+                since=since,
+                force=args.force,
+                force_delete=args.force_delete,
+                return_state=True,
+            )
+        finally:
+            set_progress_hook(None)
+    if state.is_failed() and not _has_summary(state):
+        state.result(raise_on_failure=True)  # re-raises the flow's error (config, listing)
+    summary = _summary_of(state)
+    if summary is None:
+        return 1
+    if args.json:
+        print(json.dumps(summary, ensure_ascii=False))
+    else:
+        _print_summary(summary, console)
+    return 0 if state.is_completed() else 1
+
+
+def _has_summary(state: Any) -> bool:
+    return _summary_of(state) is not None
+
+
+def _summary_of(state: Any) -> dict[str, Any] | None:
+    """The summary a run returned, or the one it wrote as an artifact before failing."""
+    result = state.result(raise_on_failure=False)
+    if isinstance(result, dict):
+        return result
+    from flows.report import last_summary
+
+    return last_summary()
+
+
+def _print_summary(summary: dict[str, Any], console: Any) -> None:
+    from rich.table import Table
+
+    docs = Table(
+        "seen", "unchanged", "changed", "new", "deleted", "failed", title=summary["source"]
+    )
+    docs.add_row(
+        *(str(summary[k]) for k in ("seen", "unchanged", "changed", "new", "deleted")),
+        str(len(summary["failed"])),
+    )
+    console.print(docs)
+    stages = Table("stage", "done", "cached", "seconds")
+    for stage, counts in summary["stages"].items():
+        stages.add_row(
+            stage, str(counts["done"]), str(counts["cached"]), f"{summary['seconds'][stage]:.2f}"
+        )
+    console.print(stages)
+    console.print(f"{summary['chunks']} chunks; {summary['wall_seconds']:.1f} s")
+    for failure in summary["failed"]:
+        console.print(
+            f"[red]{failure['code']}[/red] {failure['document_id']}: {failure['message']}",
+            markup=True,
+            highlight=False,
+        )
 
 
 if __name__ == "__main__":

@@ -1,0 +1,554 @@
+"""The ingest pipeline's work, as plain functions over batches of documents.
+
+discover (a connector's complete listing) -> plan (which documents changed) ->
+prepare_batch (fetch, normalize, chunk; each stage cached by content hash) ->
+index_batch (embed only unseen texts, upsert only missing points, drop other versions) ->
+delete_missing (documents gone from a complete listing). The Prefect tasks in
+`tasks.prefect_tasks` wrap these; nothing here imports Prefect, so the same code is
+measured without orchestration and called by the CLI.
+
+Results stay small (ids, counts, cache keys): chunks travel through the stage cache.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from chunking.record import Chunk
+from chunking.text import Anchor
+from config.errors import ErrorCode, IngestError
+from config.settings import Settings
+from connectors.base import Connector, DocumentGone, DocumentRef, Listing, SourceDocument
+from indexing.cache import CacheKey, StageCache, config_hash, sha256_hex, stage_key
+from indexing.embedders import Embedder, make_embedder
+from indexing.qdrant_store import QdrantStore
+from indexing.reconcile import DocumentChunks, delete_missing_documents, sync_documents
+from normalizers.base import LinkRecord, NormalizedDocument, supported_extensions
+from tasks.stages import chunk_normalized, normalize_source
+from tasks.state import (
+    CHUNK_STAGE_VERSION,
+    NORMALIZE_STAGE_VERSION,
+    DocumentState,
+    SyncState,
+    pipeline_fingerprint,
+)
+
+SourceKind = Literal["files", "confluence"]
+STAGES = ("fetch", "normalize", "chunk", "embed", "upsert")
+TOKEN_BINS = ((0, 49), (50, 149), (150, 300), (301, 600), (601, 10**9))
+
+
+class ProgressHook(Protocol):
+    """The CLI's progress bar (same process); deployments report through artifacts."""
+
+    def start(self, total: int) -> None: ...
+
+    def advance(self, documents: int) -> None: ...
+
+
+_progress: list[ProgressHook] = []
+
+
+def set_progress_hook(hook: ProgressHook | None) -> None:
+    _progress[:] = [hook] if hook is not None else []
+
+
+def progress_start(total: int) -> None:
+    for hook in _progress:
+        hook.start(total)
+
+
+def report_progress(documents: int) -> None:
+    for hook in _progress:
+        hook.advance(documents)
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    kind: SourceKind
+    targets: tuple[str, ...]  # directories/globs, or Confluence space keys
+
+    @property
+    def scope(self) -> str:
+        return f"{self.kind}:{','.join(sorted(self.targets))}"
+
+
+@dataclass(frozen=True)
+class Failure:
+    document_id: str
+    code: str
+    message: str
+    transient: bool = False
+
+
+@dataclass
+class StageCount:
+    done: int = 0
+    cached: int = 0
+
+
+@dataclass
+class BatchOutcome:
+    """What one batch did: counts, failures, time per stage; merged into the run summary."""
+
+    documents: int = 0
+    stages: dict[str, StageCount] = field(default_factory=lambda: {s: StageCount() for s in STAGES})
+    seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
+    failures: list[Failure] = field(default_factory=list)
+    gone: list[str] = field(default_factory=list)
+    chunks: int = 0
+    token_histogram: Counter[str] = field(default_factory=Counter)
+
+    def merge(self, other: BatchOutcome) -> None:
+        self.documents += other.documents
+        for stage in STAGES:
+            self.stages[stage].done += other.stages[stage].done
+            self.stages[stage].cached += other.stages[stage].cached
+            self.seconds[stage] += other.seconds[stage]
+        self.failures += other.failures
+        self.gone += other.gone
+        self.chunks += other.chunks
+        self.token_histogram.update(other.token_histogram)
+
+
+@dataclass(frozen=True)
+class PreparedDocument:
+    document_id: str
+    version: str
+    chunk_key: str  # stage-cache digest of the chunk records
+    chunks: int
+
+
+@dataclass
+class PreparedBatch:
+    outcome: BatchOutcome
+    documents: list[PreparedDocument]
+
+
+@dataclass(frozen=True)
+class Plan:
+    listing: Listing
+    to_process: tuple[DocumentRef, ...]
+    unchanged: tuple[str, ...]
+    still_failing: tuple[Failure, ...]
+    new: frozenset[str]
+
+
+# --- connectors, store, embedder (one of each per process) -------------------------
+
+_shared: dict[str, Any] = {}
+_shared_lock = threading.Lock()
+
+
+def _shared_object(key: str, build: Callable[[], Any]) -> Any:
+    with _shared_lock:
+        if key not in _shared:
+            _shared[key] = build()
+        return _shared[key]
+
+
+def connector_for(spec: SourceSpec, settings: Settings, token: str | None = None) -> Connector:
+    """The process's connector for a source: the one that listed it also fetches, so what
+    the listing learned (titles for link resolution, restrictions) is reused."""
+
+    def build() -> Connector:
+        if spec.kind == "files":
+            from connectors.files import FilesConnector
+
+            state = Path(settings.cache.dir) / "files" / f"{sha256_hex(spec.scope)[:16]}.json"
+            return FilesConnector(settings.files, list(spec.targets), state_path=state)
+        from connectors.confluence import ConfluenceConnector
+
+        confluence = settings.confluence.model_copy(update={"spaces": list(spec.targets)})
+        return ConfluenceConnector(confluence, token, attachment_extensions=supported_extensions())
+
+    key = f"connector|{spec.scope}|{config_hash(settings.files)}|{config_hash(settings.confluence)}"
+    connector: Connector = _shared_object(key, build)
+    return connector
+
+
+def embedder_for(settings: Settings) -> Embedder:
+    embedder: Embedder = _shared_object(
+        f"embedder|{config_hash(settings.embedder)}", lambda: make_embedder(settings.embedder)
+    )
+    return embedder
+
+
+def store_for(settings: Settings, embedder: Embedder | None = None) -> QdrantStore:
+    """The Qdrant store; without an embedder it can read (plan, delete) but not create."""
+    if embedder is None:
+        size = settings.embedder.vector_size or 0
+        return QdrantStore(settings.qdrant, size, settings.embedder.sparse)
+    store = QdrantStore(settings.qdrant, embedder.vector_size, embedder.has_sparse)
+    store.ensure_collection()
+    return store
+
+
+def release_shared() -> None:
+    """Close what this process opened (local-mode Qdrant holds a file lock)."""
+    with _shared_lock:
+        _shared.clear()
+
+
+def handoff_cache(settings: Settings) -> StageCache:
+    """The stage cache. Always written, because prepared chunks reach the index step
+    through it; `cache.enabled: false` only stops results from being reused."""
+    return StageCache(settings.cache.dir)
+
+
+# --- discover and plan ----------------------------------------------------------------
+
+
+def discover(spec: SourceSpec, settings: Settings, token: str | None = None) -> Listing:
+    return connector_for(spec, settings, token).list_refs()
+
+
+def plan(
+    spec: SourceSpec,
+    settings: Settings,
+    listing: Listing,
+    *,
+    mode: Literal["incremental", "full"],
+    since: datetime | None,
+) -> Plan:
+    state = SyncState.for_scope(settings, spec.scope)
+    fingerprint = pipeline_fingerprint(settings)
+    store = store_for(settings)
+    ids = [ref.document_id for ref in listing.refs]
+    indexed = store.existing_versions(settings.tenant_id, ids) if store.resolve() else {}
+    since_iso = since.isoformat() if since else None
+    process: list[DocumentRef] = []
+    unchanged: list[str] = []
+    failing: list[Failure] = []
+    for ref in listing.refs:
+        known = state.get(ref.document_id)
+        same = known is not None and (known.version, known.fingerprint) == (
+            ref.version,
+            fingerprint,
+        )
+        recent = since_iso is not None and (ref.updated_at or "") >= since_iso
+        if mode == "incremental" and same and not recent and known is not None:
+            if known.error_code is not None:
+                failing.append(
+                    Failure(
+                        ref.document_id,
+                        known.error_code,
+                        f"unchanged since it failed: {known.error_message}",
+                    )
+                )
+                continue
+            if indexed.get(ref.document_id, set()) <= {ref.version} and (
+                ref.document_id in indexed or known.error_message == "no chunks"
+            ):
+                unchanged.append(ref.document_id)
+                continue
+        process.append(ref)
+    new = frozenset(ref.document_id for ref in process if ref.document_id not in indexed)
+    return Plan(listing, tuple(process), tuple(unchanged), tuple(failing), new)
+
+
+def batches(refs: Sequence[DocumentRef], size: int) -> list[tuple[DocumentRef, ...]]:
+    return [tuple(refs[i : i + size]) for i in range(0, len(refs), size)]
+
+
+# --- prepare: fetch, normalize, chunk ----------------------------------------------------
+
+
+def prepare_batch(
+    spec: SourceSpec,
+    settings: Settings,
+    refs: Sequence[DocumentRef],
+    *,
+    force: bool = False,
+    token: str | None = None,
+) -> PreparedBatch:
+    outcome = BatchOutcome(documents=len(refs))
+    cache = handoff_cache(settings)
+    force = force or not settings.cache.enabled
+    state = SyncState.for_scope(settings, spec.scope)
+    fingerprint = pipeline_fingerprint(settings)
+    connector = connector_for(spec, settings, token)
+    started = time.perf_counter()
+    fetched = connector.fetch_many(list(refs))
+    outcome.seconds["fetch"] += time.perf_counter() - started
+    prepared: list[PreparedDocument] = []
+    failed_states: dict[str, DocumentState] = {}
+    for ref, item in zip(refs, fetched, strict=True):
+        if isinstance(item, IngestError):
+            if isinstance(item, DocumentGone):
+                outcome.gone.append(ref.document_id)
+                continue
+            outcome.failures.append(_failure(ref.document_id, item))
+            if not item.transient:
+                failed_states[ref.document_id] = _failed_state(ref, fingerprint, item)
+            continue
+        outcome.stages["fetch"].done += 1
+        try:
+            prepared.append(_prepare_one(item, settings, cache, outcome, force=force))
+        except IngestError as exc:
+            outcome.failures.append(_failure(ref.document_id, exc))
+            if not exc.transient:
+                failed_states[ref.document_id] = _failed_state(ref, fingerprint, exc)
+        except OSError as exc:  # the cache's disk (full, unwritable): retry on the next run
+            outcome.failures.append(
+                Failure(ref.document_id, ErrorCode.CHUNKING_FAILED.value, f"cache: {exc}", True)
+            )
+    if failed_states:
+        state.update(failed_states)
+    return PreparedBatch(outcome, prepared)
+
+
+def _prepare_one(
+    source: SourceDocument,
+    settings: Settings,
+    cache: StageCache,
+    outcome: BatchOutcome,
+    *,
+    force: bool,
+) -> PreparedDocument:
+    started = time.perf_counter()
+    normalize_input = sha256_hex(
+        b"|".join(
+            [
+                source.data,
+                source.filename.encode(),
+                (source.mime or "").encode(),
+                str(source.extra.get("base_url") or "").encode(),
+                (source.space_key or "").encode(),
+                (source.page_id or "").encode(),
+            ]
+        )
+    )
+    key = stage_key(
+        "normalize", NORMALIZE_STAGE_VERSION, config_hash(settings.limits), normalize_input
+    )
+    cached = None if force else cache.get_json(key)
+    if cached is not None:
+        normalized = _normalized_from_json(cached)
+        outcome.stages["normalize"].cached += 1
+    else:
+        normalized = normalize_source(source, settings)
+        cache.put_json(key, _normalized_to_json(normalized))
+        outcome.stages["normalize"].done += 1
+    outcome.seconds["normalize"] += time.perf_counter() - started
+
+    started = time.perf_counter()
+    source = _with_link_counts(source, normalized)
+    chunk_input = sha256_hex(
+        json.dumps(
+            [normalized.markdown, _normalized_to_json(normalized)["anchors"], _source_meta(source)],
+            sort_keys=True,
+            default=str,
+        )
+    )
+    chunk_key = stage_key(
+        "chunk",
+        CHUNK_STAGE_VERSION,
+        config_hash({"chunking": settings.chunking.model_dump(), "tenant": settings.tenant_id}),
+        chunk_input,
+    )
+    records = None if force else cache.get_json(chunk_key)
+    if records is not None:
+        outcome.stages["chunk"].cached += 1
+    else:
+        document = chunk_normalized(source, normalized, settings)
+        records = [c.to_record() for c in document.chunks]
+        cache.put_json(chunk_key, records)
+        outcome.stages["chunk"].done += 1
+    outcome.seconds["chunk"] += time.perf_counter() - started
+    outcome.chunks += len(records)
+    for record in records:
+        outcome.token_histogram[_token_bin(int(record["token_count"]))] += 1
+    return PreparedDocument(
+        source.ref.document_id, source.ref.version, chunk_key.digest, len(records)
+    )
+
+
+def _with_link_counts(source: SourceDocument, normalized: NormalizedDocument) -> SourceDocument:
+    """Chunk payloads carry the document's outgoing link count (SPEC §3.8 ranking boosts)."""
+    if not normalized.links:
+        return source
+    extra = {**source.extra, "links_out": len(normalized.links)}
+    return dataclasses.replace(source, extra=extra)
+
+
+def _source_meta(source: SourceDocument) -> dict[str, Any]:
+    meta = dataclasses.asdict(source)
+    meta.pop("data")
+    return meta
+
+
+# --- index: embed, upsert, drop other versions ----------------------------------------
+
+
+def index_batch(
+    spec: SourceSpec,
+    settings: Settings,
+    documents: Sequence[PreparedDocument],
+    *,
+    force: bool = False,
+) -> BatchOutcome:
+    """Raises a transient IngestError (Qdrant or the embedder unavailable) for retry."""
+    outcome = BatchOutcome()
+    if not documents:
+        return outcome
+    cache = handoff_cache(settings)
+    embedder = embedder_for(settings)
+    store = store_for(settings, embedder)
+    batch: list[DocumentChunks] = []
+    for document in documents:
+        records = cache.get_json(CacheKey("chunk", document.chunk_key))
+        if records is None:
+            raise IngestError(
+                ErrorCode.UPSERT_FAILED,
+                "the chunks prepared for this document left the cache before indexing",
+                subject=document.document_id,
+                transient=True,
+            )
+        chunks = [Chunk.from_record(r) for r in records]
+        batch.append(DocumentChunks(document.document_id, document.version, chunks))
+    started = time.perf_counter()
+    try:
+        embed_cache = StageCache(settings.cache.dir, enabled=settings.cache.enabled and not force)
+        result = sync_documents(store, embedder, embed_cache, settings.tenant_id, batch)
+    except IngestError:
+        raise
+    except Exception as exc:  # the embedder broke on this batch: report, keep the old points
+        raise IngestError(
+            ErrorCode.EMBED_FAILED, f"{type(exc).__name__}: {exc}", subject=spec.scope
+        ) from exc
+    elapsed = time.perf_counter() - started
+    total_embeds = result.embed_cache_hits + result.embedded
+    outcome.seconds["embed"] += elapsed * (result.embedded / total_embeds if total_embeds else 0)
+    outcome.seconds["upsert"] += elapsed - outcome.seconds["embed"]
+    outcome.stages["embed"] = StageCount(done=result.embedded, cached=result.embed_cache_hits)
+    outcome.stages["upsert"] = StageCount(
+        done=result.documents_written, cached=result.documents_unchanged
+    )
+    fingerprint = pipeline_fingerprint(settings)
+    SyncState.for_scope(settings, spec.scope).update(
+        {
+            d.document_id: DocumentState(
+                d.version, fingerprint, None, "no chunks" if d.chunks == 0 else None
+            )
+            for d in documents
+        }
+    )
+    return outcome
+
+
+# --- reconcile deletions ------------------------------------------------------------------
+
+
+def delete_missing(
+    spec: SourceSpec,
+    settings: Settings,
+    listing: Listing,
+    gone: Sequence[str],
+    *,
+    force: bool,
+) -> list[str]:
+    """Documents that vanished: those fetch found gone, and, when the listing is complete,
+    those indexed for this source but no longer listed (scoped by tenant and source)."""
+    store = store_for(settings)
+    if store.resolve() is None:
+        return []
+    deleted: list[str] = []
+    if gone:
+        store.delete_documents(settings.tenant_id, list(gone))
+        deleted += gone
+    listed = [ref.document_id for ref in listing.refs if ref.document_id not in set(gone)]
+    prefixes = _scope_prefixes(spec, listing)
+    if spec.kind == "confluence":
+        for space in spec.targets:
+            deleted += delete_missing_documents(
+                store,
+                settings.tenant_id,
+                listed,
+                listing_complete=listing.complete,
+                max_delete_share=settings.reconcile.max_delete_share,
+                source_type="confluence",
+                space_key=space,
+                force=force,
+            )
+    else:
+        deleted += delete_missing_documents(
+            store,
+            settings.tenant_id,
+            listed,
+            listing_complete=listing.complete,
+            max_delete_share=settings.reconcile.max_delete_share,
+            source_type="file",
+            id_prefixes=prefixes,
+            force=force,
+        )
+    if deleted:
+        SyncState.for_scope(settings, spec.scope).forget(deleted)
+    return deleted
+
+
+def _scope_prefixes(spec: SourceSpec, listing: Listing) -> tuple[str, ...]:
+    """File document ids are `<root label>/<relative path>`: a run owns its roots' ids."""
+    from connectors.files import parse_roots
+
+    return tuple(f"{root.label}/" for root in parse_roots(list(spec.targets)))
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+def _failure(document_id: str, error: IngestError) -> Failure:
+    return Failure(document_id, error.code.value, error.message, error.transient)
+
+
+def _failed_state(ref: DocumentRef, fingerprint: str, error: IngestError) -> DocumentState:
+    return DocumentState(ref.version, fingerprint, error.code.value, error.message)
+
+
+def _token_bin(tokens: int) -> str:
+    for low, high in TOKEN_BINS:
+        if low <= tokens <= high:
+            return f"{low}-{high}" if high < 10**9 else f">{low - 1}"
+    return "?"
+
+
+def _normalized_to_json(doc: NormalizedDocument) -> dict[str, Any]:
+    return {
+        "markdown": doc.markdown,
+        "title": doc.title,
+        "author": doc.author,
+        "created_at": doc.created_at,
+        "updated_at": doc.updated_at,
+        "page_count": doc.page_count,
+        "language": doc.language,
+        # front matter may hold dates and other YAML types: stored as their text
+        "metadata": json.loads(json.dumps(doc.metadata, default=str)),
+        "anchors": [[a.offset, a.kind, a.value] for a in doc.anchors],
+        "links": [dataclasses.asdict(link) for link in doc.links],
+        "warnings": list(doc.warnings),
+    }
+
+
+def _normalized_from_json(data: dict[str, Any]) -> NormalizedDocument:
+    return NormalizedDocument(
+        markdown=data["markdown"],
+        title=data["title"],
+        author=data["author"],
+        created_at=data["created_at"],
+        updated_at=data["updated_at"],
+        page_count=data["page_count"],
+        language=data["language"],
+        metadata=data["metadata"],
+        anchors=tuple(Anchor(o, k, v) for o, k, v in data["anchors"]),
+        links=tuple(LinkRecord(**link) for link in data["links"]),
+        warnings=tuple(data["warnings"]),
+    )

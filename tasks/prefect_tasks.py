@@ -1,0 +1,116 @@
+"""Prefect task wrappers around `tasks.pipeline`: one task run per batch and stage group,
+retried only for transient errors (network, 429/5xx, Qdrant unavailable)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import Task, task
+from prefect.cache_policies import NO_CACHE
+from prefect.client.schemas.objects import TaskRun
+from prefect.client.schemas.objects import State as State
+
+from config.errors import ErrorCode, IngestError
+from config.settings import Settings
+from connectors.base import DocumentRef, Listing
+from tasks import pipeline
+from tasks.pipeline import BatchOutcome, Failure, PreparedBatch, SourceSpec
+
+
+def retry_when_transient(task: Task[..., Any], task_run: TaskRun, state: State[Any]) -> bool:
+    """Retry condition: only errors that another attempt may cure."""
+    try:
+        state.result()
+    except IngestError as exc:
+        return exc.transient
+    except Exception:
+        return False
+    return False
+
+
+def confluence_token(settings: Settings) -> str | None:
+    """The token from settings, else from the named Prefect Secret block; never logged."""
+    if settings.confluence.token is not None:
+        return settings.confluence.token.get_secret_value()
+    if settings.confluence.token_secret_block:
+        from prefect.blocks.system import Secret
+
+        value = Secret.load(settings.confluence.token_secret_block).get()  # type: ignore[union-attr]
+        return str(value)
+    return None
+
+
+def _token(spec: SourceSpec, settings: Settings) -> str | None:
+    return confluence_token(settings) if spec.kind == "confluence" else None
+
+
+@task(name="discover", cache_policy=NO_CACHE, retry_condition_fn=retry_when_transient)
+def discover_task(spec: SourceSpec, settings: Settings) -> Listing:
+    return pipeline.discover(spec, settings, _token(spec, settings))
+
+
+@task(name="plan", cache_policy=NO_CACHE, retry_condition_fn=retry_when_transient)
+def plan_task(
+    spec: SourceSpec, settings: Settings, listing: Listing, mode: str, since: Any
+) -> pipeline.Plan:
+    return pipeline.plan(spec, settings, listing, mode=mode, since=since)  # type: ignore[arg-type]
+
+
+@task(name="prepare-batch", cache_policy=NO_CACHE)
+def prepare_task(
+    spec: SourceSpec, settings: Settings, refs: tuple[DocumentRef, ...], force: bool
+) -> PreparedBatch:
+    """Fetch, normalize, chunk. Per-document failures are recorded inside; a failure of the
+    whole batch (the source went away) marks every document transiently failed."""
+    try:
+        return pipeline.prepare_batch(
+            spec, settings, refs, force=force, token=_token(spec, settings)
+        )
+    except IngestError as exc:
+        failures = [Failure(r.document_id, exc.code.value, exc.message, True) for r in refs]
+        return PreparedBatch(BatchOutcome(documents=len(refs), failures=failures), [])
+
+
+@task(name="index-batch", cache_policy=NO_CACHE, retry_condition_fn=retry_when_transient)
+def index_task(
+    spec: SourceSpec, settings: Settings, prepared: PreparedBatch, force: bool
+) -> BatchOutcome:
+    outcome = pipeline.index_batch(spec, settings, prepared.documents, force=force)
+    outcome.merge(prepared.outcome)
+    pipeline.report_progress(prepared.outcome.documents)
+    return outcome
+
+
+@task(name="reconcile", cache_policy=NO_CACHE, retry_condition_fn=retry_when_transient)
+def reconcile_task(
+    spec: SourceSpec, settings: Settings, listing: Listing, gone: list[str], force: bool
+) -> list[str]:
+    return pipeline.delete_missing(spec, settings, listing, gone, force=force)
+
+
+def failed_batch(
+    prepared: PreparedBatch | None, refs: tuple[DocumentRef, ...], error: BaseException
+) -> BatchOutcome:
+    """The outcome of a batch whose indexing failed for good: its documents keep their old
+    points (nothing is deleted) and are reported with the error."""
+    if isinstance(error, IngestError):
+        code, message, transient = error.code.value, error.message, error.transient
+    else:
+        code, message, transient = (
+            ErrorCode.UPSERT_FAILED.value,
+            f"{type(error).__name__}: {error}",
+            True,
+        )
+    outcome = BatchOutcome(documents=len(refs))
+    already = set()
+    if prepared is not None:
+        outcome.merge(prepared.outcome)
+        outcome.documents = len(refs)
+        already = {f.document_id for f in prepared.outcome.failures}
+    outcome.failures += [
+        Failure(r.document_id, code, message, transient)
+        for r in refs
+        if r.document_id not in already
+    ]
+    pipeline.report_progress(len(refs))
+    return outcome
