@@ -319,3 +319,30 @@ def test_unreachable_server_is_a_transient_upsert_failure(tmp_path):
         assert failure.value.code is ErrorCode.UPSERT_FAILED and failure.value.transient
     finally:
         store.close()
+
+
+def test_point_lookups_agree_with_a_fresh_read_after_every_kind_of_write(store, embedder, cache):
+    """Local mode answers point lookups from a map kept beside the collection; after
+    upserts, deletes by id and deletes by filter it must equal what a reopened client
+    reads from disk (on a server both sides are plain reads)."""
+    ids = ["doc-0", "doc-1", "doc-2"]
+    sync_documents(store, embedder, cache, "acme", docs("acme", count=3))
+    sync_documents(store, embedder, cache, "globex", docs("globex", count=1))
+    store.existing_points("acme", ids)  # the map is loaded from here on
+    sync_documents(
+        store, embedder, cache, "acme", [make_document("acme", "doc-0", "v2", PARAGRAPHS[:2])]
+    )
+    store.delete_other_versions("acme", "doc-1", keep_version="v0")
+    sync_documents(store, embedder, cache, "acme", [make_document("acme", "doc-1", "v3", ["x"])])
+    store.delete_documents("acme", ["doc-2"])
+    before = {tenant: store.existing_points(tenant, ids) for tenant in ("acme", "globex")}
+    assert {doc: set(p.values()) for doc, p in before["acme"].items()} == {
+        "doc-0": {"v2"},
+        "doc-1": {"v3"},
+    }
+
+    store.close()
+    reopened = QdrantStore(store.settings, store.vector_size, store.sparse)
+    after = {tenant: reopened.existing_points(tenant, ids) for tenant in ("acme", "globex")}
+    assert after == before
+    assert reopened.document_ids("acme") == {"doc-0", "doc-1"}
