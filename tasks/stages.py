@@ -31,6 +31,7 @@ def normalize_source(source: SourceDocument, settings: Settings) -> NormalizedDo
         limits=settings.limits,
         base_url=source.extra.get("base_url"),
         space_key=source.space_key,
+        page_id=source.page_id,
     )
 
 
@@ -50,7 +51,14 @@ def document_info(
         source_type=source.ref.source_type,
         source_url=source.source_url,
         file_path=source.file_path,
-        title=source.title or normalized.title or source.filename,
+        # A page's title is the page's; a file's own title (PDF/Office properties, HTML
+        # <title>, front matter) beats its file name.
+        title=(
+            source.title
+            if source.ref.source_type == "confluence"
+            else normalized.title or source.title
+        )
+        or source.filename,
         labels=source.labels,
         updated_at=source.updated_at or normalized.updated_at,
         author=source.author or normalized.author,
