@@ -195,7 +195,7 @@ class QdrantStore:
         self.client = get_client(settings)
         self._client_key = _client_key(settings)
         self._lock: AbstractContextManager[Any] = (
-            _local_locks.get(_client_key(settings)) or nullcontext()
+            _local_locks.get(self._client_key) or nullcontext()
         )
 
     def for_collection(self, collection: str) -> QdrantStore:
@@ -339,9 +339,8 @@ class QdrantStore:
                 setting="qdrant.collection",
             )
 
-    def _set_alias(self, physical: str) -> str | None:
-        """Point the alias at `physical` in one atomic operation; returns the previous
-        target."""
+    def _set_alias(self, physical: str) -> None:
+        """Point the alias at `physical` in one atomic operation."""
         previous = self.resolve(self.alias)
         operations: list[models.AliasOperations] = []
         if previous is not None and previous != self.alias:
@@ -354,7 +353,6 @@ class QdrantStore:
             )
         )
         self._call("swap alias", lambda: self.client.update_collection_aliases(operations))
-        return previous
 
     def swap_alias(self, physical: str, *, drop_previous: bool = True) -> str | None:
         """Make readers see `physical` (atomic on the server); optionally drop the old one."""
