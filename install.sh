@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the project needs on a bare Debian/Ubuntu machine:
-#   - LibreOffice (headless) for legacy DOC/XLS/PPT, from the distribution's packages;
+#   - LibreOffice (headless) for legacy DOC/XLS/PPT and tesseract for optional OCR of
+#     scanned PDF pages, from the distribution's packages;
 #   - a virtual environment in .venv with the project, its ML extra (CPU torch 2.13.0,
 #     transformers) and its development tools. pandoc comes with pypandoc-binary.
 # Usage: ./install.sh            (run as root, or with sudo available)
@@ -8,13 +9,14 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-if [ -z "${INGEST_SKIP_APT:-}" ] && ! command -v soffice >/dev/null 2>&1; then
+if [ -z "${INGEST_SKIP_APT:-}" ] && ! { command -v soffice && command -v tesseract; } >/dev/null 2>&1; then
     SUDO=""
     [ "$(id -u)" -eq 0 ] || SUDO="sudo"
     export DEBIAN_FRONTEND=noninteractive
     $SUDO apt-get update -qq
     $SUDO apt-get install -y -qq --no-install-recommends \
-        libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui >/dev/null
+        libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui \
+        tesseract-ocr tesseract-ocr-eng >/dev/null
 fi
 
 PYTHON="${PYTHON:-python3}"

@@ -1,0 +1,112 @@
+"""The CLI contract of SPEC §7 (names, options, JSON fields, exit codes) and the README."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+
+from config.settings import Settings
+from flows.cli import main
+
+RECORD_FIELDS = {
+    "chunk_id",
+    "tenant_id",
+    "document_id",
+    "source_version_id",
+    "ordinal",
+    "chunk_type",
+    "headings_path",
+    "chunk_path",
+    "md_text",
+    "overlap_prefix",
+    "embed_text",
+    "char_start",
+    "char_end",
+    "block_start_idx",
+    "block_end_idx",
+    "token_count",
+    "source_type",
+    "file_path",
+    "source_url",
+    "title",
+    "labels",
+    "updated_at",
+    "author",
+}
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_chunk_jsonl_prints_one_record_per_chunk(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = tmp_path / "guide.md"
+    doc.write_text("# Guide\n\nFirst paragraph.\n\n## Part\n\n| a | b |\n|---|---|\n| 1 | 2 |\n")
+    assert main(["chunk", str(doc), "--format", "jsonl"]) == 0
+    lines = capsys.readouterr().out.strip().split("\n")
+    records = [json.loads(line) for line in lines]
+    assert [r["chunk_type"] for r in records] == ["paragraph", "table"]
+    assert RECORD_FIELDS <= set(records[0])
+    assert records[1]["headings_path"] == ["Guide", "Part"]
+    assert [r["ordinal"] for r in records] == [0, 1]
+
+
+def test_chunk_table_format_and_normalize(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = tmp_path / "notes.txt"
+    doc.write_text("Line  with   spaces.\r\n\r\n\r\nSecond.\r\n")
+    assert main(["normalize", str(doc)]) == 0
+    assert capsys.readouterr().out == "Line with spaces.\n\nSecond.\n"
+    assert main(["chunk", str(doc), "--format", "table"]) == 0
+    assert "paragraph" in capsys.readouterr().out
+
+
+def test_bad_input_exits_1_with_its_code(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.md"
+    bad.write_bytes(b"caf\xe9")
+    assert main(["chunk", str(bad)]) == 1
+    assert "CHUNKING_FAILED" in capsys.readouterr().err
+    fake = tmp_path / "fake.pdf"
+    fake.write_bytes(b"this is not a pdf at all")
+    assert main(["chunk", str(fake)]) == 1
+    assert "CORRUPT" in capsys.readouterr().err
+
+
+def test_validate_reports_and_exit_code(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = tmp_path / "ok.md"
+    doc.write_text("# T\n\n" + "A sentence about the index. " * 80 + "\n")
+    assert main(["validate", str(doc)]) == 0
+    assert "0 violations" in capsys.readouterr().out
+
+
+def test_bad_setting_exits_2_naming_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("chunking:\n  max_tokens: -3\n")
+    doc = tmp_path / "d.md"
+    doc.write_text("text\n")
+    assert main(["chunk", str(doc), "--config", str(config)]) == 2
+    assert "chunking.max_tokens" in capsys.readouterr().err
+
+
+def test_readme_documents_every_setting_and_its_env_var() -> None:
+    readme = (ROOT / "README.md").read_text("utf-8")
+    for name, info in Settings.model_fields.items():
+        annotation = info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            for key in annotation.model_fields:
+                assert f"`{name}.{key}`" in readme
+                assert f"INGEST_{name.upper()}__{key.upper()}" in readme
+        else:
+            assert f"INGEST_{name.upper()}" in readme
+
+
+def test_readme_commands_are_the_ones_ci_runs() -> None:
+    readme = (ROOT / "README.md").read_text("utf-8")
+    ci = (ROOT / ".ci" / "run").read_text("utf-8")
+    assert "./install.sh" in readme and "./install.sh" in ci
+    assert ".venv/bin/python -m pytest -q" in readme and ".venv/bin/python -m pytest -q" in ci
