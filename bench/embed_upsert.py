@@ -170,7 +170,7 @@ def bench_unchanged_rerun(root: Path, chunks: int) -> dict[str, Any]:
         for document in documents[start : start + DOCUMENTS_PER_BATCH]:
             records = cache.get_json(chunk_key(document.document_id))
             assert records is not None, "the first run cached every document"
-            restored = [chunk_from_record(r) for r in records]
+            restored = [Chunk.from_record(r) for r in records]
             batch.append(DocumentChunks(document.document_id, "v1", restored))
         result = sync_documents(store, embedder, cache, "bench", batch)
         upserted += result.points_upserted
@@ -184,13 +184,6 @@ def bench_unchanged_rerun(root: Path, chunks: int) -> dict[str, Any]:
         "open_local_qdrant_s": round(opened, 2),
         "rerun_s": round(seconds, 2),
     }
-
-
-def chunk_from_record(record: dict[str, Any]) -> Chunk:
-    values = dict(record)
-    for key in ("headings_path", "labels", "links"):
-        values[key] = tuple(values[key])
-    return Chunk(**values)
 
 
 def bench_tiny_model(root: Path, chunks: int, batch_sizes: Sequence[int]) -> list[dict[str, Any]]:
