@@ -1,0 +1,636 @@
+"""The `ingest` flow under Prefect's test harness (issue 6, Tests): real Prefect (a
+temporary API server on SQLite for the session), Qdrant local mode in temporary
+directories, the local Confluence API (`tests/confluence_api.py`) and the tiny
+BGE-M3-shaped model. Each test gets its own Qdrant directory and cache directory
+(`Workspace`); runs are read back through their summaries, Qdrant's points and, for
+failures, the `ingest-failures` artifact from the Prefect API.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import pytest
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import (
+    ArtifactFilter,
+    ArtifactFilterFlowRunId,
+    ArtifactFilterKey,
+    FlowRunFilter,
+    FlowRunFilterId,
+    TaskRunFilter,
+    TaskRunFilterName,
+)
+from prefect.client.schemas.objects import State
+from prefect.testing.utilities import prefect_test_harness
+from qdrant_client import models
+
+from config.settings import QdrantSettings, Settings, load_settings
+from flows.ingest import ingest
+from flows.report import last_summary
+from indexing.qdrant_store import QdrantStore, close_client
+from tasks import pipeline
+from tests.confluence_api import (
+    DEFAULT_TOKEN,
+    DEFAULT_USER,
+    FakeConfluence,
+    Fixture,
+    build_fixture,
+    confluence_api,
+)
+from tests.tiny_model import tiny_model_dir
+
+__all__ = ["confluence_api", "tiny_model_dir"]  # fixtures used by name
+
+SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "docs"
+# The ENG space of `build_fixture`: six pages, a blog post and seven attachments of
+# supported formats (the PNG is not listed). "Engineering Home" is only a heading, so it
+# has no chunks (and no points).
+ENG_DOCUMENTS = (
+    "eng_home",
+    "guide",
+    "notes",
+    "deep",
+    "secret",
+    "secret_child",
+    "eng_blog",
+    "pdf",
+    "docx",
+    "txt",
+    "xlsx",
+    "pptx",
+    "html",
+    "md",
+)
+NO_CHUNKS = ("eng_home",)
+CONTENT_STAGES = ("normalize", "chunk", "embed", "upsert")
+
+
+@pytest.fixture(scope="session")
+def prefect_api() -> Iterator[None]:
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+pytestmark = pytest.mark.usefixtures("prefect_api")
+
+
+# --- workspaces: one Qdrant directory + cache directory each --------------------------
+
+_active: list[Workspace] = []  # the workspace whose shared objects this process holds
+
+
+@dataclass(eq=False)
+class Workspace:
+    root: Path
+    env: dict[str, str]
+    monkeypatch: pytest.MonkeyPatch
+    opened: list[QdrantSettings] = field(default_factory=list)
+
+    def settings(self) -> Settings:
+        for name, value in self.env.items():
+            self.monkeypatch.setenv(name, value)
+        settings = load_settings()
+        self.opened.append(settings.qdrant)
+        return settings
+
+    def activate(self) -> Settings:
+        """Point the settings at this workspace; when another workspace ran last, drop the
+        process's shared connector and embedder so nothing of it (state paths) is reused."""
+        if _active[:1] != [self]:
+            pipeline.release_shared()
+            _active[:] = [self]
+        return self.settings()
+
+    def run(self, **params: Any) -> tuple[State[Any], dict[str, Any]]:
+        """One flow run in this workspace: its final state and its summary (also when the
+        run ended Failed after writing the summary)."""
+        self.activate()
+        state: State[Any] = ingest(**params, return_state=True)
+        if state.is_completed():
+            summary: dict[str, Any] = state.result()
+            return state, summary
+        remembered = last_summary()
+        assert remembered is not None
+        return state, remembered
+
+    def store(self) -> QdrantStore:
+        return QdrantStore(self.settings().qdrant, 0, False)
+
+    def points(self, tenant_id: str | None = "default") -> dict[str, dict[str, Any]]:
+        """Every point of the tenant (all tenants with None): point id -> payload."""
+        store = self.store()
+        name = store.resolve()
+        if name is None:
+            return {}
+        selection = (
+            models.Filter(
+                must=[
+                    models.FieldCondition(key="tenant_id", match=models.MatchValue(value=tenant_id))
+                ]
+            )
+            if tenant_id
+            else None
+        )
+        found: dict[str, dict[str, Any]] = {}
+        offset: Any = None
+        while True:
+            records, offset = store.client.scroll(
+                name, scroll_filter=selection, limit=256, offset=offset, with_payload=True
+            )
+            found.update({str(r.id): dict(r.payload or {}) for r in records})
+            if offset is None:
+                return found
+
+    def documents(self, tenant_id: str = "default") -> dict[str, set[str]]:
+        """document id -> its point ids."""
+        out: dict[str, set[str]] = {}
+        for point_id, payload in self.points(tenant_id).items():
+            out.setdefault(str(payload["document_id"]), set()).add(point_id)
+        return out
+
+
+@pytest.fixture
+def workspace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_model_dir: Path
+) -> Iterator[Callable[..., Workspace]]:
+    """Factory: `workspace(name, api=None, **env)`; closes what it opened at the end."""
+    made: list[Workspace] = []
+
+    def make(name: str = "main", api: FakeConfluence | None = None, **env: str) -> Workspace:
+        root = tmp_path / name
+        values = {
+            "INGEST_QDRANT__PATH": str(root / "qdrant"),
+            "INGEST_CACHE__DIR": str(root / "cache"),
+            "INGEST_CACHE__FSYNC": "false",
+            "INGEST_EMBEDDER__MODEL": str(tiny_model_dir),
+            "INGEST_EMBEDDER__DEVICE": "cpu",
+            "INGEST_RUN__TASK_RETRIES": "1",
+            "INGEST_RUN__TASK_RETRY_DELAY_S": "0.1",
+        }
+        if api is not None:
+            values |= {
+                "INGEST_CONFLUENCE__URL": api.base_url,
+                "INGEST_CONFLUENCE__USERNAME": DEFAULT_USER,
+                "INGEST_CONFLUENCE__TOKEN": DEFAULT_TOKEN,
+                "INGEST_CONFLUENCE__REQUESTS_PER_SECOND": "1000",
+            }
+        values |= env
+        space = Workspace(root, values, monkeypatch)
+        made.append(space)
+        return space
+
+    yield make
+    pipeline.release_shared()
+    _active.clear()
+    for space in made:
+        for qdrant in space.opened:
+            close_client(qdrant)
+
+
+@pytest.fixture
+def eng(confluence_api: Callable[..., FakeConfluence]) -> tuple[FakeConfluence, Fixture]:
+    api = confluence_api("cloud")
+    return api, build_fixture(api)
+
+
+def ids_of(fixture: Fixture, names: tuple[str, ...] | list[str]) -> set[str]:
+    return {fixture[name] for name in names}
+
+
+def failures(summary: dict[str, Any]) -> dict[str, str]:
+    return {f["document_id"]: f["code"] for f in summary["failed"]}
+
+
+def flow_run_id(state: State[Any]) -> UUID:
+    run_id = state.state_details.flow_run_id
+    assert run_id is not None
+    return run_id
+
+
+# --- Confluence: full, incremental, unchanged, corrupt -----------------------------------
+
+
+def test_full_run_of_a_space_indexes_pages_blog_posts_and_attachments(
+    workspace: Callable[..., Workspace], eng: tuple[FakeConfluence, Fixture]
+) -> None:
+    api, fx = eng
+    space = workspace(api=api)
+    state, summary = space.run(source="confluence", targets=["ENG"])
+
+    assert state.is_completed()
+    assert (summary["seen"], summary["new"], summary["changed"], summary["unchanged"]) == (
+        len(ENG_DOCUMENTS),
+        len(ENG_DOCUMENTS),
+        0,
+        0,
+    )
+    assert summary["failed"] == [] and summary["deleted"] == 0
+    for stage in ("normalize", "chunk"):
+        assert summary[stage] == {"done": len(ENG_DOCUMENTS), "cached": 0}
+    assert summary["embed"]["done"] == summary["chunks"] > 0
+
+    points = space.points()
+    assert space.store().count("default") == len(points) == summary["chunks"]
+    documents = space.documents()
+    assert set(documents) == ids_of(fx, ENG_DOCUMENTS) - ids_of(fx, NO_CHUNKS)
+    for payload in points.values():
+        assert payload["tenant_id"] == "default"
+        assert payload["space_key"] == "ENG"
+        assert payload["source_type"] == "confluence"
+        assert isinstance(payload["headings_path"], list)
+        assert payload["md_text"].strip()
+        assert payload["acl"]["space"] == "ENG"
+    by_document = {p["document_id"]: p for p in points.values()}
+    assert by_document[fx["secret"]]["acl"]["public"] is False
+    assert set(by_document[fx["secret"]]["acl"]["groups"]) == {"security", "admins"}
+    assert by_document[fx["guide"]]["acl"]["public"] is True
+    assert by_document[fx["guide"]]["labels"] == ["install", "howto"]
+    assert by_document[fx["docx"]]["headings_path"] == ["Attachment"]
+    assert by_document[fx["docx"]]["parent_document_id"] == fx["guide"]
+    assert by_document[fx["xlsx"]]["chunk_type"] == "table"
+    assert by_document[fx["eng_blog"]]["title"] == "Quarterly update"
+
+
+def test_incremental_run_reprocesses_exactly_the_edited_and_drops_the_deleted(
+    workspace: Callable[..., Workspace], eng: tuple[FakeConfluence, Fixture]
+) -> None:
+    api, fx = eng
+    space = workspace(api=api)
+    space.run(source="confluence", targets=["ENG"])
+    before = space.documents()
+
+    api.edit(fx["guide"], body="<p>Install with the new installer, then reboot.</p>")
+    api.edit(fx["notes"], body="<p>2.0 released with a new storage engine.</p>")
+    api.delete(fx["secret_child"])
+    state, summary = space.run(source="confluence", targets=["ENG"])
+
+    assert state.is_completed()
+    assert (summary["changed"], summary["new"], summary["deleted"]) == (2, 0, 1)
+    assert summary["unchanged"] == len(ENG_DOCUMENTS) - 3
+    assert summary["seen"] == len(ENG_DOCUMENTS) - 1
+    # Only the two edited documents did any work; the unchanged are all cache hits.
+    for stage in ("normalize", "chunk", "upsert"):
+        assert summary[stage] == {"done": 2, "cached": summary["unchanged"]}, stage
+    assert summary["stages"]["fetch"]["done"] == 2
+    assert summary["embed"]["done"] == 2  # one chunk each
+    after = space.documents()
+    assert fx["secret_child"] not in after
+    edited = ids_of(fx, ["guide", "notes"])
+    for document_id, point_ids in before.items():
+        if document_id == fx["secret_child"]:
+            continue
+        if document_id in edited:
+            assert after[document_id].isdisjoint(point_ids)  # new version, old points gone
+        else:
+            assert after[document_id] == point_ids
+    texts = {p["document_id"]: p["md_text"] for p in space.points().values()}
+    assert "new installer" in texts[fx["guide"]]
+    assert {p["source_version_id"] for p in space.points().values() if p["document_id"] in edited}
+
+
+def test_unchanged_rerun_does_no_work_and_changes_nothing(
+    workspace: Callable[..., Workspace], eng: tuple[FakeConfluence, Fixture]
+) -> None:
+    api, _ = eng
+    space = workspace(api=api)
+    space.run(source="confluence", targets=["ENG"])
+    before = space.points()
+    requests_before = sum(api.requests.values())
+
+    state, summary = space.run(source="confluence", targets=["ENG"])
+
+    assert state.is_completed()
+    assert summary["unchanged"] == summary["seen"] == len(ENG_DOCUMENTS)
+    assert (summary["changed"], summary["new"], summary["deleted"]) == (0, 0, 0)
+    for stage in CONTENT_STAGES:
+        assert summary[stage] == {"done": 0, "cached": len(ENG_DOCUMENTS)}, stage
+    assert summary["stages"]["fetch"]["done"] == 0
+    assert space.points() == before
+    # Only listing requests: no page or attachment body was downloaded again.
+    downloads = [p for p in api.paths if "/download/" in p]
+    assert len(downloads) == len([p for p in api.paths[:requests_before] if "/download/" in p])
+
+
+def test_corrupt_attachment_is_reported_and_the_rest_indexed(
+    workspace: Callable[..., Workspace], eng: tuple[FakeConfluence, Fixture]
+) -> None:
+    api, fx = eng
+    corrupt = api.add_attachment(
+        fx["notes"],
+        "broken.pdf",
+        (SAMPLES / "broken" / "corrupt.pdf").read_bytes(),
+        "application/pdf",
+    )
+    space = workspace(api=api)
+    state, summary = space.run(source="confluence", targets=["ENG"])
+
+    assert state.is_completed()  # bad input never fails the run
+    assert failures(summary) == {corrupt: "CORRUPT"}
+    assert summary["seen"] == len(ENG_DOCUMENTS) + 1
+    assert set(space.documents()) == ids_of(fx, ENG_DOCUMENTS) - ids_of(fx, NO_CHUNKS)
+
+    with get_client(sync_client=True) as client:
+        artifacts = client.read_artifacts(
+            artifact_filter=ArtifactFilter(
+                key=ArtifactFilterKey(any_=["ingest-failures"]),
+                flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id(state)]),
+            )
+        )
+        summaries = client.read_artifacts(
+            artifact_filter=ArtifactFilter(
+                key=ArtifactFilterKey(any_=["ingest-summary"]),
+                flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id(state)]),
+            )
+        )
+    assert len(artifacts) == 1 and artifacts[0].type == "table"
+    rows: list[dict[str, str]] = json.loads(str(artifacts[0].data))
+    assert [(r["document_id"], r["code"]) for r in rows] == [(corrupt, "CORRUPT")]
+    assert rows[0]["message"]
+    assert len(summaries) == 1 and "CORRUPT" in str(summaries[0].data)
+
+    # Not retried until its content changes: the re-run reports it without fetching it.
+    state, summary = space.run(source="confluence", targets=["ENG"])
+    assert state.is_completed()
+    assert failures(summary) == {corrupt: "CORRUPT"}
+    assert summary["stages"]["fetch"]["done"] == 0
+
+
+# --- Qdrant unavailable ---------------------------------------------------------------------
+
+_HOLDER = """
+import sys
+from qdrant_client import QdrantClient
+client = None
+for line in sys.stdin:
+    if line.strip() == "lock":
+        client = QdrantClient(path=sys.argv[1])
+    elif line.strip() == "release" and client is not None:
+        client.close()
+        client = None
+    print("ok", flush=True)
+"""
+
+
+class StorageHolder:
+    """Another process that opens the same Qdrant local-mode directory: local mode allows
+    one process per directory (a file lock), so while it holds the storage, every attempt
+    of this process to open it fails as Qdrant unavailable (transient UPSERT_FAILED)."""
+
+    def __init__(self, path: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _HOLDER, path],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.holding = False
+        self._lock = threading.Lock()
+
+    def _say(self, command: str) -> None:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(command + "\n")
+        self.process.stdin.flush()
+        assert self.process.stdout.readline().strip() == "ok"
+
+    def take(self) -> None:
+        with self._lock:
+            if not self.holding:
+                self._say("lock")
+                self.holding = True
+
+    def give_back(self) -> None:
+        with self._lock:
+            if self.holding:
+                self._say("release")
+                self.holding = False
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            assert self.process.stdin is not None
+            self.process.stdin.close()
+            self.process.wait(timeout=30)
+
+
+class Outage(logging.Handler):
+    """Watches the run's task logs (nothing in the code under test is replaced): when the
+    `plan` task has finished, this process closes its Qdrant client and the holder takes
+    the storage, so the index tasks find Qdrant unavailable; with `recover`, the holder
+    gives it back when Prefect announces the first retry of an index task, before the
+    retry starts (the announcement is logged synchronously in the retrying thread)."""
+
+    def __init__(self, holder: StorageHolder, qdrant: QdrantSettings, *, recover: bool) -> None:
+        super().__init__()
+        self.holder = holder
+        self.qdrant = qdrant
+        self.recover = recover
+        self.retries_announced = 0
+        self.armed = True  # one outage: later runs (the reference run) are left alone
+
+    def emit(self, record: logging.LogRecord) -> None:
+        task = getattr(record, "task_name", None)
+        message = record.getMessage()
+        if task == "plan" and message.startswith("Finished in state Completed") and self.armed:
+            self.armed = False
+            close_client(self.qdrant)
+            self.holder.take()
+        elif task == "index-batch" and "Retry" in message and self.holder.holding:
+            self.retries_announced += 1
+            if self.recover:
+                self.holder.give_back()
+
+
+@pytest.fixture
+def outage() -> Iterator[Callable[..., Outage]]:
+    made: list[tuple[Outage, StorageHolder]] = []
+    logger = logging.getLogger("prefect.task_runs")
+
+    def make(qdrant: QdrantSettings, *, recover: bool) -> Outage:
+        holder = StorageHolder(qdrant.path)
+        handler = Outage(holder, qdrant, recover=recover)
+        logger.addHandler(handler)
+        made.append((handler, holder))
+        return handler
+
+    yield make
+    for handler, holder in made:
+        logger.removeHandler(handler)
+        holder.stop()
+
+
+def _edit_two(api: FakeConfluence, fx: Fixture) -> None:
+    api.edit(fx["guide"], body="<p>Install with the new installer, then reboot.</p>")
+    api.edit(fx["deep"], body="<p>Nested four levels now.</p>")
+
+
+def test_qdrant_unavailable_for_the_first_attempts_is_retried_and_completes(
+    workspace: Callable[..., Workspace],
+    eng: tuple[FakeConfluence, Fixture],
+    outage: Callable[..., Outage],
+) -> None:
+    """Mechanism: Qdrant local mode admits one process per storage directory. Right after
+    planning, a second process (`StorageHolder`) opens the directory, so the index task's
+    first attempt cannot open Qdrant (transient UPSERT_FAILED, retried by Prefect); the
+    holder lets go when the retry is announced, and the retry indexes the batch."""
+    api, fx = eng
+    space = workspace(api=api)
+    space.run(source="confluence", targets=["ENG"])
+    _edit_two(api, fx)
+    watcher = outage(space.activate().qdrant, recover=True)
+
+    state, summary = space.run(source="confluence", targets=["ENG"])
+
+    assert watcher.retries_announced >= 1
+    assert state.is_completed(), state
+    assert summary["failed"] == []
+    assert (summary["changed"], summary["deleted"]) == (2, 0)
+    with get_client(sync_client=True) as client:
+        index_runs = client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id(state)])),
+            task_run_filter=TaskRunFilter(name=TaskRunFilterName(like_="index-batch")),
+        )
+    assert index_runs and max(run.run_count for run in index_runs) == 2
+    assert all(run.state is not None and run.state.is_completed() for run in index_runs)
+
+    reference = workspace("uninterrupted", api=api)
+    reference.run(source="confluence", targets=["ENG"])
+    assert set(space.points()) == set(reference.points())
+
+
+def test_qdrant_unavailable_throughout_fails_the_run_and_loses_nothing(
+    workspace: Callable[..., Workspace],
+    eng: tuple[FakeConfluence, Fixture],
+    outage: Callable[..., Outage],
+) -> None:
+    """Mechanism as above (a second process holds the local-mode storage from the end of
+    planning), but it never lets go during the run: the index task fails twice (one retry),
+    reconcile cannot reach Qdrant either, the run writes its summary and ends Failed. Every
+    point indexed before is still there; the next run, with Qdrant back, completes and the
+    collection equals that of a run that was never interrupted."""
+    api, fx = eng
+    space = workspace(api=api)
+    space.run(source="confluence", targets=["ENG"])
+    before = space.points()
+    _edit_two(api, fx)
+    watcher = outage(space.activate().qdrant, recover=False)
+
+    state, summary = space.run(source="confluence", targets=["ENG"])
+
+    assert state.is_failed()
+    assert watcher.retries_announced == 1
+    failed = failures(summary)
+    edited = ids_of(fx, ["guide", "deep"])
+    assert {failed.get(document_id) for document_id in edited} == {"UPSERT_FAILED"}
+    assert "TransientFailures" in str(state.message) or "transient" in str(state.message)
+    with get_client(sync_client=True) as client:
+        artifacts = client.read_artifacts(
+            artifact_filter=ArtifactFilter(
+                key=ArtifactFilterKey(any_=["ingest-failures"]),
+                flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id(state)]),
+            )
+        )
+    assert len(artifacts) == 1
+    assert edited <= {row["document_id"] for row in json.loads(str(artifacts[0].data))}
+
+    watcher.holder.give_back()
+    assert space.points() == before  # nothing lost, nothing half-written
+
+    state, summary = space.run(source="confluence", targets=["ENG"])
+    assert state.is_completed()
+    assert (summary["changed"], summary["failed"]) == (2, [])
+    assert summary["unchanged"] == len(ENG_DOCUMENTS) - 2
+
+    reference = workspace("uninterrupted", api=api)
+    reference.run(source="confluence", targets=["ENG"])
+    assert set(space.points()) == set(reference.points())
+
+
+# --- files --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def samples_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache directory for the files tests: the sample corpus is normalized once
+    (LibreOffice for the legacy formats is the slow part). Sync state is per tenant and
+    source scope and Qdrant is per test, so the tests stay independent."""
+    return tmp_path_factory.mktemp("samples-cache")
+
+
+def _copy_samples(target: Path) -> Path:
+    shutil.copytree(SAMPLES, target)
+    return target
+
+
+SAMPLE_FILES = sorted(p.relative_to(SAMPLES).as_posix() for p in SAMPLES.rglob("*") if p.is_file())
+
+
+def test_files_source_indexes_deletes_and_leaves_other_roots_alone(
+    workspace: Callable[..., Workspace], tmp_path: Path, samples_cache: Path
+) -> None:
+    docs = _copy_samples(tmp_path / "docs")
+    other = _copy_samples(tmp_path / "other")
+    space = workspace(INGEST_CACHE__DIR=str(samples_cache))
+
+    state, summary = space.run(source="files", targets=[str(other)])
+    assert state.is_completed()
+    other_points = space.documents()
+
+    state, summary = space.run(source="files", targets=[str(docs)])
+    assert state.is_completed()
+    assert summary["seen"] == summary["new"] == len(SAMPLE_FILES)
+    assert failures(summary) == {"docs/broken/corrupt.pdf": "CORRUPT"}
+    documents = space.documents()
+    expected = {f"docs/{name}" for name in SAMPLE_FILES} - {"docs/broken/corrupt.pdf"}
+    assert {d for d in documents if d.startswith("docs/")} == expected
+    assert {d: p for d, p in documents.items() if d.startswith("other/")} == other_points
+
+    (docs / "runbooks" / "backup.txt").unlink()
+    state, summary = space.run(source="files", targets=[str(docs)])
+    assert state.is_completed()
+    assert summary["deleted"] == 1
+    assert summary["unchanged"] == len(SAMPLE_FILES) - 2  # the corrupt PDF is still failing
+    for stage in CONTENT_STAGES:
+        assert summary[stage]["done"] == 0, stage
+    after = space.documents()
+    assert after == {d: p for d, p in documents.items() if d != "docs/runbooks/backup.txt"}
+    # the other root still has its own copy of that file
+    assert "other/runbooks/backup.txt" in after
+
+
+def test_tenants_are_isolated(
+    workspace: Callable[..., Workspace], tmp_path: Path, samples_cache: Path
+) -> None:
+    docs = _copy_samples(tmp_path / "docs")
+    space = workspace(INGEST_CACHE__DIR=str(samples_cache))
+    for tenant in ("acme", "globex"):
+        state, summary = space.run(source="files", targets=[str(docs)], tenant_id=tenant)
+        assert state.is_completed()
+        assert summary["tenant_id"] == tenant and summary["new"] == len(SAMPLE_FILES)
+    acme, globex = space.documents("acme"), space.documents("globex")
+    assert set(acme) == set(globex) and len(acme) == len(SAMPLE_FILES) - 1
+    assert all(acme[d].isdisjoint(globex[d]) for d in acme)  # same files, distinct points
+
+    (docs / "handbook" / "onboarding.md").unlink()
+    state, summary = space.run(source="files", targets=[str(docs)], tenant_id="acme")
+    assert state.is_completed() and summary["deleted"] == 1
+    assert "docs/handbook/onboarding.md" not in space.documents("acme")
+    assert space.documents("globex") == globex  # the other tenant's points are untouched
+    payloads = space.points(None).values()
+    assert {p["tenant_id"] for p in payloads} == {"acme", "globex"}
+
+    # globex's own run deletes only globex's copy
+    state, summary = space.run(source="files", targets=[str(docs)], tenant_id="globex")
+    assert state.is_completed() and summary["deleted"] == 1
+    assert space.documents("acme") == {
+        d: p for d, p in acme.items() if d != "docs/handbook/onboarding.md"
+    }
