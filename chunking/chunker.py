@@ -135,8 +135,18 @@ def _chunk(
     def exact_tokens(pieces: list[Piece]) -> int:
         return counter.count(_join_pieces(pieces, text))
 
+    def split_tail(piece: Piece, least: int, most: int) -> tuple[Piece, Piece] | None:
+        if piece.kind in PROSE_KINDS:
+            return prose.split_tail(piece, text, least, most)
+        return None
+
     packer = Packer(
-        config.min_tokens, config.target_tokens, config.max_tokens, split_head, exact_tokens
+        config.min_tokens,
+        config.target_tokens,
+        config.max_tokens,
+        split_head,
+        split_tail,
+        exact_tokens,
     )
     runs: list[tuple[_Run, list[Group]]] = []
     for run in _section_runs(blocks):
@@ -209,11 +219,12 @@ def _join_pieces(pieces: list[Piece], text: str) -> str:
 def _exact(groups: list[Group], text: str, counter: TokenCounter, max_tokens: int) -> list[Group]:
     """Exact counts for groups of several pieces. The packing estimate never
     under-counts, so none should pass `max_tokens`; one that does is halved."""
-    multi = [g for g in groups if len(g.pieces) > 1]
+    multi = [g for g in groups if not g.exact]
     for group, count in zip(
         multi, counter.count_many([_group_text(g, text) for g in multi]), strict=True
     ):
         group.tokens = count
+        group.exact = True
     exact: list[Group] = []
     for group in groups:
         if group.tokens <= max_tokens or len(group.pieces) == 1:

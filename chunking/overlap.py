@@ -9,9 +9,9 @@ import re
 from chunking.sentences import sentence_spans
 from chunking.tokens import TokenCounter
 
-# Enough characters for any overlap budget up to a few hundred tokens; sentence
-# splitting only ever looks at this tail, so its cost does not grow with the chunk.
-_TAIL_CHARS = 4000
+# Characters of the previous chunk that can hold the overlap (a token is at least one
+# character); sentence splitting only ever looks at this tail, so its cost stays flat.
+_CHARS_PER_TOKEN_BOUND = 12
 _WORD = re.compile(r"\S+")
 
 
@@ -25,22 +25,20 @@ def overlap_prefix(
     budget = min(overlap_tokens, int(previous_tokens * max_share))
     if budget <= 0 or not previous_text.strip():
         return ""
-    tail = previous_text[-_TAIL_CHARS:]
+    tail = previous_text[-max(600, budget * _CHARS_PER_TOKEN_BOUND) :]
     spans = sentence_spans(tail)
     if len(tail) < len(previous_text) and len(spans) > 1:
         spans = spans[1:]  # the first span may be a cut sentence
-    candidates = spans[-8:]
-    counts = counter.count_many([tail[a:b] for a, b in candidates])
     used, start = 0, None
-    for (a, _), n in zip(reversed(candidates), reversed(counts), strict=True):
-        if used + n > budget:
+    for a, b in reversed(spans):  # whole sentences from the end while they fit
+        used += counter.count(tail[a:b])
+        if used > budget:
             break
-        used += n
         start = a
     if start is not None:
         return tail[start:].strip()
     # The last sentence alone is over budget: take its trailing words instead.
-    last = tail[candidates[-1][0] :]
+    last = tail[spans[-1][0] :]
     words = [m.start() for m in _WORD.finditer(last)]
     low, high = 0, len(words)
     best = ""

@@ -7,10 +7,12 @@
 - a group under `min_tokens` whose next piece does not fit takes the head of that piece,
   cut at a sentence (or top-level list item) boundary, rather than closing undersized;
 - a group still under `min_tokens` joins the group before it when both fit in
-  `max_tokens`.
+  `max_tokens`, or else takes whole trailing sentences from it when both then keep at
+  least `min_tokens`.
 
 Sizes are estimated as the sum of piece counts plus one token per join, which never
-under-counts; the chunker recounts every multi-piece group exactly afterwards.
+under-counts; a decision the join slack alone would flip is measured exactly, and every
+group is measured exactly before the undersize passes.
 """
 
 from __future__ import annotations
@@ -21,13 +23,15 @@ from dataclasses import dataclass, field
 from chunking.pieces import UNMIXABLE_KINDS, Piece
 
 HeadSplitter = Callable[[Piece, int], "tuple[Piece, Piece] | None"]
+TailSplitter = Callable[[Piece, int, int], "tuple[Piece, Piece] | None"]
 ExactCounter = Callable[[list[Piece]], int]
 
 
 @dataclass
 class Group:
     pieces: list[Piece] = field(default_factory=list)
-    tokens: int = 0  # estimate while packing; exact once the chunker has recounted
+    tokens: int = 0  # an upper bound while `exact` is false
+    exact: bool = True
 
     @property
     def chunk_type(self) -> str:
@@ -37,6 +41,7 @@ class Group:
     def add(self, piece: Piece) -> None:
         self.tokens += piece.tokens + (1 if self.pieces else 0)
         self.pieces.append(piece)
+        self.exact = len(self.pieces) == 1
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,7 @@ class Packer:
     target_tokens: int
     max_tokens: int
     split_head: HeadSplitter
+    split_tail: TailSplitter
     exact_tokens: ExactCounter
 
     def pack(self, pieces: list[Piece]) -> list[Group]:
@@ -61,13 +67,6 @@ class Packer:
                 current.add(piece)
                 continue
             if current.tokens < self.min_tokens:
-                # Undersized: the estimate may be a token or two high, so measure exactly
-                # before cutting the next piece at a sentence or item boundary.
-                exact = self.exact_tokens([*current.pieces, piece])
-                if exact <= self.max_tokens:
-                    current.add(piece)
-                    current.tokens = exact
-                    continue
                 halves = self.split_head(piece, self.max_tokens - current.tokens - 1)
                 if halves is not None:
                     current.add(halves[0])
@@ -77,14 +76,33 @@ class Packer:
             current.add(piece)
         if current.pieces:
             groups.append(current)
-        return self._absorb_undersized(groups)
+        self._measure(groups)
+        return self._rebalance(self._absorb_undersized(groups))
 
     def _fits(self, group: Group, piece: Piece) -> bool:
-        total = group.tokens + piece.tokens + 1
-        if total > self.max_tokens or group.tokens >= self.target_tokens:
+        if group.tokens >= self.target_tokens:
             return False
+        total = group.tokens + piece.tokens + 1
+        if total > self.max_tokens:
+            # The estimate counts a token per join; measure when only that slack is over.
+            if total - len(group.pieces) > self.max_tokens:
+                return False
+            total = self.exact_tokens([*group.pieces, piece])
+            if total > self.max_tokens:
+                return False
         mixing = any(p.kind != piece.kind for p in group.pieces)
-        return not mixing or total < self.target_tokens or group.tokens < self.min_tokens
+        if not mixing or total < self.target_tokens:
+            return True
+        # Kinds mix past the target only to lift a group that is still under min_tokens.
+        if not group.exact and group.tokens - len(group.pieces) < self.min_tokens:
+            self._measure([group])
+        return group.tokens < self.min_tokens
+
+    def _measure(self, groups: list[Group]) -> None:
+        for group in groups:
+            if not group.exact:
+                group.tokens = self.exact_tokens(group.pieces)
+                group.exact = True
 
     def _absorb_undersized(self, groups: list[Group]) -> list[Group]:
         merged: list[Group] = []
@@ -102,3 +120,41 @@ class Packer:
                 continue
             merged.append(group)
         return merged
+
+    def _rebalance(self, groups: list[Group]) -> list[Group]:
+        for previous, group in zip(groups, groups[1:], strict=False):
+            if (
+                group.tokens >= self.min_tokens
+                or group.chunk_type in UNMIXABLE_KINDS
+                or previous.chunk_type in UNMIXABLE_KINDS
+            ):
+                continue
+            need = self.min_tokens - group.tokens + 1
+            room = min(previous.tokens - self.min_tokens, self.max_tokens - group.tokens) - 1
+            if room < need:
+                continue
+            # Whole trailing pieces (paragraphs, list items) first, then sentences.
+            moved, count = 0, 0
+            for piece in reversed(previous.pieces[1:]):
+                if moved >= need:
+                    break
+                moved += piece.tokens + 1
+                count += 1
+            if need <= moved <= room:
+                for piece in previous.pieces[-count:]:
+                    previous.tokens -= piece.tokens + 1
+                group.pieces[:0] = previous.pieces[-count:]
+                group.tokens += moved
+                del previous.pieces[-count:]
+                previous.exact = group.exact = False
+                continue
+            halves = self.split_tail(previous.pieces[-1], need, room)
+            if halves is None:
+                continue
+            head, tail = halves
+            previous.tokens -= previous.pieces[-1].tokens - head.tokens
+            previous.pieces[-1] = head
+            group.pieces.insert(0, tail)
+            group.tokens += tail.tokens + 1
+            previous.exact = group.exact = False
+        return groups

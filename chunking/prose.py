@@ -18,12 +18,18 @@ class ProseSplitter:
 
     def split(self, text: str, base: int, kind: str, block_index: int) -> list[Piece]:
         """Pieces of at most `max_tokens`, each filled towards `target_tokens`."""
-        spans = self._units(text)
+        # A quote piece that starts mid-line gets `> ` re-added: keep room for it.
+        budget = self.max_tokens - (2 if kind == "quote" else 0)
+        spans = self._units(text, budget)
         counts = self.counter.count_many([text[a:b] for a, b in spans])
+        # Even pieces: aim at total / pieces-needed rather than filling to the target and
+        # leaving a small remainder.
+        total = sum(counts)
+        aim = total / max(1, -(-total // self.target_tokens))
         groups: list[tuple[int, int]] = []
         start, used = spans[0][0], 0
         for (a, b), n in zip(spans, counts, strict=True):
-            if used and (used + n > self.max_tokens or used >= self.target_tokens):
+            if used and (used + n > budget or used >= aim):
                 groups.append((start, a))
                 start, used = a, 0
             used += n
@@ -40,7 +46,7 @@ class ProseSplitter:
                 exact.append(piece)
                 continue
             local = piece.start - base
-            windows = window_spans(text[local : piece.end - base], self.max_tokens, self.counter)
+            windows = window_spans(text[local : piece.end - base], budget - 2, self.counter)
             exact.extend(
                 self._pieces(
                     text, base, kind, block_index, [(local + a, local + b) for a, b in windows]
@@ -71,17 +77,41 @@ class ProseSplitter:
         )
         return head, tail
 
-    def _units(self, text: str) -> list[tuple[int, int]]:
+    def split_tail(
+        self, piece: Piece, document: str, least: int, most: int
+    ) -> tuple[Piece, Piece] | None:
+        """Divide `piece` so its tail (whole trailing sentences) holds at least `least`
+        and at most `most` tokens; None when no sentence boundary allows it."""
+        if piece.synthetic:
+            return None
+        text = document[piece.start : piece.end]
+        spans = sentence_spans(text)
+        if len(spans) < 2:
+            return None
+        counts = self.counter.count_many([text[a:b] for a, b in spans])
+        used = 0
+        for index in range(len(spans) - 1, 0, -1):
+            used += counts[index]
+            if used >= least:
+                if used > most:
+                    return None
+                cut = spans[index][0]
+                head, tail = self._pieces(
+                    text, piece.start, piece.kind, piece.block_index, [(0, cut), (cut, len(text))]
+                )
+                return head, tail
+        return None
+
+    def _units(self, text: str, budget: int) -> list[tuple[int, int]]:
         units: list[tuple[int, int]] = []
         spans = sentence_spans(text)
         counts = self.counter.count_many([text[a:b] for a, b in spans])
         for (a, b), n in zip(spans, counts, strict=True):
-            if n <= self.max_tokens:
+            if n <= budget:
                 units.append((a, b))
             else:
                 units.extend(
-                    (a + x, a + y)
-                    for x, y in window_spans(text[a:b], self.max_tokens, self.counter)
+                    (a + x, a + y) for x, y in window_spans(text[a:b], budget, self.counter)
                 )
         return units
 

@@ -59,7 +59,7 @@ def validate_chunks(
             fail("ordinal", chunk, f"ordinal {chunk.ordinal} at position {position}")
         if not chunk.md_text.strip():
             fail("empty", chunk, "empty chunk")
-        _check_size(chunk, following, boundaries, blocks, config, fail)
+        _check_size(chunk, following, boundaries, blocks, text, counter, config, fail)
         _check_markdown(chunk, text, counter, config.max_tokens, fail)
         expected = compute_chunk_id(
             chunk.tenant_id,
@@ -83,6 +83,8 @@ def _check_size(
     following: Chunk | None,
     boundaries: list[int],
     blocks: Sequence[Block],
+    text: str,
+    counter: TokenCounter,
     config: ChunkingSettings,
     fail: Fail,
 ) -> None:
@@ -93,7 +95,7 @@ def _check_size(
     if chunk.token_count < config.min_tokens:
         reason = chunk.undersize_reason
         holds = reason in ALLOWED_UNDERSIZE and _undersize_holds(
-            str(reason), chunk, following, boundaries, blocks, config.max_tokens
+            str(reason), chunk, following, boundaries, blocks, text, counter, config.max_tokens
         )
         if not holds:
             fail(
@@ -107,6 +109,8 @@ def _undersize_holds(
     following: Chunk | None,
     boundaries: list[int],
     blocks: Sequence[Block],
+    text: str,
+    counter: TokenCounter,
     max_tokens: int,
 ) -> bool:
     if reason == "lone_block":
@@ -117,10 +121,12 @@ def _undersize_holds(
         if following is None:
             return False
         first = blocks[following.block_start_idx]
-        # the next chunk's first block (or its piece, if it starts inside one) overflows
-        starts_block = following.char_start == first.start
-        nxt = first.token_count if starts_block and first.token_count else following.token_count
-        return chunk.token_count + 1 + nxt > max_tokens
+        if following.char_start != first.start:
+            # The next chunk is a piece of a split block: pieces are measured as written
+            # (a quote piece re-adds `> `), so their counts decide.
+            return chunk.token_count + 1 + following.token_count > max_tokens
+        # Measured, not estimated: the chunk joined with the whole next block passes.
+        return counter.count(text[chunk.char_start : first.end]) > max_tokens
     # section_end: nothing follows, or a heading/rule lies between this chunk and the next
     if following is None:
         return True

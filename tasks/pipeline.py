@@ -202,7 +202,7 @@ def release_shared() -> None:
 def handoff_cache(settings: Settings) -> StageCache:
     """The stage cache. Always written, because prepared chunks reach the index step
     through it; `cache.enabled: false` only stops results from being reused."""
-    return StageCache(settings.cache.dir)
+    return StageCache(settings.cache.dir, fsync=settings.cache.fsync)
 
 
 # --- discover and plan ----------------------------------------------------------------
@@ -418,7 +418,11 @@ def index_batch(
         batch.append(DocumentChunks(document.document_id, document.version, chunks))
     started = time.perf_counter()
     try:
-        embed_cache = StageCache(settings.cache.dir, enabled=settings.cache.enabled and not force)
+        embed_cache = StageCache(
+            settings.cache.dir,
+            enabled=settings.cache.enabled and not force,
+            fsync=settings.cache.fsync,
+        )
         result = sync_documents(store, embedder, embed_cache, settings.tenant_id, batch)
     except IngestError:
         raise

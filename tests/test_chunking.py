@@ -24,11 +24,11 @@ def test_case1_headings_and_paragraphs(
     p = lambda n, s: paragraph(counter, n, s)  # noqa: E731
     text = (
         f"# Guide\n\n{p(60, 0)}\n\n"
-        f"## Install\n\n{p(110, 1)}\n\n{p(110, 2)}\n\n{p(110, 3)}\n\n"
+        f"## Install\n\n{p(130, 1)}\n\n{p(130, 2)}\n\n{p(130, 3)}\n\n"
         f"### Linux\n\n{p(200, 4)}\n\n{p(200, 5)}\n"
     )
     chunks = chunked(text, chunking_settings).chunks
-    # Install: 110+110 stays under target, a third would pass max -> 2 chunks; Linux:
+    # Install: three ~120-token paragraphs cannot share one chunk -> 2 chunks; Linux:
     # 200+200 passes max -> 2 chunks; the H1 section's lone paragraph -> 1 chunk.
     assert len(chunks) == 5
     assert types(chunks) == ["paragraph"] * 5

@@ -94,6 +94,7 @@ BUDGETS = [
 
 @settings(
     max_examples=40,
+    derandomize=True,  # CI sees the same examples every run; explore with a seed by hand
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
