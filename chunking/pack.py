@@ -17,6 +17,7 @@ group is measured exactly before the undersize passes.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -122,7 +123,7 @@ class Packer:
         return merged
 
     def _rebalance(self, groups: list[Group]) -> list[Group]:
-        for previous, group in zip(groups, groups[1:], strict=False):
+        for previous, group in itertools.pairwise(groups):
             if (
                 group.tokens >= self.min_tokens
                 or group.chunk_type in UNMIXABLE_KINDS

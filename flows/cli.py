@@ -106,6 +106,14 @@ def _parser() -> argparse.ArgumentParser:
     cache.add_argument("--max-age-days", type=float, help="prune: drop entries unused this long")
     cache.add_argument("--max-mb", type=float, help="prune: keep at most this many MB")
     cache.set_defaults(handler=_cache)
+
+    serve = commands.add_parser(
+        "serve",
+        parents=[common],
+        help="serve the deployments of deployments/prefect.yaml (schedules active) "
+        "without a work pool",
+    )
+    serve.set_defaults(handler=_serve)
     return parser
 
 
@@ -292,6 +300,17 @@ def _cache(args: argparse.Namespace, settings: Settings) -> int:
     print(f"{settings.cache.dir}: {report.entries} entries, {report.bytes / 1e6:.1f} MB")
     for stage, counts in sorted(report.stages.items()):
         print(f"  {stage}: {counts.entries} entries, {counts.bytes / 1e6:.1f} MB")
+    return 0
+
+
+def _serve(args: argparse.Namespace, settings: Settings) -> int:
+    import os
+
+    if args.config:  # flow runs start in their own processes: they read it from the env
+        os.environ["INGEST_CONFIG"] = str(Path(args.config).resolve())
+    from flows.serve import serve
+
+    serve()
     return 0
 
 

@@ -95,14 +95,20 @@ def ingest(
     spec = _source_spec(source, targets, settings)
     started = datetime.now().astimezone()
 
-    listing = discover_task(spec, settings)
+    # Transient errors (Qdrant or the source unreachable) are retried in every task, not
+    # only in indexing: each task's retry condition lets only those through.
+    retrying: dict[str, Any] = {
+        "retries": settings.run.task_retries,
+        "retry_delay_seconds": settings.run.task_retry_delay_s,
+    }
+    listing = discover_task.with_options(**retrying)(spec, settings)
     if not listing.complete:
         logger.warning(
             "the listing of %s is incomplete (%s): nothing will be deleted this run",
             spec.scope,
             "; ".join(listing.errors[:3]),
         )
-    plan = plan_task(spec, settings, listing, mode, since)
+    plan = plan_task.with_options(**retrying)(spec, settings, listing, mode, since)
     logger.info(
         "%s: %d listed, %d to process, %d unchanged, %d still failing",
         spec.scope,
@@ -117,9 +123,7 @@ def ingest(
     progress_id = create_progress_artifact(
         progress=0.0 if batches else 100.0, description=f"documents processed of {spec.scope}"
     )
-    index_runner = index_task.with_options(
-        retries=settings.run.task_retries, retry_delay_seconds=settings.run.task_retry_delay_s
-    )
+    index_runner = index_task.with_options(**retrying)
     pending: dict[PrefectFuture[Any], tuple[Any, tuple[Any, ...]]] = {}
     for refs in batches:
         prepared = prepare_task.submit(spec, settings, refs, force)
@@ -147,7 +151,9 @@ def ingest(
     deleted: list[str] = []
     try:
         # Documents that failed for now are still listed, so they are never deleted here.
-        deleted = reconcile_task(spec, settings, listing, total.gone, force_delete)
+        deleted = reconcile_task.with_options(**retrying)(
+            spec, settings, listing, total.gone, force_delete
+        )
     except IngestError as exc:
         logger.error("reconcile: %s", exc)
         code = exc.code.value if exc.code else ErrorCode.UPSERT_FAILED.value

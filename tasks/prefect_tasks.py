@@ -7,8 +7,8 @@ from typing import Any
 
 from prefect import Task, task
 from prefect.cache_policies import NO_CACHE
-from prefect.client.schemas.objects import TaskRun
 from prefect.client.schemas.objects import State as State
+from prefect.client.schemas.objects import TaskRun
 
 from config.errors import ErrorCode, IngestError
 from config.settings import Settings

@@ -21,7 +21,9 @@ from tests.chunk_helpers import chunked, paragraph, types
 def test_case1_headings_and_paragraphs(
     counter: TokenCounter, chunking_settings: ChunkingSettings
 ) -> None:
-    p = lambda n, s: paragraph(counter, n, s)  # noqa: E731
+    def p(tokens: int, seed: int) -> str:
+        return paragraph(counter, tokens, seed)
+
     text = (
         f"# Guide\n\n{p(60, 0)}\n\n"
         f"## Install\n\n{p(130, 1)}\n\n{p(130, 2)}\n\n{p(130, 3)}\n\n"

@@ -423,29 +423,38 @@ class StorageHolder:
 
 
 class Outage(logging.Handler):
-    """Watches the run's task logs (nothing in the code under test is replaced): when the
-    `plan` task has finished, this process closes its Qdrant client and the holder takes
-    the storage, so the index tasks find Qdrant unavailable; with `recover`, the holder
-    gives it back when Prefect announces the first retry of an index task, before the
-    retry starts (the announcement is logged synchronously in the retrying thread)."""
+    """Takes Qdrant away from this process: it closes its local-mode client and the holder
+    opens the storage, either now (`at="start"`: the run's first Qdrant access, in `plan`,
+    fails) or when the run's `plan` task has finished (`at="index"`: the index tasks'
+    first attempts fail). It watches the run's task logs, so nothing in the code under
+    test is replaced; with `recover`, the holder gives the storage back when Prefect
+    announces a retry, before the retry starts (the announcement is logged synchronously
+    in the retrying thread)."""
 
-    def __init__(self, holder: StorageHolder, qdrant: QdrantSettings, *, recover: bool) -> None:
+    def __init__(
+        self, holder: StorageHolder, qdrant: QdrantSettings, *, at: str, recover: bool
+    ) -> None:
         super().__init__()
         self.holder = holder
         self.qdrant = qdrant
         self.recover = recover
-        self.retries_announced = 0
-        self.armed = True  # one outage: later runs (the reference run) are left alone
+        self.retried: list[str] = []  # task names whose retry was announced during it
+        self.armed = at == "index"  # one outage: later runs (the reference run) run freely
+        if at == "start":
+            self.begin()
+
+    def begin(self) -> None:
+        close_client(self.qdrant)
+        self.holder.take()
 
     def emit(self, record: logging.LogRecord) -> None:
-        task = getattr(record, "task_name", None)
+        task = str(getattr(record, "task_name", ""))
         message = record.getMessage()
         if task == "plan" and message.startswith("Finished in state Completed") and self.armed:
             self.armed = False
-            close_client(self.qdrant)
-            self.holder.take()
-        elif task == "index-batch" and "Retry" in message and self.holder.holding:
-            self.retries_announced += 1
+            self.begin()
+        elif "Retry" in message and self.holder.holding:
+            self.retried.append(task)
             if self.recover:
                 self.holder.give_back()
 
@@ -455,9 +464,9 @@ def outage() -> Iterator[Callable[..., Outage]]:
     made: list[tuple[Outage, StorageHolder]] = []
     logger = logging.getLogger("prefect.task_runs")
 
-    def make(qdrant: QdrantSettings, *, recover: bool) -> Outage:
+    def make(qdrant: QdrantSettings, *, at: str, recover: bool) -> Outage:
         holder = StorageHolder(qdrant.path)
-        handler = Outage(holder, qdrant, recover=recover)
+        handler = Outage(holder, qdrant, at=at, recover=recover)
         logger.addHandler(handler)
         made.append((handler, holder))
         return handler
@@ -468,9 +477,31 @@ def outage() -> Iterator[Callable[..., Outage]]:
         holder.stop()
 
 
-def _edit_two(api: FakeConfluence, fx: Fixture) -> None:
-    api.edit(fx["guide"], body="<p>Install with the new installer, then reboot.</p>")
-    api.edit(fx["deep"], body="<p>Nested four levels now.</p>")
+def _edit(api: FakeConfluence, fx: Fixture, names: tuple[str, ...], text: str) -> set[str]:
+    for name in names:
+        api.edit(fx[name], body=f"<p>{text} ({name})</p>")
+    return ids_of(fx, names)
+
+
+def _run_counts(state: State[Any], task: str) -> list[int]:
+    with get_client(sync_client=True) as client:
+        runs = client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id(state)])),
+            task_run_filter=TaskRunFilter(name=TaskRunFilterName(like_=task)),
+        )
+    assert all(run.state is not None and run.state.is_completed() for run in runs)
+    return [run.run_count for run in runs]
+
+
+def _assert_only_reindexed(
+    before: dict[str, set[str]], after: dict[str, set[str]], edited: set[str]
+) -> None:
+    assert set(after) == set(before)
+    for document_id, point_ids in before.items():
+        if document_id in edited:
+            assert after[document_id].isdisjoint(point_ids)  # new version, old points gone
+        else:
+            assert after[document_id] == point_ids
 
 
 def test_qdrant_unavailable_for_the_first_attempts_is_retried_and_completes(
@@ -478,33 +509,37 @@ def test_qdrant_unavailable_for_the_first_attempts_is_retried_and_completes(
     eng: tuple[FakeConfluence, Fixture],
     outage: Callable[..., Outage],
 ) -> None:
-    """Mechanism: Qdrant local mode admits one process per storage directory. Right after
-    planning, a second process (`StorageHolder`) opens the directory, so the index task's
-    first attempt cannot open Qdrant (transient UPSERT_FAILED, retried by Prefect); the
-    holder lets go when the retry is announced, and the retry indexes the batch."""
+    """Mechanism: Qdrant local mode admits one process per storage directory (a file
+    lock). A second process (`StorageHolder`) opens this run's directory, so this
+    process's attempts to open Qdrant fail as Qdrant unavailable (transient
+    UPSERT_FAILED); the holder lets go when Prefect announces the retry. First at the
+    start of the run (the `plan` task is retried), then right after planning (an
+    `index-batch` task is retried); both runs complete with nothing missing."""
     api, fx = eng
     space = workspace(api=api)
     space.run(source="confluence", targets=["ENG"])
-    _edit_two(api, fx)
-    watcher = outage(space.activate().qdrant, recover=True)
+    qdrant = space.settings().qdrant
 
+    before = space.documents()
+    edited = _edit(api, fx, ("guide", "deep"), "Second edition")
+    watcher = outage(qdrant, at="start", recover=True)
     state, summary = space.run(source="confluence", targets=["ENG"])
-
-    assert watcher.retries_announced >= 1
+    assert watcher.retried == ["plan"]
     assert state.is_completed(), state
-    assert summary["failed"] == []
-    assert (summary["changed"], summary["deleted"]) == (2, 0)
-    with get_client(sync_client=True) as client:
-        index_runs = client.read_task_runs(
-            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id(state)])),
-            task_run_filter=TaskRunFilter(name=TaskRunFilterName(like_="index-batch")),
-        )
-    assert index_runs and max(run.run_count for run in index_runs) == 2
-    assert all(run.state is not None and run.state.is_completed() for run in index_runs)
+    assert (summary["changed"], summary["deleted"], summary["failed"]) == (2, 0, [])
+    assert _run_counts(state, "plan") == [2]
+    _assert_only_reindexed(before, space.documents(), edited)
 
-    reference = workspace("uninterrupted", api=api)
-    reference.run(source="confluence", targets=["ENG"])
-    assert set(space.points()) == set(reference.points())
+    before = space.documents()
+    edited = _edit(api, fx, ("notes", "eng_blog"), "Third edition")
+    watcher = outage(qdrant, at="index", recover=True)
+    state, summary = space.run(source="confluence", targets=["ENG"])
+    assert watcher.retried == ["index-batch"]
+    assert state.is_completed(), state
+    assert (summary["changed"], summary["deleted"], summary["failed"]) == (2, 0, [])
+    assert _run_counts(state, "index-batch") == [2]
+    _assert_only_reindexed(before, space.documents(), edited)
+    assert summary["upsert"] == {"done": 2, "cached": len(ENG_DOCUMENTS) - 2}
 
 
 def test_qdrant_unavailable_throughout_fails_the_run_and_loses_nothing(
@@ -521,15 +556,14 @@ def test_qdrant_unavailable_throughout_fails_the_run_and_loses_nothing(
     space = workspace(api=api)
     space.run(source="confluence", targets=["ENG"])
     before = space.points()
-    _edit_two(api, fx)
-    watcher = outage(space.activate().qdrant, recover=False)
+    edited = _edit(api, fx, ("guide", "deep"), "Second edition")
+    watcher = outage(space.settings().qdrant, at="index", recover=False)
 
     state, summary = space.run(source="confluence", targets=["ENG"])
 
     assert state.is_failed()
-    assert watcher.retries_announced == 1
+    assert watcher.retried == ["index-batch", "reconcile"]
     failed = failures(summary)
-    edited = ids_of(fx, ["guide", "deep"])
     assert {failed.get(document_id) for document_id in edited} == {"UPSERT_FAILED"}
     assert "TransientFailures" in str(state.message) or "transient" in str(state.message)
     with get_client(sync_client=True) as client:

@@ -52,7 +52,7 @@ PAGE = """<ac:structured-macro ac:name="toc" ac:schema-version="1" ac:macro-id="
 <p>See <ac:link><ri:page ri:content-title="Runbook" /></ac:link>, <ac:link ac:anchor="Escalation"><ri:page ri:space-key="OPS" ri:content-title="On call" /><ac:plain-text-link-body><![CDATA[the on-call rota]]></ac:plain-text-link-body></ac:link> and <ac:link><ri:attachment ri:filename="design v2.pdf" /><ac:link-body>the <em>design</em></ac:link-body></ac:link>.</p>
 <p><ac:image ac:alt="Architecture diagram" ac:width="600"><ri:attachment ri:filename="arch.png" /></ac:image></p>
 <p><ac:image><ri:attachment ri:filename="flow.svg" /></ac:image> More at <a href="https://example.com/docs">the docs</a>, <a href="/confluence/pages/viewpage.action?pageId=12345">the old page</a> or <a href="#Matrix">the matrix</a>.</p>
-"""  # noqa: E501
+"""
 
 PAGE_MARKDOWN = """# Обзор сервиса
 
@@ -102,7 +102,7 @@ See [Runbook](https://wiki.example.com/confluence/display/ENG/Runbook), [the on-
 Architecture diagram
 
 flow.svg More at [the docs](https://example.com/docs), [the old page](https://wiki.example.com/confluence/pages/viewpage.action?pageId=12345) or the matrix.
-"""  # noqa: E501
+"""
 
 PAGE_LINKS = [
     LinkRecord(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import lzma
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,13 +32,15 @@ def engine(request: pytest.FixtureRequest) -> tokens.TokenCounter:
 
 
 @pytest.mark.parametrize("case", GOLDEN["cases"], ids=lambda c: repr(c["text"][:24]))
-def test_golden_ids_with_special_tokens(engine: tokens.TokenCounter, case: dict) -> None:
+def test_golden_ids_with_special_tokens(engine: tokens.TokenCounter, case: dict[str, Any]) -> None:
     assert [BOS, *engine.encode(case["text"]), EOS] == case["ids"]
     assert engine.count(case["text"]) == len(case["ids"]) - 2
 
 
 @pytest.mark.parametrize("case", GOLDEN["no_special_cases"], ids=lambda c: repr(c["text"]))
-def test_golden_ids_without_special_tokens(engine: tokens.TokenCounter, case: dict) -> None:
+def test_golden_ids_without_special_tokens(
+    engine: tokens.TokenCounter, case: dict[str, Any]
+) -> None:
     assert engine.encode(case["text"]) == case["ids"]
 
 
