@@ -78,7 +78,13 @@ def main() -> None:
         help="chunk the corpus N times (N >= 2 checks byte-identical output)",
     )
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--memory", metavar="FILE", help="only chunk FILE in this process and print its peak RSS"
+    )
     args = parser.parse_args()
+    if args.memory:
+        measure_memory(Path(args.memory))
+        return
 
     files = build_corpus()
     texts = [f.read_text(encoding="utf-8") for f in files]
@@ -150,6 +156,23 @@ def main() -> None:
         return
     for key, value in report.items():
         print(f"{key:32s} {value}")
+
+
+def measure_memory(path: Path) -> None:
+    """Peak RSS of a process that loads the counter and chunks one document (run it in a
+    fresh process: `--memory FILE`). The target is 300 MB plus 5x the document size."""
+    settings = ChunkingSettings()  # type: ignore[call-arg]
+    get_token_counter().count("warm up")
+    baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    text = path.read_text(encoding="utf-8")
+    document = chunk_document(text, DocumentInfo(document_id=path.name), settings)
+    validate_chunks(document.chunks, document.text, settings, document.blocks)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    size = len(text.encode("utf-8")) / 1e6
+    print(
+        f"{path.name}: {size:.2f} MB, {len(document.chunks)} chunks, peak RSS {peak:.0f} MB "
+        f"(after loading the counter {baseline:.0f} MB); limit {300 + 5 * size:.0f} MB"
+    )
 
 
 if __name__ == "__main__":
