@@ -103,6 +103,7 @@ def supported_extensions() -> frozenset[str]:
 # --- format detection --------------------------------------------------------------
 
 _OLE2_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+_ENCRYPTED_PACKAGE = "EncryptedPackage".encode("utf-16-le")
 _OOXML_MAIN_PART = {"word/": "docx", "xl/": "xlsx", "ppt/": "pptx"}
 _LEGACY_BY_EXTENSION = {".doc": "doc", ".xls": "xls", ".ppt": "ppt"}
 
@@ -122,6 +123,14 @@ def detect_format(data: bytes, filename: str, mime: str | None = None) -> str:
     if head.startswith(b"PK\x03\x04"):
         return _detect_zip(data, filename)
     if head.startswith(_OLE2_MAGIC):
+        if _ENCRYPTED_PACKAGE in data:
+            # Password-protected .docx/.xlsx/.pptx are OLE2 containers around an
+            # EncryptedPackage stream (MS-OFFCRYPTO).
+            raise IngestError(
+                ErrorCode.ENCRYPTED,
+                "password-protected Office document; save a copy without the password",
+                subject=filename,
+            )
         legacy = _LEGACY_BY_EXTENSION.get(ext) or (
             by_mime if by_mime in ("doc", "xls", "ppt") else None
         )
@@ -145,11 +154,11 @@ def detect_format(data: bytes, filename: str, mime: str | None = None) -> str:
         raise IngestError(
             ErrorCode.UNSUPPORTED_FORMAT, "binary content of an unsupported type", subject=filename
         )
-    if by_ext in ("html", "markdown", "text") or by_mime in ("html", "markdown", "text"):
-        return by_ext or by_mime or "text"
     sniff = data[:512].lstrip().lower()
     if sniff.startswith((b"<!doctype html", b"<html")):
-        return "html"
+        return "html"  # a full HTML page, whatever its name says
+    if by_ext in ("html", "markdown", "text") or by_mime in ("html", "markdown", "text"):
+        return by_ext or by_mime or "text"
     if by_ext is None and ext:
         raise IngestError(
             ErrorCode.UNSUPPORTED_FORMAT,

@@ -1,0 +1,65 @@
+"""Format detection by content (never the extension alone) and the size limit."""
+
+from __future__ import annotations
+
+import pytest
+
+from config.errors import ErrorCode, IngestError
+from config.settings import LimitsSettings
+from normalizers.base import detect_format, normalize_bytes
+
+OLE2 = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+
+
+def _directory_entry(name: str) -> bytes:
+    """An OLE2 directory entry's name field as MS-CFB stores it (UTF-16LE, padded)."""
+    encoded = name.encode("utf-16-le")
+    return encoded + b"\x00" * (64 - len(encoded))
+
+
+def test_password_protected_ooxml_is_encrypted_whatever_its_extension() -> None:
+    container = (
+        OLE2
+        + b"\x00" * 504
+        + _directory_entry("EncryptionInfo")
+        + _directory_entry("EncryptedPackage")
+    )
+    for name in ("report.docx", "sheet.xlsx", "deck.pptx", "renamed.doc"):
+        with pytest.raises(IngestError) as error:
+            detect_format(container, name)
+        assert error.value.code is ErrorCode.ENCRYPTED
+        assert error.value.subject == name
+
+
+def test_legacy_office_container_needs_a_legacy_extension() -> None:
+    container = OLE2 + b"\x00" * 504 + _directory_entry("WordDocument")
+    assert detect_format(container, "old.doc") == "doc"
+    with pytest.raises(IngestError) as error:
+        detect_format(container, "old.bin")
+    assert error.value.code is ErrorCode.UNSUPPORTED_FORMAT
+
+
+@pytest.mark.parametrize(
+    ("data", "name", "expected"),
+    [
+        (b"%PDF-1.7\n...", "report.docx", "pdf"),
+        (b"<!DOCTYPE html><html><body>x</body></html>", "page.txt", "html"),
+        (b"# Title\n\ntext", "notes.md", "markdown"),
+        (b"plain words", "notes", "text"),
+    ],
+)
+def test_content_decides_over_the_extension(data: bytes, name: str, expected: str) -> None:
+    assert detect_format(data, name) == expected
+
+
+def test_lying_extension_and_size_limit() -> None:
+    with pytest.raises(IngestError) as error:
+        normalize_bytes(b"just text, not a spreadsheet", "numbers.xlsx")
+    assert error.value.code is ErrorCode.CORRUPT
+    with pytest.raises(IngestError) as error:
+        normalize_bytes(b"x" * 2048, "big.txt", limits=LimitsSettings(max_file_bytes=1024))  # type: ignore[call-arg]
+    assert error.value.code is ErrorCode.TOO_LARGE
+    assert "limits.max_file_bytes" in error.value.message
+    with pytest.raises(IngestError) as error:
+        normalize_bytes(b"\x00\x01\x02binary", "blob.dat")
+    assert error.value.code is ErrorCode.UNSUPPORTED_FORMAT
