@@ -52,15 +52,15 @@ def validate_chunks(
     def fail(rule: str, chunk: Chunk | None, message: str) -> None:
         found.append(Violation(rule, chunk.ordinal if chunk else None, message))
 
-    boundaries = [b.index for b in blocks if b.is_boundary]
+    doc = _Document(text, blocks, [b.index for b in blocks if b.is_boundary], counter, config)
     for position, chunk in enumerate(chunks):
         following = chunks[position + 1] if position + 1 < len(chunks) else None
         if chunk.ordinal != position:
             fail("ordinal", chunk, f"ordinal {chunk.ordinal} at position {position}")
         if not chunk.md_text.strip():
             fail("empty", chunk, "empty chunk")
-        _check_size(chunk, following, boundaries, blocks, text, counter, config, fail)
-        _check_markdown(chunk, text, counter, config.max_tokens, fail)
+        _check_size(chunk, following, doc, fail)
+        _check_markdown(chunk, doc, fail)
         expected = compute_chunk_id(
             chunk.tenant_id,
             chunk.document_id,
@@ -78,41 +78,34 @@ def validate_chunks(
 Fail = Callable[[str, "Chunk | None", str], None]
 
 
-def _check_size(
-    chunk: Chunk,
-    following: Chunk | None,
-    boundaries: list[int],
-    blocks: Sequence[Block],
-    text: str,
-    counter: TokenCounter,
-    config: ChunkingSettings,
-    fail: Fail,
-) -> None:
+@dataclass(frozen=True)
+class _Document:
+    """What every per-chunk check needs to know about the document."""
+
+    text: str
+    blocks: Sequence[Block]
+    boundaries: list[int]  # indices of heading and rule blocks
+    counter: TokenCounter
+    config: ChunkingSettings
+
+
+def _check_size(chunk: Chunk, following: Chunk | None, doc: _Document, fail: Fail) -> None:
+    config = doc.config
     if chunk.token_count > config.max_tokens:
         kept_whole = chunk.chunk_type in ("code", "table") and chunk.oversize
         if not kept_whole or chunk.token_count > config.oversize_block_limit:
             fail("max_tokens", chunk, f"{chunk.token_count} tokens > {config.max_tokens}")
     if chunk.token_count < config.min_tokens:
         reason = chunk.undersize_reason
-        holds = reason in ALLOWED_UNDERSIZE and _undersize_holds(
-            str(reason), chunk, following, boundaries, blocks, text, counter, config.max_tokens
-        )
+        holds = reason in ALLOWED_UNDERSIZE and _undersize_holds(str(reason), chunk, following, doc)
         if not holds:
             fail(
                 "min_tokens", chunk, f"{chunk.token_count} tokens < {config.min_tokens} ({reason})"
             )
 
 
-def _undersize_holds(
-    reason: str,
-    chunk: Chunk,
-    following: Chunk | None,
-    boundaries: list[int],
-    blocks: Sequence[Block],
-    text: str,
-    counter: TokenCounter,
-    max_tokens: int,
-) -> bool:
+def _undersize_holds(reason: str, chunk: Chunk, following: Chunk | None, doc: _Document) -> bool:
+    max_tokens = doc.config.max_tokens
     if reason == "lone_block":
         return chunk.chunk_type in ("table", "list", "code")
     if reason == "before_table_or_code":
@@ -120,17 +113,17 @@ def _undersize_holds(
     if reason == "next_block_does_not_fit":
         if following is None:
             return False
-        first = blocks[following.block_start_idx]
+        first = doc.blocks[following.block_start_idx]
         if following.char_start != first.start:
             # The next chunk is a piece of a split block: pieces are measured as written
             # (a quote piece re-adds `> `), so their counts decide.
             return chunk.token_count + 1 + following.token_count > max_tokens
         # Measured, not estimated: the chunk joined with the whole next block passes.
-        return counter.count(text[chunk.char_start : first.end]) > max_tokens
+        return doc.counter.count(doc.text[chunk.char_start : first.end]) > max_tokens
     # section_end: nothing follows, or a heading/rule lies between this chunk and the next
     if following is None:
         return True
-    return any(chunk.block_end_idx < b < following.block_start_idx for b in boundaries)
+    return any(chunk.block_end_idx < b < following.block_start_idx for b in doc.boundaries)
 
 
 def _inside_line(text: str, offset: int) -> bool:
@@ -143,9 +136,8 @@ def _line_at(text: str, offset: int) -> str:
     return text[start : end if end != -1 else len(text)]
 
 
-def _check_markdown(
-    chunk: Chunk, text: str, counter: TokenCounter, max_tokens: int, fail: Fail
-) -> None:
+def _check_markdown(chunk: Chunk, doc: _Document, fail: Fail) -> None:
+    text = doc.text
     lines = chunk.md_text.split("\n")
     if chunk.chunk_type == "table" and (len(lines) < 2 or not _DELIMITER_ROW.match(lines[1])):
         fail("table_header", chunk, "table piece without its header and delimiter rows")
@@ -153,7 +145,8 @@ def _check_markdown(
         fail("code_fence", chunk, "unbalanced code fence")
     if chunk.chunk_type == "list":
         for offset in (chunk.char_start, chunk.char_end):
-            if _inside_line(text, offset) and counter.count(_line_at(text, offset)) <= max_tokens:
+            line = _line_at(text, offset)
+            if _inside_line(text, offset) and doc.counter.count(line) <= doc.config.max_tokens:
                 fail("list_cut", chunk, "list chunk cuts a line that fits the budget")
 
 

@@ -471,36 +471,28 @@ def delete_missing(
         store.delete_documents(settings.tenant_id, list(gone))
         deleted += gone
     listed = [ref.document_id for ref in listing.refs if ref.document_id not in set(gone)]
-    prefixes = _scope_prefixes(spec, listing)
-    if spec.kind == "confluence":
-        for space in spec.targets:
-            deleted += delete_missing_documents(
-                store,
-                settings.tenant_id,
-                listed,
-                listing_complete=listing.complete,
-                max_delete_share=settings.reconcile.max_delete_share,
-                source_type="confluence",
-                space_key=space,
-                force=force,
-            )
-    else:
+    # A Confluence run owns its spaces' documents; a files run the ids under its roots.
+    scopes: list[dict[str, Any]] = (
+        [{"source_type": "confluence", "space_key": space} for space in spec.targets]
+        if spec.kind == "confluence"
+        else [{"source_type": "file", "id_prefixes": _scope_prefixes(spec)}]
+    )
+    for scope in scopes:
         deleted += delete_missing_documents(
             store,
             settings.tenant_id,
             listed,
             listing_complete=listing.complete,
             max_delete_share=settings.reconcile.max_delete_share,
-            source_type="file",
-            id_prefixes=prefixes,
             force=force,
+            **scope,
         )
     if deleted:
         SyncState.for_scope(settings, spec.scope).forget(deleted)
     return deleted
 
 
-def _scope_prefixes(spec: SourceSpec, listing: Listing) -> tuple[str, ...]:
+def _scope_prefixes(spec: SourceSpec) -> tuple[str, ...]:
     """File document ids are `<root label>/<relative path>`: a run owns its roots' ids."""
     from connectors.files import parse_roots
 
