@@ -174,7 +174,9 @@ class PolicySession(requests.Session):
             verify=settings.verify_ssl,
         )
 
-    def request(
+    # Passes every argument through unchanged; restating types-requests' long signature
+    # here would only duplicate it.
+    def request(  # type: ignore[override]
         self, method: str, url: str | bytes, *args: Any, **kwargs: Any
     ) -> requests.Response:
         if kwargs.get("stream"):
