@@ -64,7 +64,7 @@ def test_damaged_asset_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     raw = bytearray(bundled_tokenizer_json())
     raw[100] ^= 1
     damaged = tmp_path / "tok.json.xz"
-    damaged.write_bytes(lzma.compress(bytes(raw)))
+    damaged.write_bytes(lzma.compress(bytes(raw), preset=0))
     monkeypatch.setattr(tokens, "ASSET_PATH", damaged)
     bundled_tokenizer_json.cache_clear()
     try:
