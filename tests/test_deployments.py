@@ -1,0 +1,635 @@
+"""Deployments (SPEC §5, issue 6).
+
+Fast: `deployments/prefect.yaml` declares what the spec asks for, `ingest serve` builds
+the same deployments from it, and the pull step resolves the project on the machine
+that runs it.
+
+Slow (`-m slow`, part of the default run): the real thing. A `prefect server` on SQLite
+on a free loopback port with a temporary PREFECT_HOME, a process work pool,
+`prefect deploy --all` from `deployments/prefect.yaml`, a `prefect worker` started in a
+directory outside the repository, and `prefect deployment run ... --watch` against the
+local Confluence API with the tiny model; then a backfill with parameters; then
+`ingest serve` against the same server. Only the processes started here are stopped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from qdrant_client import QdrantClient, models
+
+from config.errors import ConfigError
+from flows.serve import (
+    DEFAULT_PREFECT_FILE,
+    PROJECT_ROOT,
+    build_deployments,
+    load_specs,
+    set_project_directory,
+)
+from tests.confluence_api import DEFAULT_TOKEN, DEFAULT_USER, FakeConfluence, build_fixture
+from tests.tiny_model import tiny_model_dir  # noqa: F401  (fixture)
+
+BIN = Path(sys.executable).parent
+PREFECT = str(BIN / "prefect")
+INGEST = str(BIN / "ingest")
+POOL = "ingest-pool"
+TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "CRASHED"}
+
+
+# -- the deployments file and `ingest serve` (fast) -------------------------------------------
+
+
+def test_prefect_yaml_declares_the_three_deployments() -> None:
+    specs = {spec.name: spec for spec in load_specs()}
+    assert list(specs) == ["confluence-space", "files", "backfill"]
+    for spec in specs.values():
+        assert spec.entrypoint == "flows/ingest.py:ingest"
+        assert spec.work_pool == POOL
+        assert spec.concurrency_limit == 1
+    confluence, files, backfill = specs["confluence-space"], specs["files"], specs["backfill"]
+    assert confluence.parameters == {"source": "confluence", "mode": "incremental"}
+    assert files.parameters == {"source": "files", "mode": "incremental"}
+    assert backfill.parameters == {"source": "confluence", "mode": "full"}
+    assert [s["cron"] for s in confluence.schedules] == ["0 * * * *"]
+    assert [s["cron"] for s in files.schedules] == ["30 * * * *"]
+    assert backfill.schedules == ()
+    assert confluence.collision_strategy == files.collision_strategy == "CANCEL_NEW"
+    assert backfill.collision_strategy == "ENQUEUE"
+
+
+def test_prefect_yaml_stores_no_path_of_the_deploying_machine() -> None:
+    document = yaml.safe_load(DEFAULT_PREFECT_FILE.read_text(encoding="utf-8"))
+    assert document["pull"] == [{"flows.serve.set_project_directory": {}}]
+
+    def strings(value: Any) -> Iterator[str]:
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, dict):
+            for item in value.values():
+                yield from strings(item)
+        elif isinstance(value, list):
+            for item in value:
+                yield from strings(item)
+
+    absolute = [s for s in strings(document) if s.startswith(("/", "~")) or ":\\" in s]
+    assert absolute == []
+    assert str(PROJECT_ROOT) not in DEFAULT_PREFECT_FILE.read_text(encoding="utf-8")
+
+
+def test_serve_builds_the_same_deployments() -> None:
+    deployments = {d.name: d for d in build_deployments()}
+    assert list(deployments) == ["confluence-space", "files", "backfill"]
+    for deployment in deployments.values():
+        assert deployment.flow_name == "ingest"
+        assert deployment.entrypoint is not None
+        assert deployment.entrypoint.endswith("flows/ingest.py:ingest")
+        assert deployment.concurrency_limit == 1
+        # the UI form: every flow parameter, typed
+        schema = deployment._parameter_openapi_schema.model_dump()
+        assert set(schema["properties"]) >= {"source", "targets", "tenant_id", "mode", "since"}
+        assert schema["properties"]["mode"]["enum"] == ["incremental", "full"]
+    confluence = deployments["confluence-space"]
+    assert confluence.parameters == {"source": "confluence", "mode": "incremental"}
+    assert [
+        (s.schedule.cron, s.schedule.timezone, s.active)  # type: ignore[union-attr]
+        for s in confluence.schedules or []
+    ] == [("0 * * * *", "UTC", True)]
+    assert confluence.concurrency_options is not None
+    assert confluence.concurrency_options.collision_strategy.value == "CANCEL_NEW"
+    files = deployments["files"]
+    assert files.parameters == {"source": "files", "mode": "incremental"}
+    assert [s.schedule.cron for s in files.schedules or []] == ["30 * * * *"]  # type: ignore[union-attr]
+    backfill = deployments["backfill"]
+    assert backfill.parameters == {"source": "confluence", "mode": "full"}
+    assert not backfill.schedules
+    assert backfill.concurrency_options is not None
+    assert backfill.concurrency_options.collision_strategy.value == "ENQUEUE"
+
+
+def test_serve_reads_interval_and_rrule_schedules(tmp_path: Path) -> None:
+    custom = tmp_path / "prefect.yaml"
+    custom.write_text(
+        yaml.safe_dump(
+            {
+                "deployments": [
+                    {
+                        "name": "every-ten-minutes",
+                        "entrypoint": "flows/ingest.py:ingest",
+                        "parameters": {"source": "files"},
+                        "schedules": [{"interval": 600, "active": False}],
+                    },
+                    {
+                        "name": "weekdays",
+                        "entrypoint": "flows/ingest.py:ingest",
+                        "schedules": [{"rrule": "FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR"}],
+                    },
+                ]
+            }
+        ),
+        encoding="utf-8",
+    )
+    interval, weekdays = build_deployments(custom)
+    assert interval.name == "every-ten-minutes"
+    assert [(s.schedule.interval.total_seconds(), s.active) for s in interval.schedules or []] == [  # type: ignore[union-attr]
+        (600.0, False)
+    ]
+    assert interval.concurrency_limit is None
+    assert "BYDAY=MO,TU,WE,TH,FR" in weekdays.schedules[0].schedule.rrule  # type: ignore[index,union-attr]
+
+
+def test_serve_refuses_a_broken_deployments_file(tmp_path: Path) -> None:
+    broken = tmp_path / "prefect.yaml"
+    broken.write_text("deployments:\n  - name: no-entrypoint\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="entrypoint"):
+        load_specs(broken)
+    broken.write_text(
+        "deployments:\n  - name: x\n    entrypoint: flows/nope.py:ingest\n", encoding="utf-8"
+    )
+    with pytest.raises(ConfigError, match=r"flows/nope\.py"):
+        build_deployments(broken)
+    broken.write_text(
+        "deployments:\n  - name: x\n    entrypoint: flows/ingest.py:ingest\n"
+        "    schedules:\n      - {cron: '0 * * * *', interval: 60}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigError, match="exactly one of cron, interval or rrule"):
+        build_deployments(broken)
+
+
+def test_pull_step_changes_into_the_project_on_the_running_machine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert set_project_directory() == {"directory": str(PROJECT_ROOT)}
+    assert Path.cwd() == PROJECT_ROOT
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CHECKOUT_PARENT", str(PROJECT_ROOT.parent))
+    named = f"$CHECKOUT_PARENT/{PROJECT_ROOT.name}"
+    assert set_project_directory(named) == {"directory": str(PROJECT_ROOT)}
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CHECKOUT_PARENT")
+    with pytest.raises(ConfigError, match="not set on this worker"):
+        set_project_directory(named)
+    with pytest.raises(ConfigError, match=r"holds no flows/ingest\.py"):
+        set_project_directory(str(tmp_path))
+    assert Path.cwd() == tmp_path  # a refused step leaves the directory alone
+
+
+def test_ingest_serve_is_a_command() -> None:
+    from flows.cli import _parser
+
+    args = _parser().parse_args(["serve", "--config", "x.yaml"])
+    assert args.command == "serve"
+    assert args.config == "x.yaml"
+    assert args.handler.__name__ == "_serve"
+
+
+# -- the real thing (slow) ----------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _base_env(home: Path, api_url: str) -> dict[str, str]:
+    """The environment of every child process: nothing of the developer's Prefect profile
+    or ingest settings, Prefect pointed at the test server."""
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "INGEST_", "CHUNK_"))
+    }
+    env.update(
+        PREFECT_HOME=str(home),
+        PREFECT_API_URL=api_url,
+        PREFECT_CLI_PROMPT="false",
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        PREFECT_SERVER_UI_ENABLED="false",
+        # Schedules are stored and checked, but no scheduled run may fire mid-test.
+        PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED="false",
+        PREFECT_WORKER_QUERY_SECONDS="1",
+        PREFECT_RUNNER_POLL_FREQUENCY="1",
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+class Processes:
+    """Background processes started by a test, each in its own process group, so that
+    stopping one stops its children (flow-run subprocesses) and nothing else."""
+
+    def __init__(self, logs: Path) -> None:
+        self.logs = logs
+        self.started: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(self, name: str, args: list[str], env: dict[str, str], cwd: Path) -> None:
+        log = (self.logs / f"{name}.log").open("wb")
+        self.started[name] = subprocess.Popen(
+            args, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        log.close()
+
+    def log(self, name: str) -> str:
+        return (self.logs / f"{name}.log").read_text(errors="replace")
+
+    def alive(self, name: str) -> bool:
+        return self.started[name].poll() is None
+
+    def stop(self, name: str, timeout: float = 20.0) -> None:
+        process = self.started.pop(name, None)
+        if process is None or process.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(10)
+        # flow-run subprocesses of a worker share its group: make sure none is left
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+    def stop_all(self) -> None:
+        for name in reversed(list(self.started)):
+            self.stop(name)
+
+
+class PrefectServer:
+    def __init__(self, processes: Processes, home: Path, port: int) -> None:
+        self.processes = processes
+        self.url = f"http://127.0.0.1:{port}/api"
+        self.env = _base_env(home, self.url)
+        self.http = httpx.Client(base_url=self.url, timeout=30)
+
+    def cli(self, *args: str, cwd: Path, env: dict[str, str] | None = None) -> str:
+        done = subprocess.run(
+            [PREFECT, *args],
+            env=env or self.env,
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+        output = done.stdout + done.stderr
+        assert done.returncode == 0, f"prefect {' '.join(args)} exited {done.returncode}:\n{output}"
+        return output
+
+    def deployment(self, name: str) -> dict[str, Any] | None:
+        response = self.http.get(f"/deployments/name/ingest/{name}")
+        if response.status_code == 404:
+            return None
+        response.raise_for_status()
+        result: dict[str, Any] = response.json()
+        return result
+
+    def flow_run(self, run_id: str) -> dict[str, Any]:
+        response = self.http.get(f"/flow_runs/{run_id}")
+        response.raise_for_status()
+        result: dict[str, Any] = response.json()
+        return result
+
+    def state_types(self, run_id: str) -> list[str]:
+        response = self.http.get("/flow_run_states/", params={"flow_run_id": run_id})
+        response.raise_for_status()
+        return [state["type"] for state in response.json()]
+
+    def flow_runs_of(self, deployment_id: str) -> list[dict[str, Any]]:
+        response = self.http.post(
+            "/flow_runs/filter",
+            json={"deployments": {"id": {"any_": [deployment_id]}}, "sort": "START_TIME_ASC"},
+        )
+        response.raise_for_status()
+        result: list[dict[str, Any]] = response.json()
+        return result
+
+    def artifacts_of(self, run_id: str) -> list[dict[str, Any]]:
+        response = self.http.post(
+            "/artifacts/filter", json={"artifacts": {"flow_run_id": {"any_": [run_id]}}}
+        )
+        response.raise_for_status()
+        result: list[dict[str, Any]] = response.json()
+        return result
+
+    def wait_for_run(self, run_id: str, timeout: float = 180.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            run = self.flow_run(run_id)
+            if run["state_type"] in TERMINAL:
+                return run
+            time.sleep(0.5)
+        raise AssertionError(f"flow run {run_id} not finished after {timeout:.0f} s: {run}")
+
+
+def _wait(what: str, condition: Callable[[], bool], timeout: float, log: Callable[[], str]) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"{what}: not after {timeout:.0f} s\n{log()[-4000:]}")
+
+
+@pytest.fixture(scope="module")
+def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrefectServer]:
+    root = tmp_path_factory.mktemp("prefect")
+    processes = Processes(root)
+    server = PrefectServer(processes, root / "home", _free_port())
+    port = server.url.split(":")[-1].split("/")[0]
+    try:
+        processes.start(
+            "server",
+            [PREFECT, "server", "start", "--host", "127.0.0.1", "--port", port],
+            server.env,
+            root,
+        )
+
+        def healthy() -> bool:
+            assert processes.alive("server"), processes.log("server")[-4000:]
+            with contextlib.suppress(httpx.HTTPError):
+                return server.http.get("/health").status_code == 200
+            return False
+
+        _wait("prefect server healthy", healthy, 120, lambda: processes.log("server"))
+        yield server
+    finally:
+        server.http.close()
+        processes.stop_all()
+
+
+@pytest.fixture
+def confluence() -> Iterator[FakeConfluence]:
+    """The standard fixture spaces (ENG with attachments, HR in Russian, OPS)."""
+    with FakeConfluence("cloud") as api:
+        build_fixture(api)
+        yield api
+
+
+def _ingest_env(
+    base: dict[str, str], api: FakeConfluence, tmp: Path, model: Path, spaces: list[str]
+) -> dict[str, str]:
+    env = dict(base)
+    env.update(
+        INGEST_CONFLUENCE__URL=api.base_url,
+        INGEST_CONFLUENCE__USERNAME=DEFAULT_USER,
+        INGEST_CONFLUENCE__TOKEN=DEFAULT_TOKEN,
+        INGEST_CONFLUENCE__SPACES=json.dumps(spaces),
+        INGEST_QDRANT__PATH=str(tmp / "qdrant"),
+        INGEST_CACHE__DIR=str(tmp / "cache"),
+        INGEST_EMBEDDER__MODEL=str(model),
+        INGEST_EMBEDDER__DEVICE="cpu",
+    )
+    return env
+
+
+def _points(path: Path, **match: str) -> list[dict[str, Any]]:
+    """Payloads in the local-mode store at `path` matching `match`; waits for the flow-run
+    process that last held the store to let go of it."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            client = QdrantClient(path=str(path))
+            break
+        except RuntimeError:  # still locked by the exiting flow-run process
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+    try:
+        selection = models.Filter(
+            must=[
+                models.FieldCondition(key=key, match=models.MatchValue(value=value))
+                for key, value in match.items()
+            ]
+        )
+        points, _ = client.scroll("chunks", scroll_filter=selection, limit=1000)
+        return [dict(p.payload or {}) for p in points]
+    finally:
+        client.close()
+
+
+def _run_id(output: str) -> str:
+    found = re.search(r"UUID: ([0-9a-f-]{36})", output)
+    assert found, output
+    return found.group(1)
+
+
+@pytest.mark.slow
+def test_deploy_and_run_with_a_process_worker(
+    prefect_server: PrefectServer,
+    confluence: FakeConfluence,
+    tiny_model_dir: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    server = prefect_server
+    processes = Processes(tmp_path)
+    outside = tmp_path / "worker-cwd"  # the worker does not run from the repository
+    outside.mkdir()
+    try:
+        server.cli("work-pool", "create", POOL, "--type", "process", "--overwrite", cwd=outside)
+        server.cli(
+            "deploy", "--all", "--prefect-file", "deployments/prefect.yaml", cwd=PROJECT_ROOT
+        )
+
+        # What the server stores: schedules, concurrency, parameters, a pull step without
+        # any path of this machine.
+        deployments = {}
+        for name in ("confluence-space", "files", "backfill"):
+            deployment = server.deployment(name)
+            assert deployment is not None, name
+            deployments[name] = deployment
+            assert deployment["work_pool_name"] == POOL
+            assert deployment["entrypoint"] == "flows/ingest.py:ingest"
+            assert deployment["pull_steps"] == [{"flows.serve.set_project_directory": {}}]
+            assert str(PROJECT_ROOT) not in json.dumps(deployment)
+            assert deployment["global_concurrency_limit"]["limit"] == 1
+            assert deployment["paused"] is False
+            assert set(deployment["parameter_openapi_schema"]["properties"]) >= {
+                "source",
+                "targets",
+                "tenant_id",
+                "mode",
+                "since",
+                "chunking",
+                "force",
+            }
+        confluence_space = deployments["confluence-space"]
+        assert confluence_space["parameters"] == {"source": "confluence", "mode": "incremental"}
+        assert confluence_space["concurrency_options"]["collision_strategy"] == "CANCEL_NEW"
+        assert [
+            (s["schedule"]["cron"], s["schedule"]["timezone"], s["active"])
+            for s in confluence_space["schedules"]
+        ] == [("0 * * * *", "UTC", True)]
+        assert [s["schedule"]["cron"] for s in deployments["files"]["schedules"]] == ["30 * * * *"]
+        assert deployments["backfill"]["schedules"] == []
+        assert deployments["backfill"]["parameters"] == {"source": "confluence", "mode": "full"}
+
+        env = _ingest_env(server.env, confluence, tmp_path, tiny_model_dir, ["ENG"])
+        processes.start("worker", [PREFECT, "worker", "start", "--pool", POOL], env, outside)
+        _wait(
+            "worker started",
+            lambda: "started" in processes.log("worker"),
+            60,
+            lambda: processes.log("worker"),
+        )
+
+        # The scheduled deployment, triggered by hand and watched to the end; a second run
+        # requested while the first holds the deployment's only slot is cancelled.
+        processes.start(
+            "watch",
+            [PREFECT, "deployment", "run", "ingest/confluence-space", "--watch"],
+            env,
+            outside,
+        )
+        first: dict[str, Any] = {}
+
+        def first_run_holds_the_slot() -> bool:
+            runs = server.flow_runs_of(confluence_space["id"])
+            if runs and runs[0]["state_type"] in {"PENDING", "RUNNING"}:
+                first.update(runs[0])
+                return True
+            assert not runs or runs[0]["state_type"] not in TERMINAL, runs[0]["state"]
+            return False
+
+        _wait(
+            "first run pending or running",
+            first_run_holds_the_slot,
+            120,
+            lambda: processes.log("worker"),
+        )
+        second_id = _run_id(server.cli("deployment", "run", "ingest/confluence-space", cwd=outside))
+
+        watcher = processes.started["watch"]
+        assert watcher.wait(240) == 0, processes.log("watch") + processes.log("worker")
+        assert "Flow run finished successfully in 'Completed'" in processes.log("watch")
+        run = server.wait_for_run(first["id"])
+        assert run["state_type"] == "COMPLETED"
+        assert run["parameters"] == {"source": "confluence", "mode": "incremental"}
+        second = server.wait_for_run(second_id, timeout=60)
+        assert second["state_type"] == "CANCELLED", second["state"]
+        assert "concurrency limit" in second["state"]["message"]
+        assert "RUNNING" not in server.state_types(second_id)  # it never ran
+
+        summary = [a for a in server.artifacts_of(first["id"]) if a["key"] == "ingest-summary"]
+        assert len(summary) == 1
+        assert "confluence:ENG" in summary[0]["data"]
+        assert "tenant `default`" in summary[0]["data"]
+
+        eng = _points(tmp_path / "qdrant", tenant_id="default")
+        assert eng, "no points written"
+        assert {p["space_key"] for p in eng} == {"ENG"}
+        titles = {p["title"] for p in eng}
+        assert {"Install Guide", "Release Notes", "install.pdf"} <= titles
+
+        # A backfill from the form's parameters: another space, another tenant, a date.
+        output = server.cli(
+            "deployment",
+            "run",
+            "ingest/backfill",
+            "--param",
+            'targets=["HR"]',
+            "--param",
+            "tenant_id=acme",
+            "--param",
+            "since=2026-01-01T00:00:00Z",
+            "--watch",
+            cwd=outside,
+            env=env,
+        )
+        assert "Flow run finished successfully in 'Completed'" in output
+        backfill_run = server.flow_run(_run_id(output))
+        assert backfill_run["parameters"]["mode"] == "full"  # the deployment's default
+        assert backfill_run["parameters"]["targets"] == ["HR"]
+        assert backfill_run["parameters"]["tenant_id"] == "acme"
+        backfill_summary = [
+            a for a in server.artifacts_of(backfill_run["id"]) if a["key"] == "ingest-summary"
+        ]
+        assert "confluence:HR" in backfill_summary[0]["data"]
+        assert "full" in backfill_summary[0]["data"]
+        processes.stop("worker")
+
+        acme = _points(tmp_path / "qdrant", tenant_id="acme")
+        assert acme and {p["space_key"] for p in acme} == {"HR"}
+        assert {p["title"] for p in acme} >= {"Отпуск и больничные"}
+        # the other tenant's points are untouched
+        assert len(_points(tmp_path / "qdrant", tenant_id="default")) == len(eng)
+    finally:
+        processes.stop_all()
+
+
+@pytest.mark.slow
+def test_ingest_serve_runs_the_deployments_without_a_pool(
+    prefect_server: PrefectServer,
+    confluence: FakeConfluence,
+    tiny_model_dir: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    server = prefect_server
+    processes = Processes(tmp_path)
+    share = tmp_path / "share"
+    share.mkdir()
+    (share / "handbook.md").write_text(
+        "# Handbook\n\nServed deployments run flows in the serving process.\n", encoding="utf-8"
+    )
+    outside = tmp_path / "serve-cwd"
+    outside.mkdir()
+    env = _ingest_env(server.env, confluence, tmp_path, tiny_model_dir, ["OPS"])
+    env["INGEST_FILES__PATHS"] = json.dumps([str(share)])
+    try:
+        processes.start("serve", [INGEST, "serve"], env, outside)
+
+        def served() -> bool:
+            assert processes.alive("serve"), processes.log("serve")[-4000:]
+            found = [server.deployment(n) for n in ("confluence-space", "files", "backfill")]
+            # served deployments have no pool and no pull steps, even when a `prefect deploy`
+            # of the same names came first (flows.serve.take_over)
+            return all(
+                d is not None and d["work_pool_name"] is None and not d["pull_steps"] for d in found
+            ) and ("being served" in processes.log("serve"))
+
+        _wait("ingest serve registered", served, 120, lambda: processes.log("serve"))
+        files = server.deployment("files")
+        assert files is not None
+        assert files["parameters"] == {"source": "files", "mode": "incremental"}
+        assert [s["schedule"]["cron"] for s in files["schedules"]] == ["30 * * * *"]
+        assert files["concurrency_options"]["collision_strategy"] == "CANCEL_NEW"
+
+        try:
+            output = server.cli(
+                "deployment",
+                "run",
+                "ingest/files",
+                "--param",
+                "tenant_id=served",
+                "--watch",
+                cwd=outside,
+            )
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n--- ingest serve:\n{processes.log('serve')}") from None
+        assert "Flow run finished successfully in 'Completed'" in output
+        processes.stop("serve")  # Prefect pauses served schedules on shutdown
+        paused = server.deployment("files")
+        assert paused is not None and paused["paused"] is True
+
+        points = _points(tmp_path / "qdrant", tenant_id="served")
+        assert points and {p["source_type"] for p in points} == {"file"}
+        assert any("serving process" in p["md_text"] for p in points)
+    finally:
+        processes.stop_all()
