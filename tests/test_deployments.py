@@ -519,6 +519,8 @@ def test_deploy_and_run_with_a_process_worker(
         watcher = processes.started["watch"]
         assert watcher.wait(240) == 0, processes.log("watch") + processes.log("worker")
         assert "Flow run finished successfully in 'Completed'" in processes.log("watch")
+        worker_log = processes.log("worker")
+        assert "Deployment step 'set_project_directory' completed successfully" in worker_log
         run = server.wait_for_run(first["id"])
         assert run["state_type"] == "COMPLETED"
         assert run["parameters"] == {"source": "confluence", "mode": "incremental"}
@@ -593,6 +595,7 @@ def test_ingest_serve_runs_the_deployments_without_a_pool(
     env = _ingest_env(server.env, confluence, tmp_path, tiny_model_dir, ["OPS"])
     env["INGEST_FILES__PATHS"] = json.dumps([str(share)])
     try:
+        before = server.deployment("files")  # made by `prefect deploy` when run after it
         processes.start("serve", [INGEST, "serve"], env, outside)
 
         def served() -> bool:
@@ -605,6 +608,8 @@ def test_ingest_serve_runs_the_deployments_without_a_pool(
             ) and ("being served" in processes.log("serve"))
 
         _wait("ingest serve registered", served, 120, lambda: processes.log("serve"))
+        if before is not None and before["work_pool_name"]:
+            assert "ingest/files: detached from its work pool" in processes.log("serve")
         files = server.deployment("files")
         assert files is not None
         assert files["parameters"] == {"source": "files", "mode": "incremental"}
