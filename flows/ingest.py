@@ -124,28 +124,36 @@ def ingest(
         progress=0.0 if batches else 100.0, description=f"documents processed of {spec.scope}"
     )
     index_runner = index_task.with_options(**retrying)
-    pending: dict[PrefectFuture[Any], tuple[Any, tuple[Any, ...]]] = {}
-    for refs in batches:
-        prepared = prepare_task.submit(spec, settings, refs, force)
-        # the index task receives the prepared batch once its future resolves
-        future = index_runner.submit(spec, settings, prepared, force)  # type: ignore[call-overload]
-        pending[future] = (prepared, refs)
+    # An index task is submitted only when its batch is prepared, so no worker thread
+    # sits waiting on an upstream future while other batches could be preparing.
+    preparing = {prepare_task.submit(spec, settings, refs, force): refs for refs in batches}
+    indexing: dict[PrefectFuture[BatchOutcome], tuple[Any, tuple[Any, ...]]] = {}
     done_documents = 0
-    for future in as_completed(list(pending)):
-        prepared_future, refs = pending[future]
-        try:
-            outcome: BatchOutcome = future.result()
-        except Exception as exc:  # the batch failed for good: report, keep the old points
-            prepared, prepare_error = _result_or_error(prepared_future)
-            error = prepare_error or exc
-            logger.error("a batch of %d documents failed: %s", len(refs), error)
-            outcome = failed_batch(prepared, refs, error)
+
+    def account(outcome: BatchOutcome, documents: int) -> None:
+        nonlocal done_documents
         total.merge(outcome)
-        done_documents += len(refs)
+        done_documents += documents
         if isinstance(progress_id, UUID):
             update_progress_artifact(
                 progress_id, progress=100.0 * done_documents / max(1, len(plan.to_process))
             )
+
+    for prepare_future in as_completed(list(preparing)):
+        refs = preparing[prepare_future]
+        prepared, error = _result_or_error(prepare_future)
+        if error is not None:
+            logger.error("preparing a batch of %d documents failed: %s", len(refs), error)
+            account(failed_batch(None, refs, error), len(refs))
+            continue
+        indexing[index_runner.submit(spec, settings, prepared, force)] = (prepared, refs)
+    for index_future in as_completed(list(indexing)):
+        prepared, refs = indexing[index_future]
+        outcome, error = _result_or_error(index_future)
+        if error is not None:  # the batch failed for good: report, keep the old points
+            logger.error("indexing a batch of %d documents failed: %s", len(refs), error)
+            outcome = failed_batch(prepared, refs, error)
+        account(outcome, len(refs))
 
     transient = [f for f in total.failures if f.transient]
     deleted: list[str] = []
