@@ -281,8 +281,4 @@ def _load_builtin_formats() -> None:
     import importlib
 
     for module in ("text", "html", "pdf", "docx", "xlsx", "pptx", "legacy", "confluence"):
-        try:
-            importlib.import_module(f"normalizers.{module}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"normalizers.{module}":
-                raise
+        importlib.import_module(f"normalizers.{module}")
