@@ -99,6 +99,13 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("--json", action="store_true", help="one JSON object per hit")
     search.set_defaults(handler=_search)
 
+    links = commands.add_parser(
+        "links", parents=[common], help="list a document's outgoing and incoming links"
+    )
+    links.add_argument("document_id")
+    links.add_argument("--tenant", help="tenant id (default: tenant_id setting)")
+    links.set_defaults(handler=_links)
+
     cache = commands.add_parser(
         "cache", parents=[common], help="report the stage cache's size, or prune it"
     )
@@ -283,6 +290,21 @@ def _search(args: argparse.Namespace, settings: Settings) -> int:
         )
     if not hits:
         print("no results", file=sys.stderr)
+    return 0
+
+
+def _links(args: argparse.Namespace, settings: Settings) -> int:
+    from tasks.links import LinkStore
+
+    store = LinkStore(settings.cache.dir, args.tenant or settings.tenant_id)
+    outgoing = store.outgoing(args.document_id)
+    incoming = store.incoming(args.document_id)
+    print(f"{args.document_id}: {len(outgoing)} outgoing, {len(incoming)} incoming")
+    for link in outgoing:
+        target = f" -> {link.target_document_id}" if link.target_document_id else ""
+        print(f"  out {link.link_type:10s} {link.target_url}{target}")
+    for source, link in incoming:
+        print(f"  in  {link.link_type:10s} from {source}")
     return 0
 
 

@@ -160,7 +160,7 @@ def ingest(
     try:
         # Documents that failed for now are still listed, so they are never deleted here.
         deleted = reconcile_task.with_options(**retrying)(
-            spec, settings, listing, total.gone, force_delete
+            spec, settings, listing, total.gone, total.indexed, force_delete
         )
     except IngestError as exc:
         logger.error("reconcile: %s", exc)

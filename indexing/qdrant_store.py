@@ -514,6 +514,21 @@ class QdrantStore:
             ),
         )
 
+    def set_document_fields(self, tenant_id: str, document_id: str, fields: dict[str, Any]) -> None:
+        """Set payload fields on every point of one document (e.g. `links_in`)."""
+        selection = models.Filter(
+            must=[_match("tenant_id", tenant_id), _match("document_id", document_id)]
+        )
+        self._call(
+            "set payload",
+            lambda: self.client.set_payload(
+                self.collection,
+                payload=fields,
+                points=models.FilterSelector(filter=selection),
+                wait=True,
+            ),
+        )
+
     def delete_points(self, tenant_id: str, point_ids: Sequence[str]) -> int:
         if point_ids:
             selection = models.Filter(

@@ -33,6 +33,7 @@ from indexing.embedders import Embedder, make_embedder
 from indexing.qdrant_store import QdrantStore
 from indexing.reconcile import DocumentChunks, delete_missing_documents, sync_documents
 from normalizers.base import LinkRecord, NormalizedDocument, supported_extensions
+from tasks.links import LinkStore, StoredLink
 from tasks.stages import chunk_normalized, normalize_source
 from tasks.state import (
     CHUNK_STAGE_VERSION,
@@ -105,11 +106,13 @@ class BatchOutcome:
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
     failures: list[Failure] = field(default_factory=list)
     gone: list[str] = field(default_factory=list)
+    indexed: list[str] = field(default_factory=list)  # documents whose points were synced
     chunks: int = 0
     token_histogram: Counter[str] = field(default_factory=Counter)
 
     def merge(self, other: BatchOutcome) -> None:
         self.documents += other.documents
+        self.indexed += other.indexed
         for stage in STAGES:
             self.stages[stage].done += other.stages[stage].done
             self.stages[stage].cached += other.stages[stage].cached
@@ -293,7 +296,9 @@ def prepare_batch(
             continue
         outcome.stages["fetch"].done += 1
         try:
-            prepared.append(_prepare_one(item, settings, cache, outcome, force=force))
+            prepared.append(
+                _prepare_one(item, settings, cache, outcome, force=force, connector=connector)
+            )
         except IngestError as exc:
             outcome.failures.append(_failure(ref.document_id, exc))
             if not exc.transient:
@@ -314,6 +319,7 @@ def _prepare_one(
     outcome: BatchOutcome,
     *,
     force: bool,
+    connector: Connector,
 ) -> PreparedDocument:
     started = time.perf_counter()
     normalize_input = sha256_hex(
@@ -342,6 +348,7 @@ def _prepare_one(
     outcome.seconds["normalize"] += time.perf_counter() - started
 
     started = time.perf_counter()
+    _store_links(source, normalized, settings, connector)
     source = _with_link_counts(source, normalized)
     chunk_input = sha256_hex(
         json.dumps(
@@ -370,6 +377,28 @@ def _prepare_one(
         outcome.token_histogram[_token_bin(int(record["token_count"]))] += 1
     return PreparedDocument(
         source.ref.document_id, source.ref.version, chunk_key.digest, len(records)
+    )
+
+
+def _store_links(
+    source: SourceDocument, normalized: NormalizedDocument, settings: Settings, connector: Connector
+) -> None:
+    """Persist the document's outgoing links, resolved to synced document ids where the
+    target is a page or attachment the connector listed (SPEC §3.8)."""
+    targets: list[str | None] = [None] * len(normalized.links)
+    index = getattr(connector, "index", None)
+    if index is not None and normalized.links:
+        from connectors.confluence import resolve_links
+
+        targets = resolve_links(
+            normalized.links, index, space_key=source.space_key or "", page_id=source.page_id
+        )
+    LinkStore(settings.cache.dir, settings.tenant_id).put(
+        source.ref.document_id,
+        [
+            StoredLink(link.target_url, link.link_type, target, link.text)
+            for link, target in zip(normalized.links, targets, strict=True)
+        ],
     )
 
 
@@ -438,6 +467,7 @@ def index_batch(
     outcome.stages["upsert"] = StageCount(
         done=result.documents_written, cached=result.documents_unchanged
     )
+    outcome.indexed = [d.document_id for d in documents]
     fingerprint = pipeline_fingerprint(settings)
     SyncState.for_scope(settings, spec.scope).update(
         {
@@ -489,7 +519,28 @@ def delete_missing(
         )
     if deleted:
         SyncState.for_scope(settings, spec.scope).forget(deleted)
+        LinkStore(settings.cache.dir, settings.tenant_id).remove(deleted)
     return deleted
+
+
+def push_incoming_link_counts(settings: Settings, indexed: Sequence[str]) -> int:
+    """Write `links_in` into the payload of every document whose incoming-link count
+    changed since the last push, and of every document indexed this run (its fresh
+    points do not have it yet). Returns how many documents were updated."""
+    links = LinkStore(settings.cache.dir, settings.tenant_id)
+    counts = links.incoming_counts()
+    pushed = links.pushed_counts()
+    changed = {d for d in counts.keys() | pushed.keys() if counts.get(d, 0) != pushed.get(d, 0)}
+    store = store_for(settings)
+    if store.resolve() is None:
+        return 0
+    targets = sorted(changed | set(indexed))
+    for document_id in targets:
+        store.set_document_fields(
+            settings.tenant_id, document_id, {"links_in": counts.get(document_id, 0)}
+        )
+    links.save_pushed_counts(counts)
+    return len(targets)
 
 
 def _scope_prefixes(spec: SourceSpec) -> tuple[str, ...]:

@@ -83,9 +83,17 @@ def index_task(
 
 @task(name="reconcile", cache_policy=NO_CACHE, retry_condition_fn=retry_when_transient)
 def reconcile_task(
-    spec: SourceSpec, settings: Settings, listing: Listing, gone: list[str], force: bool
+    spec: SourceSpec,
+    settings: Settings,
+    listing: Listing,
+    gone: list[str],
+    indexed: list[str],
+    force: bool,
 ) -> list[str]:
-    return pipeline.delete_missing(spec, settings, listing, gone, force=force)
+    """Delete what vanished, then bring incoming-link counts in payloads up to date."""
+    deleted = pipeline.delete_missing(spec, settings, listing, gone, force=force)
+    pipeline.push_incoming_link_counts(settings, indexed)
+    return deleted
 
 
 def failed_batch(

@@ -110,3 +110,28 @@ def test_readme_commands_are_the_ones_ci_runs() -> None:
     ci = (ROOT / ".ci" / "run").read_text("utf-8")
     assert "./install.sh" in readme and "./install.sh" in ci
     assert ".venv/bin/python -m pytest -q" in readme and ".venv/bin/python -m pytest -q" in ci
+
+
+def test_links_lists_outgoing_and_incoming(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tasks.links import LinkStore, StoredLink
+
+    config = tmp_path / "c.yaml"
+    config.write_text(f"cache:\n  dir: {tmp_path / 'cache'}\n")
+    store = LinkStore(tmp_path / "cache", "default")
+    store.put("page-1", [StoredLink("https://w/display/ENG/B", "page", "page-2", "B")])
+    store.put(
+        "page-3",
+        [
+            StoredLink("https://w/display/ENG/B", "page", "page-2", "B"),
+            StoredLink("https://x.org", "external"),
+        ],
+    )
+    assert main(["links", "page-2", "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "page-2: 0 outgoing, 2 incoming" in out
+    assert "from page-1" in out and "from page-3" in out
+    assert store.incoming_counts() == {"page-2": 2}
+    assert main(["links", "page-3", "--config", str(config)]) == 0
+    assert "page-3: 2 outgoing, 0 incoming" in capsys.readouterr().out

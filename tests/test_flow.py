@@ -671,3 +671,38 @@ def test_tenants_are_isolated(
     assert space.documents("acme") == {
         d: p for d, p in acme.items() if d != "docs/handbook/onboarding.md"
     }
+
+
+def test_links_are_persisted_both_ways_and_counts_follow_edits(
+    workspace: Callable[..., Workspace], eng: tuple[FakeConfluence, Fixture]
+) -> None:
+    """SPEC §3.8: link records are kept so a document's outgoing and incoming links can be
+    listed, and every chunk carries its document's outgoing and incoming link counts."""
+    from tasks.links import LinkStore
+
+    api, fx = eng
+    space = workspace(api=api)
+    state, _ = space.run(source="confluence", targets=["ENG"])
+    assert state.is_completed()
+    links = LinkStore(space.settings().cache.dir, "default")
+    # The guide links to Release Notes (synced) and to an HR page (not in this run).
+    outgoing = links.outgoing(fx["guide"])
+    assert [(link.link_type, link.target_document_id) for link in outgoing] == [
+        ("page", fx["notes"]),
+        ("page", None),
+    ]
+    assert [source for source, _ in links.incoming(fx["notes"])] == [fx["guide"]]
+
+    def payloads() -> dict[str, dict[str, Any]]:
+        return {str(p["document_id"]): p for p in space.points().values()}
+
+    assert payloads()[fx["notes"]]["links_in"] == 1
+    assert payloads()[fx["guide"]]["links_out"] == 2
+    assert payloads()[fx["guide"]]["links_in"] == 0
+
+    api.edit(fx["guide"], body="<p>Install with the new installer, then reboot.</p>")
+    state, summary = space.run(source="confluence", targets=["ENG"])
+    assert state.is_completed() and summary["changed"] == 1
+    assert links.incoming(fx["notes"]) == []
+    # Release Notes did not change, yet its points now say nobody links to it.
+    assert payloads()[fx["notes"]]["links_in"] == 0

@@ -1,0 +1,92 @@
+"""Link records (SPEC §3.8), persisted per tenant so that for any document one can list its
+outgoing and incoming links, and chunk payloads carry both counts for ranking boosts.
+
+One small JSON file per linking document under `<cache dir>/links/<tenant>/`, written
+atomically; incoming links are found by reading them all (a few KB per document), which
+happens once per run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class StoredLink:
+    target_url: str
+    link_type: str  # page | attachment | external | anchor
+    target_document_id: str | None = None  # set where the target is a synced document
+    text: str = ""
+
+
+class LinkStore:
+    def __init__(self, cache_dir: str | Path, tenant_id: str) -> None:
+        tenant = hashlib.sha256(tenant_id.encode()).hexdigest()[:16]
+        self.root = Path(cache_dir) / "links" / tenant
+
+    def _path(self, document_id: str) -> Path:
+        return self.root / f"{hashlib.sha256(document_id.encode()).hexdigest()}.json"
+
+    def put(self, document_id: str, links: list[StoredLink]) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        data = json.dumps({"document_id": document_id, "links": [asdict(link) for link in links]})
+        fd, temp = tempfile.mkstemp(dir=self.root, prefix=".links-")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(data)
+            os.replace(temp, self._path(document_id))
+        except BaseException:
+            Path(temp).unlink(missing_ok=True)
+            raise
+
+    def remove(self, document_ids: list[str]) -> None:
+        for document_id in document_ids:
+            self._path(document_id).unlink(missing_ok=True)
+
+    def outgoing(self, document_id: str) -> list[StoredLink]:
+        try:
+            data = json.loads(self._path(document_id).read_text("utf-8"))
+        except FileNotFoundError:
+            return []
+        return [StoredLink(**link) for link in data["links"]]
+
+    def _all(self) -> list[tuple[str, list[StoredLink]]]:
+        found = []
+        for path in sorted(self.root.glob("*.json")) if self.root.is_dir() else []:
+            data = json.loads(path.read_text("utf-8"))
+            found.append((data["document_id"], [StoredLink(**link) for link in data["links"]]))
+        return found
+
+    def incoming(self, document_id: str) -> list[tuple[str, StoredLink]]:
+        """(linking document, link) for every stored link that resolves to `document_id`."""
+        return [
+            (source, link)
+            for source, links in self._all()
+            for link in links
+            if link.target_document_id == document_id and source != document_id
+        ]
+
+    def incoming_counts(self) -> dict[str, int]:
+        counts: Counter[str] = Counter()
+        for source, links in self._all():
+            targets = {link.target_document_id for link in links} - {None, source}
+            counts.update(t for t in targets if t is not None)
+        return dict(counts)
+
+    def pushed_counts(self) -> dict[str, int]:
+        """The incoming counts last written to Qdrant payloads."""
+        try:
+            data: dict[str, int] = json.loads((self.root / "pushed.json.snapshot").read_text())
+        except FileNotFoundError:
+            return {}
+        return data
+
+    def save_pushed_counts(self, counts: dict[str, int]) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        (self.root / "pushed.json.snapshot").write_text(json.dumps(counts, sort_keys=True))
