@@ -706,3 +706,48 @@ def test_links_are_persisted_both_ways_and_counts_follow_edits(
     assert links.incoming(fx["notes"]) == []
     # Release Notes did not change, yet its points now say nobody links to it.
     assert payloads()[fx["notes"]]["links_in"] == 0
+
+
+def test_secrets_reach_no_log_cache_result_or_payload(
+    workspace: Callable[..., Workspace],
+    eng: tuple[FakeConfluence, Fixture],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A full run with a known Confluence token and Qdrant API key: neither appears in any
+    file the run wrote (stage cache, state, links, Qdrant storage), in a payload, in the
+    logs (captured here and stored by Prefect), in artifacts or in the run's parameters."""
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+
+    qdrant_key = "qdrant-key-5e6f7a8b9c"
+    caplog.set_level(logging.DEBUG)
+    api, _ = eng
+    space = workspace(api=api, INGEST_QDRANT__API_KEY=qdrant_key)
+    state, summary = space.run(source="confluence", targets=["ENG"])
+    assert state.is_completed() and summary["chunks"] > 0
+    secrets = [DEFAULT_TOKEN.encode(), qdrant_key.encode()]
+
+    written = [p for p in space.root.rglob("*") if p.is_file()]
+    assert len(written) > 20  # the cache, state and Qdrant files really were searched
+    for path in written:
+        data = path.read_bytes()
+        assert not any(secret in data for secret in secrets), path
+
+    with get_client(sync_client=True) as client:
+        run_id = flow_run_id(state)
+        logs = client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run_id])))
+        artifacts = client.read_artifacts(
+            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[run_id]))
+        )
+        flow_run = client.read_flow_run(run_id)
+    assert logs and artifacts
+    seen = "\n".join(
+        [
+            caplog.text,
+            json.dumps(space.points(), default=str),
+            json.dumps(summary, default=str),
+            json.dumps(flow_run.parameters, default=str),
+            *(log.message for log in logs),
+            *(str(artifact.data) for artifact in artifacts),
+        ]
+    ).encode()
+    assert not any(secret in seen for secret in secrets)
