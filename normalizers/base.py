@@ -68,6 +68,35 @@ class NormalizeContext:
 Normalizer = Callable[[bytes, NormalizeContext], NormalizedDocument]
 
 
+class AnchoredMarkdown:
+    """Markdown written section by section (pages, sheets, slides), each section's start
+    anchored so chunks can say which section they come from."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._parts: list[str] = []
+        self._anchors: list[Anchor] = []
+        self._length = 0
+
+    def add(self, value: int | str, text: str) -> None:
+        """Start section `value` here; `text` may be empty (the anchor still counts)."""
+        self._anchors.append(Anchor(self._length, self.kind, value))
+        self._parts.append(text)
+        self._length += len(text)
+
+    @property
+    def sections(self) -> int:
+        return len(self._anchors)
+
+    @property
+    def markdown(self) -> str:
+        return "".join(self._parts)
+
+    @property
+    def anchors(self) -> tuple[Anchor, ...]:
+        return tuple(self._anchors)
+
+
 @dataclass(frozen=True)
 class FormatEntry:
     name: str

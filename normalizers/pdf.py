@@ -31,7 +31,7 @@ import pymupdf
 
 from chunking.text import Anchor
 from config.errors import ErrorCode
-from normalizers.base import NormalizeContext, NormalizedDocument, register
+from normalizers.base import AnchoredMarkdown, NormalizeContext, NormalizedDocument, register
 from normalizers.tables import gfm_table
 
 # pymupdf's annotations are partial (untyped constructors and methods): its objects are
@@ -709,22 +709,16 @@ def _split(items: list[_Item], *, vertical: bool) -> list[list[_Item]]:
 # --- rendering ----------------------------------------------------------------------
 
 
-def _render(pages: Sequence[_Page], styles: _Styles) -> tuple[str, list[Anchor], str | None]:
-    parts: list[str] = []
-    anchors: list[Anchor] = []
-    offset = 0
+def _render(pages: Sequence[_Page], styles: _Styles) -> tuple[str, tuple[Anchor, ...], str | None]:
+    out = AnchoredMarkdown("page")
     first_heading: str | None = None
     for page in pages:
-        anchors.append(Anchor(offset, "page", page.number))
         blocks = _page_blocks(_page_items(page), styles)
         if first_heading is None:
             first_heading = next((b.lstrip("# ") for b in blocks if b.startswith("#")), None)
         text = "\n\n".join(blocks)
-        if text:
-            text += "\n\n"
-            parts.append(text)
-            offset += len(text)
-    return "".join(parts), anchors, first_heading
+        out.add(page.number, text + "\n\n" if text else "")
+    return out.markdown, out.anchors, first_heading
 
 
 @dataclass

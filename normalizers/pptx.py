@@ -30,8 +30,8 @@ from pptx.oxml.ns import qn
 from pptx.shapes.group import GroupShape
 from pptx.shapes.picture import Picture
 
-from chunking.text import Anchor
 from normalizers.base import (
+    AnchoredMarkdown,
     NormalizeContext,
     NormalizedDocument,
     check_zip_limits,
@@ -63,11 +63,9 @@ _FILE_NAME = re.compile(r"[\w\-. ]+\.(?:png|jpe?g|gif|bmp|tiff?|emf|wmf|svg|webp
 def normalize_pptx(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
     check_zip_limits(data, ctx)
     deck = Presentation(io.BytesIO(data))
-    parts: list[str] = []
-    anchors: list[Anchor] = []
+    out = AnchoredMarkdown("slide")
     warnings: list[str] = []
     first_title: str | None = None
-    offset = 0
     for number, slide in enumerate(deck.slides, 1):
         title_shape = _title_shape(slide)
         title = one_line(title_shape.text_frame.text) if title_shape is not None else ""
@@ -78,20 +76,17 @@ def normalize_pptx(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
         if notes:
             blocks.append(notes)
         heading = f"## Slide {number}: {title}" if title else f"## Slide {number}"
-        section = "\n\n".join([heading, *blocks]) + "\n\n"
-        anchors.append(Anchor(offset, "slide", number))
-        parts.append(section)
-        offset += len(section)
+        out.add(number, "\n\n".join([heading, *blocks]) + "\n\n")
     props = deck.core_properties
     return NormalizedDocument(
-        markdown="".join(parts),
+        markdown=out.markdown,
         title=props.title or first_title,
         author=props.author or props.last_modified_by or None,
         created_at=iso_datetime(props.created),
         updated_at=iso_datetime(props.modified),
-        page_count=len(parts),
-        metadata={"slides": len(parts)},
-        anchors=tuple(anchors),
+        page_count=out.sections,
+        metadata={"slides": out.sections},
+        anchors=out.anchors,
         warnings=tuple(warnings),
     )
 

@@ -42,9 +42,9 @@ from openpyxl.styles.stylesheet import apply_stylesheet
 from openpyxl.utils import column_index_from_string, get_column_letter, range_boundaries
 from openpyxl.utils.datetime import from_excel, from_ISO8601
 
-from chunking.text import Anchor
 from config.errors import ErrorCode
 from normalizers.base import (
+    AnchoredMarkdown,
     NormalizeContext,
     NormalizedDocument,
     check_zip_limits,
@@ -114,10 +114,8 @@ def _convert_workbook(reader: Any, ctx: NormalizeContext) -> NormalizedDocument:
             if "%" in _format_code(workbook, style)
         ),
     )
-    parts: list[str] = []
-    anchors: list[Anchor] = []
+    out = AnchoredMarkdown("sheet")
     sheets: list[str] = []
-    offset = 0
     for sheet, rel in reader.parser.find_sheets():
         if rel.target not in book.parts:
             continue
@@ -127,20 +125,17 @@ def _convert_workbook(reader: Any, ctx: NormalizeContext) -> NormalizedDocument:
         grid = {} if is_chartsheet else _read_grid(book, rel.target, sheet.name, ctx)
         blocks = [_block_markdown(grid, block) for block in _blocks(grid)]
         body = "\n\n".join(blocks + _sheet_charts(book, rel.target))
-        section = f"## {sheet.name}\n\n{body}\n\n" if body else f"## {sheet.name}\n\n"
-        anchors.append(Anchor(offset, "sheet", sheet.name))
+        out.add(sheet.name, f"## {sheet.name}\n\n{body}\n\n" if body else f"## {sheet.name}\n\n")
         sheets.append(sheet.name)
-        parts.append(section)
-        offset += len(section)
     props = workbook.properties
     return NormalizedDocument(
-        markdown="".join(parts),
+        markdown=out.markdown,
         title=props.title or None,
         author=props.creator or props.lastModifiedBy or None,
         created_at=iso_datetime(props.created),
         updated_at=iso_datetime(props.modified),
         metadata={"sheets": sheets},
-        anchors=tuple(anchors),
+        anchors=out.anchors,
     )
 
 
