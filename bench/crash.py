@@ -1,0 +1,374 @@
+"""Benchmark (run by hand): crash safety under SIGKILL (issue 7, Crash safety).
+
+    .venv/bin/python -m bench.crash [--kills 20] [--seed 7] [--pages 100]
+
+A space (`build_fixture` plus `--pages` generated pages) is served by the local
+Confluence API. A child Python process runs the pipeline stages of the `ingest` flow
+(`tasks.pipeline`: discover, plan, prepare_batch + index_batch per batch,
+delete_missing, push_incoming_link_counts; the same code the flow's tasks call, without
+Prefect's ~10 s ephemeral start-up) and prints a line per phase it enters. The parent
+kills it with SIGKILL (its own process group) at seeded random delays after it enters a
+chosen phase (`listing`, `preparing`, `indexing`, `reconcile`, in turn), `--kills` times,
+each kill against the state the previous one left; then it runs to completion once.
+The result is compared with an uninterrupted run in separate directories: the same
+point ids, payloads and vectors, and every cache entry readable (`StageCache.get`), no
+temporary file taken for an entry.
+
+`tests/test_crash_safety.py` runs the same with 3 kills.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.confluence_api import (
+    DEFAULT_TOKEN,
+    DEFAULT_USER,
+    FakeConfluence,
+    add_bulk_pages,
+    build_fixture,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+PHASES = ("listing", "preparing", "indexing", "reconcile")
+SPACE = "ENG"
+
+# The child: the flow's stages through tasks.pipeline, one batch at a time, announcing
+# each phase on stdout (flushed) so the parent knows where it kills.
+CHILD = r"""
+import sys
+from config.settings import load_settings
+from tasks import pipeline
+from tasks.pipeline import BatchOutcome, SourceSpec
+
+def say(phase):
+    print("PHASE " + phase, flush=True)
+
+say("start")
+settings = load_settings()
+spec = SourceSpec("confluence", (sys.argv[1],))
+token = settings.confluence.token.get_secret_value()
+say("listing")
+listing = pipeline.discover(spec, settings, token)
+plan = pipeline.plan(spec, settings, listing, mode="incremental", since=None)
+total = BatchOutcome()
+for refs in pipeline.batches(plan.to_process, settings.run.batch_size):
+    say("preparing")
+    prepared = pipeline.prepare_batch(spec, settings, refs, token=token)
+    say("indexing")
+    outcome = pipeline.index_batch(spec, settings, prepared.documents)
+    outcome.merge(prepared.outcome)
+    total.merge(outcome)
+say("reconcile")
+pipeline.delete_missing(spec, settings, listing, total.gone, force=False)
+pipeline.push_incoming_link_counts(settings, total.indexed)
+say("done")
+print("FAILED " + str(len(total.failures)), flush=True)
+"""
+
+
+@dataclass
+class Kill:
+    target: str
+    delay_s: float
+    phase: str  # the last phase the child announced before the kill ("finished": too late)
+
+
+@dataclass
+class Outcome:
+    kills: list[Kill] = field(default_factory=list)
+    runs_s: list[float] = field(default_factory=list)
+
+
+def make_space(api: FakeConfluence, pages: int) -> None:
+    build_fixture(api)
+    add_bulk_pages(api, SPACE, pages, body_bytes=1500)
+
+
+def child_env(root: Path, api: FakeConfluence, model: Path, batch_size: int) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("INGEST_", "CHUNK_"))}
+    env.update(
+        {
+            "INGEST_QDRANT__PATH": str(root / "qdrant"),
+            "INGEST_CACHE__DIR": str(root / "cache"),
+            "INGEST_EMBEDDER__MODEL": str(model),
+            "INGEST_EMBEDDER__DEVICE": "cpu",
+            "INGEST_CONFLUENCE__URL": api.base_url,
+            "INGEST_CONFLUENCE__USERNAME": DEFAULT_USER,
+            "INGEST_CONFLUENCE__TOKEN": DEFAULT_TOKEN,
+            "INGEST_CONFLUENCE__REQUESTS_PER_SECOND": "1000",
+            "INGEST_RUN__BATCH_SIZE": str(batch_size),
+            "PYTHONHASHSEED": "0",
+            "TOKENIZERS_PARALLELISM": "false",
+            "OMP_NUM_THREADS": "1",
+        }
+    )
+    return env
+
+
+class Child:
+    """One child run in its own process group; tracks the phases it announces."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", CHILD, SPACE],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        self.phases: list[str] = []
+        self.failed: int | None = None
+        self.changed = threading.Condition()
+        self.stderr = ""
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self._err = threading.Thread(target=self._read_err, daemon=True)
+        self._err.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with self.changed:
+                if line.startswith("PHASE "):
+                    self.phases.append(line.split()[1])
+                elif line.startswith("FAILED "):
+                    self.failed = int(line.split()[1])
+                self.changed.notify_all()
+        with self.changed:
+            self.phases.append("finished")
+            self.changed.notify_all()
+
+    def _read_err(self) -> None:
+        assert self.proc.stderr is not None
+        self.stderr = self.proc.stderr.read()
+
+    def wait_phase(self, phase: str, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        with self.changed:
+            while phase not in self.phases and "finished" not in self.phases:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.changed.wait(left)
+            return phase in self.phases
+
+    def kill(self) -> str:
+        with self.changed:
+            last = self.phases[-1] if self.phases else "start-up"
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        self._reader.join(10)
+        self._err.join(10)
+        return last
+
+    def finish(self, timeout: float) -> int:
+        rc = self.proc.wait(timeout)
+        self._reader.join(10)
+        self._err.join(10)
+        return rc
+
+
+def run_to_end(env: dict[str, str], timeout: float = 600.0) -> float:
+    started = time.perf_counter()
+    child = Child(env)
+    try:
+        rc = child.finish(timeout)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        raise
+    if rc != 0 or child.failed != 0:
+        raise RuntimeError(f"run failed (rc {rc}, failures {child.failed}):\n{child.stderr}")
+    return time.perf_counter() - started
+
+
+def kill_once(env: dict[str, str], target: str, delay_s: float, timeout: float = 600.0) -> Kill:
+    child = Child(env)
+    try:
+        if child.wait_phase(target, timeout):
+            time.sleep(delay_s)
+    finally:
+        phase = child.kill()
+    return Kill(target, delay_s, phase)
+
+
+def snapshot(root: Path) -> dict[str, tuple[str, list[float], str]]:
+    """point id -> (payload as canonical JSON, dense vector, sparse vector as JSON)."""
+    from qdrant_client import QdrantClient
+
+    client = QdrantClient(path=str(root / "qdrant"))
+    try:
+        points: dict[str, tuple[str, list[float], str]] = {}
+        offset: Any = None
+        while True:
+            page, offset = client.scroll(
+                "chunks", limit=256, offset=offset, with_payload=True, with_vectors=True
+            )
+            for p in page:
+                vectors = p.vector if isinstance(p.vector, dict) else {"dense": p.vector}
+                dense = vectors.get("dense")
+                sparse = vectors.get("sparse")
+                points[str(p.id)] = (
+                    json.dumps(p.payload, sort_keys=True, ensure_ascii=False),
+                    [round(x, 5) for x in dense if isinstance(x, float)]
+                    if isinstance(dense, list)
+                    else [],
+                    json.dumps(
+                        None
+                        if sparse is None
+                        else sorted(
+                            zip(
+                                getattr(sparse, "indices", []),
+                                [round(v, 5) for v in getattr(sparse, "values", [])],
+                                strict=True,
+                            )
+                        )
+                    ),
+                )
+            if offset is None:
+                return points
+    finally:
+        client.close()
+
+
+def cache_problems(root: Path) -> list[str]:
+    """StageCache entries that do not read back (`get` returns None) and JSON files
+    beside them (link records, run state) that do not parse. Temporary files of dead
+    writers are skipped: a key's path is never one."""
+    from indexing.cache import CacheKey, StageCache
+
+    cache = StageCache(root / "cache")
+    problems: list[str] = []
+    for path in sorted((root / "cache").rglob("*")):
+        if not path.is_file():
+            continue
+        rel = path.relative_to(root / "cache")
+        if path.name.startswith(".tmp-"):
+            continue  # a dead writer's temp file: never a key's path (keys are hex)
+        if path.suffix == ".json":  # link records and run state kept beside the stages
+            try:
+                json.loads(path.read_bytes())
+            except ValueError:
+                problems.append(str(rel))
+            continue
+        if len(rel.parts) != 3 or rel.parts[1] != rel.parts[2][:2]:
+            continue  # another store's file (e.g. the link store's snapshot)
+        stage, _, digest = rel.parts
+        if cache.get(CacheKey(stage, digest)) is None:
+            problems.append(str(rel))
+    return problems
+
+
+def temp_files(root: Path) -> int:
+    return sum(1 for p in (root / "cache").rglob(".tmp-*") if p.is_file())
+
+
+def compare(
+    reference: dict[str, tuple[str, list[float], str]],
+    crashed: dict[str, tuple[str, list[float], str]],
+) -> list[str]:
+    diffs: list[str] = []
+    missing = sorted(set(reference) - set(crashed))
+    extra = sorted(set(crashed) - set(reference))
+    if missing:
+        diffs.append(f"{len(missing)} points missing, e.g. {missing[:3]}")
+    if extra:
+        diffs.append(f"{len(extra)} extra points, e.g. {extra[:3]}")
+    for pid in sorted(set(reference) & set(crashed)):
+        ref, got = reference[pid], crashed[pid]
+        for name, a, b in zip(("payload", "dense", "sparse"), ref, got, strict=True):
+            if a != b:
+                diffs.append(f"point {pid}: {name} differs")
+    return diffs
+
+
+def schedule(kills: int, seed: int, max_delay_s: float) -> list[tuple[str, float]]:
+    rng = random.Random(seed)
+    return [(PHASES[i % len(PHASES)], rng.uniform(0.0, max_delay_s)) for i in range(kills)]
+
+
+def crash_scenario(
+    work: Path,
+    api: FakeConfluence,
+    model: Path,
+    *,
+    kills: list[tuple[str, float]],
+    batch_size: int,
+    log: bool = False,
+) -> tuple[Outcome, list[str]]:
+    """Reference run, then the killed runs and the completing run; returns the kills and
+    every difference found (empty: identical collection, clean cache)."""
+    outcome = Outcome()
+    reference_env = child_env(work / "reference", api, model, batch_size)
+    outcome.runs_s.append(run_to_end(reference_env))
+    crashed_env = child_env(work / "crashed", api, model, batch_size)
+    for target, delay in kills:
+        kill = kill_once(crashed_env, target, delay)
+        outcome.kills.append(kill)
+        if log:
+            print(
+                f"kill {len(outcome.kills):>2}: after entering {target:<9} + {delay:.2f} s "
+                f"-> killed in {kill.phase}; temp files left {temp_files(work / 'crashed')}",
+                flush=True,
+            )
+    outcome.runs_s.append(run_to_end(crashed_env))
+    problems = compare(snapshot(work / "reference"), snapshot(work / "crashed"))
+    problems += [f"unreadable cache entry {p}" for p in cache_problems(work / "crashed")]
+    return outcome, problems
+
+
+def main() -> None:
+    import tempfile
+
+    from tests.tiny_model import build_tiny_model
+
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--kills", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--pages", type=int, default=100)
+    parser.add_argument("--batch-size", type=int, default=20)
+    parser.add_argument("--max-delay", type=float, default=1.5, help="seconds after a phase")
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="bench-crash-"))
+    model = build_tiny_model(work / "model")
+    with FakeConfluence("cloud") as api:
+        make_space(api, args.pages)
+        plan = schedule(args.kills, args.seed, args.max_delay)
+        outcome, problems = crash_scenario(
+            work, api, model, kills=plan, batch_size=args.batch_size, log=True
+        )
+    phases: dict[str, int] = {}
+    for kill in outcome.kills:
+        phases[kill.phase] = phases.get(kill.phase, 0) + 1
+    points = len(snapshot(work / "reference"))
+    print(
+        f"\n{args.kills} kills (seed {args.seed}), landed in: "
+        + ", ".join(f"{k} {v}" for k, v in sorted(phases.items()))
+    )
+    print(
+        f"reference run {outcome.runs_s[0]:.1f} s, completing run {outcome.runs_s[-1]:.1f} s, "
+        f"{points} points; work dir {work}"
+    )
+    if problems:
+        print("NOT EQUAL:\n  " + "\n  ".join(problems[:50]))
+        raise SystemExit(1)
+    print("equal: same point ids, payloads and vectors; every cache entry readable")
+
+
+if __name__ == "__main__":
+    main()
