@@ -204,7 +204,7 @@ def _detect_zip(data: bytes, filename: str) -> str:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             names = archive.namelist()
-    except (zipfile.BadZipFile, ValueError, OSError) as exc:
+    except (zipfile.BadZipFile, ValueError, OSError, NotImplementedError) as exc:
         raise IngestError(
             ErrorCode.CORRUPT, f"broken ZIP container ({exc})", subject=filename
         ) from None
@@ -229,7 +229,7 @@ def check_zip_limits(data: bytes, ctx: NormalizeContext) -> None:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             total = sum(info.file_size for info in archive.infolist())
-    except (zipfile.BadZipFile, ValueError, OSError) as exc:
+    except (zipfile.BadZipFile, ValueError, OSError, NotImplementedError) as exc:
         raise ctx.fail(ErrorCode.CORRUPT, f"broken ZIP container ({exc})") from None
     if total > ctx.limits.max_decompressed_bytes:
         raise ctx.fail(
