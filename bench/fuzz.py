@@ -8,6 +8,7 @@ acceptable outcomes are a `NormalizedDocument` or an `IngestError` with a valid
 
     .venv/bin/python -m bench.fuzz --seconds 60            # every format, 60 s each
     .venv/bin/python -m bench.fuzz --seconds 10 --format docx --seed 7
+    .venv/bin/python -m bench.fuzz --atheris --format xlsx --seconds 120   # pip install atheris
 
 `tests/test_hostile_input.py` runs a small fixed-seed slice of the same cases.
 """
@@ -25,6 +26,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from config.errors import ErrorCode, IngestError
 from normalizers.base import NormalizedDocument, normalize_bytes
@@ -75,7 +77,10 @@ def _rezip(data: bytes, rng: random.Random, change: Callable[[bytes], bytes]) ->
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
         for info in infos:
             body = parts[info.filename]
-            dst.writestr(info.filename, change(body) if info.filename == target else body)
+            # A fixed timestamp: the same seed gives byte-identical cases on every run.
+            entry = zipfile.ZipInfo(info.filename, date_time=(1980, 1, 1, 0, 0, 0))
+            entry.compress_type = zipfile.ZIP_DEFLATED
+            dst.writestr(entry, change(body) if info.filename == target else body)
     return out.getvalue()
 
 
@@ -174,6 +179,33 @@ def _atheris_available() -> bool:
     return importlib.util.find_spec("atheris") is not None
 
 
+def atheris_main(fmt: str, seconds: float, extra: list[str]) -> int:
+    """Coverage-guided fuzz of one format with atheris (libFuzzer), seeded with the corpus
+    files of that format. Stops at the first crash (any exception but a typed error)."""
+    import importlib
+    import tempfile
+
+    # Imported by name: atheris is optional, not a project dependency (mypy sees no stub).
+    atheris: Any = importlib.import_module("atheris")
+    atheris.instrument_all()
+    name = f"fuzz.{fmt}"
+
+    def one_input(data: bytes) -> None:
+        outcome = run_case(name, data)
+        if outcome.kind == "crash":
+            raise RuntimeError(outcome.detail)
+
+    with tempfile.TemporaryDirectory(prefix="ingest-atheris-") as seeds:
+        for seed in SEED_FILES[fmt]:
+            (Path(seeds) / seed).write_bytes((CORPUS / fmt / seed).read_bytes())
+        atheris.Setup(
+            [sys.argv[0], f"-max_total_time={int(seconds)}", "-rss_limit_mb=4096", *extra, seeds],
+            one_input,
+        )
+        atheris.Fuzz()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=60.0, help="budget per format")
@@ -181,7 +213,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--format", action="append", choices=sorted(SEED_FILES), help="repeatable; default all"
     )
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--atheris",
+        action="store_true",
+        help="coverage-guided atheris run of one --format instead (pip install atheris)",
+    )
+    args, extra = parser.parse_known_args(argv)
+    if args.atheris:
+        if not _atheris_available():
+            parser.error("atheris is not installed: pip install atheris")
+        if not args.format or len(args.format) != 1:
+            parser.error("--atheris takes exactly one --format")
+        return atheris_main(args.format[0], args.seconds, extra)
     formats = args.format or sorted(SEED_FILES)
     print(f"mutation fuzz, {args.seconds:g} s per format, seed {args.seed}")
     if not _atheris_available():
