@@ -34,16 +34,8 @@ class LinkStore:
         return self.root / f"{hashlib.sha256(document_id.encode()).hexdigest()}.json"
 
     def put(self, document_id: str, links: list[StoredLink]) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
         data = json.dumps({"document_id": document_id, "links": [asdict(link) for link in links]})
-        fd, temp = tempfile.mkstemp(dir=self.root, prefix=".links-")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(data)
-            os.replace(temp, self._path(document_id))
-        except BaseException:
-            Path(temp).unlink(missing_ok=True)
-            raise
+        _write_atomic(self._path(document_id), data)
 
     def remove(self, document_ids: list[str]) -> None:
         for document_id in document_ids:
@@ -88,5 +80,36 @@ class LinkStore:
         return data
 
     def save_pushed_counts(self, counts: dict[str, int]) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
-        (self.root / "pushed.json.snapshot").write_text(json.dumps(counts, sort_keys=True))
+        # atomic: a run killed mid-write must not leave a torn file every later run trips on
+        _write_atomic(self.root / "pushed.json.snapshot", json.dumps(counts, sort_keys=True))
+
+    def mark_unpushed(self, document_ids: list[str]) -> None:
+        """Documents whose points are about to be (re)written without `links_in`: they stay
+        marked until a push writes it, so a run killed between indexing and the push is
+        made good by the next run even though it finds them unchanged."""
+        for document_id in document_ids:
+            name = hashlib.sha256(document_id.encode()).hexdigest()
+            _write_atomic(self.root / "unpushed" / name, document_id)
+
+    def unpushed(self) -> list[str]:
+        folder = self.root / "unpushed"
+        if not folder.is_dir():
+            return []
+        return sorted(p.read_text("utf-8") for p in folder.iterdir() if not p.name.startswith("."))
+
+    def clear_unpushed(self, document_ids: list[str]) -> None:
+        for document_id in document_ids:
+            name = hashlib.sha256(document_id.encode()).hexdigest()
+            (self.root / "unpushed" / name).unlink(missing_ok=True)
+
+
+def _write_atomic(path: Path, data: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".links-")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(data)
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise

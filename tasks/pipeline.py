@@ -445,6 +445,8 @@ def index_batch(
             )
         chunks = [Chunk.from_record(r) for r in records]
         batch.append(DocumentChunks(document.document_id, document.version, chunks))
+    # links_in is pushed after indexing; until then these documents' points lack it
+    LinkStore(settings.cache.dir, settings.tenant_id).mark_unpushed([d.document_id for d in batch])
     started = time.perf_counter()
     try:
         embed_cache = StageCache(
@@ -534,12 +536,14 @@ def push_incoming_link_counts(settings: Settings, indexed: Sequence[str]) -> int
     store = store_for(settings)
     if store.resolve() is None:
         return 0
-    targets = sorted(changed | set(indexed))
+    unpushed = links.unpushed()  # indexed by a run that ended before its push
+    targets = sorted(changed | set(indexed) | set(unpushed))
     for document_id in targets:
         store.set_document_fields(
             settings.tenant_id, document_id, {"links_in": counts.get(document_id, 0)}
         )
     links.save_pushed_counts(counts)
+    links.clear_unpushed(sorted(set(indexed) | set(unpushed)))
     return len(targets)
 
 

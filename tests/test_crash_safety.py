@@ -1,5 +1,5 @@
-"""Crash safety (issue 7): a run killed with SIGKILL, three times at seeded points in
-listing, preparing and indexing, then run to completion, leaves the same collection as
+"""Crash safety (issue 7): a run killed with SIGKILL, four times at fixed points in
+listing, preparing, indexing and reconcile, then run to completion, leaves the same collection as
 an uninterrupted run (same point ids, payloads and vectors) and a cache whose every
 entry reads back.
 
@@ -20,7 +20,9 @@ from tests.tiny_model import build_tiny_model
 # (phase the child must have entered, seconds after it) — fixed, so the run is the same
 # every time; where a kill lands inside its phase depends on the machine's speed, and
 # the check holds wherever it lands.
-KILLS = [("listing", 0.2), ("preparing", 0.8), ("indexing", 0.5)]
+# The reconcile kill lands between indexing and the push of incoming-link counts
+# (`links_in`), which once left points without it for good.
+KILLS = [("listing", 0.2), ("preparing", 0.8), ("indexing", 0.5), ("reconcile", 0.0)]
 
 
 def test_sigkill_in_each_stage_then_one_run_equals_an_uninterrupted_run(
