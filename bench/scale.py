@@ -1,0 +1,336 @@
+"""Benchmark (run by hand): a full ingest of a generated Confluence space (issue 7, Scale).
+
+    .venv/bin/python -m bench.scale [--pages 1000] [--attachments-share 0.2] [--dask]
+
+A space of `--pages` pages and pages/5 attachments is served by the local Confluence
+API: a realistic mix of long English and Russian pages with headings, big tables, code
+macros, panels and lists, short pages, blog-like notes; attachments are PDF, DOCX, XLSX,
+PPTX, Markdown and text files. The `ingest` flow runs in this process under
+`prefect_test_harness` (a temporary Prefect API server on SQLite in a subprocess, what
+`ingest run` gets from the ephemeral API; its start-up is printed apart) with the tiny
+BGE-M3-shaped model into local-mode Qdrant. Printed: wall time, seconds per stage (from
+the run summary), peak RSS of this process and of the API server subprocess (sampled
+every 0.2 s with psutil), and the Prefect task-run count of the flow run.
+
+`--dask` runs the flow with `INGEST_RUN__TASK_RUNNER=dask` (2 local worker processes).
+It needs `prefect-dask` installed and a Qdrant server (`INGEST_QDRANT__URL`): Qdrant local
+mode is a single-process store (a file lock on its directory), so Dask worker processes
+cannot share it. Without a server the option refuses to run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import tempfile
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from tests.confluence_api import (
+    DEFAULT_TOKEN,
+    DEFAULT_USER,
+    FakeConfluence,
+    tiny_docx,
+    tiny_pdf,
+    tiny_pptx,
+    tiny_xlsx,
+)
+
+SPACE = "SCALE"
+
+EN = (
+    "The deployment pipeline builds every service from the main branch, runs the unit "
+    "and integration suites and promotes the image to staging when both pass. "
+    "Operators watch the error budget on the dashboard before approving production. "
+    "Rollbacks are a single command and restore the previous image within minutes. "
+)
+RU = (
+    "Сервис авторизации выдаёт токены доступа сроком на один час и обновляет их по "
+    "запросу клиента. Журнал событий хранится тридцать дней и доступен группе "
+    "безопасности. При отказе узла балансировщик переводит трафик на резервный узел. "
+)
+CODE = (
+    "def handler(event, context):\n"
+    "    payload = json.loads(event['body'])\n"
+    "    if not payload.get('id'):\n"
+    "        return {'statusCode': 400}\n"
+    "    table.put_item(Item=payload)\n"
+    "    return {'statusCode': 201}\n"
+)
+
+
+def _paragraphs(rng: random.Random, text: str, count: int) -> str:
+    parts = []
+    for _ in range(count):
+        sentences = text.split(". ")
+        rng.shuffle(sentences)
+        parts.append("<p>" + ". ".join(sentences) + "</p>")
+    return "".join(parts)
+
+
+def _table(rng: random.Random, rows: int) -> str:
+    head = "<tr><th>Host</th><th>Role</th><th>Region</th><th>Owner</th><th>Notes</th></tr>"
+    body = "".join(
+        f"<tr><td>srv-{rng.randrange(10**5):05d}</td><td>{rng.choice(['db', 'web', 'cache'])}"
+        f"</td><td>{rng.choice(['eu-west', 'us-east', 'ru-central'])}</td>"
+        f"<td>{rng.choice(['alice', 'bob', 'иван'])}</td><td>patched {rng.randrange(1, 28)}"
+        f".0{rng.randrange(1, 9)}</td></tr>"
+        for _ in range(rows)
+    )
+    return f"<table><tbody>{head}{body}</tbody></table>"
+
+
+def _code(lines: int) -> str:
+    body = (CODE * (lines // 6 + 1)).splitlines()[:lines]
+    return (
+        '<ac:structured-macro ac:name="code"><ac:parameter ac:name="language">python'
+        "</ac:parameter><ac:plain-text-body><![CDATA["
+        + "\n".join(body)
+        + "]]></ac:plain-text-body></ac:structured-macro>"
+    )
+
+
+def page_body(rng: random.Random, i: int) -> str:
+    """One page of a mix: 40% long English, 25% Russian, 15% table-heavy, 10% code, 10%
+    short notes."""
+    kind = rng.random()
+    if kind < 0.40:
+        sections = rng.randint(3, 8)
+        return "".join(
+            f"<h2>Section {s}</h2>{_paragraphs(rng, EN, rng.randint(2, 6))}"
+            f"<ul><li>step one</li><li>step two<ul><li>detail</li></ul></li></ul>"
+            for s in range(sections)
+        )
+    if kind < 0.65:
+        return "".join(
+            f"<h2>Раздел {s}</h2>{_paragraphs(rng, RU, rng.randint(2, 5))}"
+            '<ac:structured-macro ac:name="info"><ac:rich-text-body><p>Важно: '
+            "проверьте доступы.</p></ac:rich-text-body></ac:structured-macro>"
+            for s in range(rng.randint(2, 6))
+        )
+    if kind < 0.80:
+        return f"<h1>Inventory {i}</h1>{_paragraphs(rng, EN, 1)}{_table(rng, rng.randint(20, 120))}"
+    if kind < 0.90:
+        return f"<h1>Snippets</h1>{_paragraphs(rng, EN, 1)}{_code(rng.randint(10, 120))}"
+    return f"<p>Short note {i}: see the runbook.</p>"
+
+
+def attachment(rng: random.Random, i: int) -> tuple[str, bytes, str]:
+    text = (EN if i % 2 else RU) * rng.randint(1, 4)
+    match i % 6:
+        case 0:
+            return f"report-{i}.pdf", tiny_pdf(text[:1500]), "application/pdf"
+        case 1:
+            return (
+                f"spec-{i}.docx",
+                tiny_docx(text),
+                "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+            )
+        case 2:
+            return (
+                f"sheet-{i}.xlsx",
+                tiny_xlsx(text[:200]),
+                "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+            )
+        case 3:
+            return (
+                f"deck-{i}.pptx",
+                tiny_pptx(text[:300]),
+                "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+            )
+        case 4:
+            return f"notes-{i}.md", f"# Notes {i}\n\n{text}\n".encode(), "text/markdown"
+        case _:
+            return f"readme-{i}.txt", text.encode(), "text/plain"
+
+
+def build_space(api: FakeConfluence, pages: int, attachments: int, seed: int) -> None:
+    rng = random.Random(seed)
+    stamp = datetime(2026, 1, 1, tzinfo=UTC) - timedelta(days=3)
+    api.add_space(SPACE)
+    ids: list[str] = []
+    home: str | None = None
+    section: str | None = None
+    for i in range(pages):
+        parent = section if i % 100 else home
+        page_id = api.add_page(
+            SPACE,
+            f"Page {i:05d}",
+            page_body(rng, i),
+            parent=parent,
+            when=stamp,
+            labels=[rng.choice(["ops", "dev", "hr", "security"])],
+        )
+        if i == 0:
+            home = page_id
+        elif i % 100 == 0:
+            section = page_id
+        ids.append(page_id)
+    for i in range(attachments):
+        name, data, media = attachment(rng, i)
+        api.add_attachment(ids[(i * 5) % len(ids)], name, data, media, when=stamp)
+
+
+class RssSampler:
+    """Peak RSS of this process and of each child process, sampled every `interval` s."""
+
+    def __init__(self, interval: float = 0.2) -> None:
+        self.interval = interval
+        self.me = psutil.Process()
+        self.peak_self = 0
+        self.peak_children: dict[int, tuple[str, int]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(self.interval)
+
+    def sample(self) -> None:
+        try:
+            self.peak_self = max(self.peak_self, self.me.memory_info().rss)
+            for child in self.me.children(recursive=True):
+                try:
+                    rss = child.memory_info().rss
+                    name = " ".join(child.cmdline()[:3])[:60]
+                except psutil.Error:
+                    continue
+                old = self.peak_children.get(child.pid, (name, 0))[1]
+                self.peak_children[child.pid] = (name, max(old, rss))
+        except psutil.Error:
+            pass
+
+    def __enter__(self) -> RssSampler:
+        self.peak_self = 0
+        self.peak_children = {}
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sample()
+
+
+def _environment(root: Path, api: FakeConfluence, model: Path, args: argparse.Namespace) -> None:
+    os.environ.update(
+        {
+            "INGEST_QDRANT__PATH": str(root / "qdrant"),
+            "INGEST_CACHE__DIR": str(root / "cache"),
+            "INGEST_EMBEDDER__MODEL": str(model),
+            "INGEST_EMBEDDER__DEVICE": "cpu",
+            "INGEST_CONFLUENCE__URL": api.base_url,
+            "INGEST_CONFLUENCE__USERNAME": DEFAULT_USER,
+            "INGEST_CONFLUENCE__TOKEN": DEFAULT_TOKEN,
+            "INGEST_CONFLUENCE__REQUESTS_PER_SECOND": "1000",
+            "INGEST_RUN__BATCH_SIZE": str(args.batch_size),
+        }
+    )
+    if args.dask:
+        os.environ["INGEST_RUN__TASK_RUNNER"] = "dask"
+        os.environ["INGEST_RUN__DASK_N_WORKERS"] = "2"
+
+
+def _task_runs(flow_run_id: Any) -> tuple[int, dict[str, float]]:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    """How many task runs the flow run made, and their run time summed per task name."""
+    runs: list[Any] = []
+    with get_client(sync_client=True) as client:
+        while True:
+            page = client.read_task_runs(
+                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])),
+                limit=200,
+                offset=len(runs),
+            )
+            runs += page
+            if len(page) < 200:
+                break
+    seconds: dict[str, float] = {}
+    for run in runs:
+        name = run.name.rsplit("-", 1)[0]
+        seconds[name] = seconds.get(name, 0.0) + run.total_run_time.total_seconds()
+    return len(runs), seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--pages", type=int, default=1000)
+    parser.add_argument("--attachments-share", type=float, default=0.2)
+    parser.add_argument("--batch-size", type=int, default=100, help="run.batch_size")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--dask", action="store_true", help="Dask task runner, 2 workers")
+    args = parser.parse_args()
+    if args.dask:
+        if not os.environ.get("INGEST_QDRANT__URL"):
+            raise SystemExit(
+                "--dask needs a Qdrant server (INGEST_QDRANT__URL): local mode is one "
+                "process's store, Dask workers are other processes"
+            )
+        try:
+            import prefect_dask  # noqa: F401
+        except ImportError as exc:
+            raise SystemExit("--dask needs prefect-dask: pip install -e '.[dask]'") from exc
+
+    from tests.tiny_model import build_tiny_model
+
+    work = Path(tempfile.mkdtemp(prefix="bench-scale-"))
+    model = build_tiny_model(work / "model")
+    attachments = int(args.pages * args.attachments_share)
+    with FakeConfluence("cloud") as api:
+        built = time.perf_counter()
+        build_space(api, args.pages, attachments, args.seed)
+        build_s = time.perf_counter() - built
+        _environment(work / "run", api, model, args)
+        from prefect.testing.utilities import prefect_test_harness
+
+        from flows.ingest import ingest
+
+        server_started = time.perf_counter()
+        with prefect_test_harness(server_startup_timeout=120):
+            server_s = time.perf_counter() - server_started
+            with RssSampler() as rss:
+                started = time.perf_counter()
+                state = ingest(source="confluence", targets=[SPACE], return_state=True)
+                wall = time.perf_counter() - started
+            summary: dict[str, Any] = state.result()
+            flow_run_id = state.state_details.flow_run_id
+            task_runs, task_seconds = _task_runs(flow_run_id)
+
+    mib = 1024 * 1024
+    print(
+        f"\n{args.pages} pages + {attachments} attachments (space built in {build_s:.1f} s), "
+        f"batch {args.batch_size}, runner {'dask x2' if args.dask else 'threads'}; "
+        f"Prefect API: temporary server started in {server_s:.1f} s (not counted)"
+    )
+    print(f"wall {wall:.1f} s; {wall / max(1, summary['seen']) * 1000:.1f} ms per document")
+    print(
+        f"seen {summary['seen']}, new {summary['new']}, chunks {summary['chunks']}, "
+        f"failed {len(summary['failed'])}, task runs {task_runs}"
+    )
+    print("seconds per stage (summed over batches): " + str(summary.get("seconds")))
+    print(
+        "task run seconds (summed per task): "
+        + ", ".join(f"{k} {v:.1f}" for k, v in sorted(task_seconds.items()))
+    )
+    print(f"peak RSS: this process {rss.peak_self / mib:.0f} MiB")
+    by_command: dict[str, tuple[int, int]] = {}
+    for name, peak in rss.peak_children.values():
+        count, top = by_command.get(name or "?", (0, 0))
+        by_command[name or "?"] = (count + 1, max(top, peak))
+    for name, (count, peak) in sorted(by_command.items()):
+        print(f"peak RSS: children {name!r}: {count} process(es), max {peak / mib:.0f} MiB")
+    for failure in summary["failed"][:10]:
+        print("failed:", failure)
+
+
+if __name__ == "__main__":
+    main()
