@@ -29,7 +29,7 @@ from config.errors import ErrorCode, IngestError
 from config.settings import Settings
 from connectors.base import Connector, DocumentGone, DocumentRef, Listing, SourceDocument
 from indexing.cache import CacheKey, StageCache, config_hash, sha256_hex, stage_key
-from indexing.embedders import Embedder, make_embedder
+from indexing.embedders import Embedder, Embedding, make_embedder
 from indexing.qdrant_store import QdrantStore
 from indexing.reconcile import DocumentChunks, delete_missing_documents, sync_documents
 from normalizers.base import LinkRecord, NormalizedDocument, supported_extensions
@@ -200,6 +200,25 @@ def release_shared() -> None:
     """Close what this process opened (local-mode Qdrant holds a file lock)."""
     with _shared_lock:
         _shared.clear()
+
+
+class _TimedEmbedder:
+    """The embedder, with the time spent embedding counted (the rest of a sync is
+    cache lookups, upserts and deletes)."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.model_id = inner.model_id
+        self.vector_size = inner.vector_size
+        self.has_sparse = inner.has_sparse
+        self.seconds = 0.0
+
+    def embed(self, texts: Sequence[str]) -> list[Embedding]:
+        started = time.perf_counter()
+        try:
+            return self.inner.embed(texts)
+        finally:
+            self.seconds += time.perf_counter() - started
 
 
 def handoff_cache(settings: Settings) -> StageCache:
@@ -454,7 +473,8 @@ def index_batch(
             enabled=settings.cache.enabled and not force,
             fsync=settings.cache.fsync,
         )
-        result = sync_documents(store, embedder, embed_cache, settings.tenant_id, batch)
+        timed = _TimedEmbedder(embedder)
+        result = sync_documents(store, timed, embed_cache, settings.tenant_id, batch)
     except IngestError:
         raise
     except Exception as exc:  # the embedder broke on this batch: report, keep the old points
@@ -462,9 +482,8 @@ def index_batch(
             ErrorCode.EMBED_FAILED, f"{type(exc).__name__}: {exc}", subject=spec.scope
         ) from exc
     elapsed = time.perf_counter() - started
-    total_embeds = result.embed_cache_hits + result.embedded
-    outcome.seconds["embed"] += elapsed * (result.embedded / total_embeds if total_embeds else 0)
-    outcome.seconds["upsert"] += elapsed - outcome.seconds["embed"]
+    outcome.seconds["embed"] += timed.seconds
+    outcome.seconds["upsert"] += elapsed - timed.seconds
     outcome.stages["embed"] = StageCount(done=result.embedded, cached=result.embed_cache_hits)
     outcome.stages["upsert"] = StageCount(
         done=result.documents_written, cached=result.documents_unchanged
@@ -538,10 +557,12 @@ def push_incoming_link_counts(settings: Settings, indexed: Sequence[str]) -> int
         return 0
     unpushed = links.unpushed()  # indexed by a run that ended before its push
     targets = sorted(changed | set(indexed) | set(unpushed))
+    # One update per distinct count: a handful of filtered writes, whatever the size.
+    by_count: dict[int, list[str]] = {}
     for document_id in targets:
-        store.set_document_fields(
-            settings.tenant_id, document_id, {"links_in": counts.get(document_id, 0)}
-        )
+        by_count.setdefault(counts.get(document_id, 0), []).append(document_id)
+    for count, document_ids in sorted(by_count.items()):
+        store.set_documents_fields(settings.tenant_id, document_ids, {"links_in": count})
     links.save_pushed_counts(counts)
     links.clear_unpushed(sorted(set(indexed) | set(unpushed)))
     return len(targets)
