@@ -36,11 +36,10 @@ from pathlib import Path
 from typing import Any
 
 from tests.confluence_api import (
-    DEFAULT_TOKEN,
-    DEFAULT_USER,
     FakeConfluence,
     add_bulk_pages,
     build_fixture,
+    ingest_environment,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,14 +119,7 @@ def child_env(root: Path, api: FakeConfluence, model: Path, batch_size: int) -> 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("INGEST_", "CHUNK_"))}
     env.update(
         {
-            "INGEST_QDRANT__PATH": str(root / "qdrant"),
-            "INGEST_CACHE__DIR": str(root / "cache"),
-            "INGEST_EMBEDDER__MODEL": str(model),
-            "INGEST_EMBEDDER__DEVICE": "cpu",
-            "INGEST_CONFLUENCE__URL": api.base_url,
-            "INGEST_CONFLUENCE__USERNAME": DEFAULT_USER,
-            "INGEST_CONFLUENCE__TOKEN": DEFAULT_TOKEN,
-            "INGEST_CONFLUENCE__REQUESTS_PER_SECOND": "1000",
+            **ingest_environment(root, api, model),
             "INGEST_RUN__BATCH_SIZE": str(batch_size),
             "PYTHONHASHSEED": "0",
             "TOKENIZERS_PARALLELISM": "false",

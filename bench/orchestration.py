@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from tests.confluence_api import DEFAULT_TOKEN, DEFAULT_USER, FakeConfluence, add_bulk_pages
+from tests.confluence_api import FakeConfluence, add_bulk_pages, ingest_environment
 from tests.tiny_model import build_tiny_model
 
 SPACE = "BENCH"
@@ -39,15 +39,7 @@ def _environment(root: Path, api: FakeConfluence, model: Path, args: argparse.Na
         del os.environ[name]
     os.environ.update(
         {
-            "INGEST_QDRANT__PATH": str(root / "qdrant"),
-            "INGEST_CACHE__DIR": str(root / "cache"),
-            "INGEST_EMBEDDER__MODEL": str(model),
-            "INGEST_EMBEDDER__DEVICE": "cpu",
-            "INGEST_CONFLUENCE__URL": api.base_url,
-            "INGEST_CONFLUENCE__USERNAME": DEFAULT_USER,
-            "INGEST_CONFLUENCE__TOKEN": DEFAULT_TOKEN,
-            # the local API answers at once; the default 20 req/s limit would time the limiter
-            "INGEST_CONFLUENCE__REQUESTS_PER_SECOND": "1000",
+            **ingest_environment(root, api, model),
             "INGEST_RUN__BATCH_SIZE": str(args.batch_size),
             "INGEST_RUN__MAX_WORKERS": str(args.workers),
         }

@@ -33,9 +33,8 @@ from typing import Any
 import psutil
 
 from tests.confluence_api import (
-    DEFAULT_TOKEN,
-    DEFAULT_USER,
     FakeConfluence,
+    ingest_environment,
     tiny_docx,
     tiny_pdf,
     tiny_pptx,
@@ -222,14 +221,7 @@ class RssSampler:
 def _environment(root: Path, api: FakeConfluence, model: Path, args: argparse.Namespace) -> None:
     os.environ.update(
         {
-            "INGEST_QDRANT__PATH": str(root / "qdrant"),
-            "INGEST_CACHE__DIR": str(root / "cache"),
-            "INGEST_EMBEDDER__MODEL": str(model),
-            "INGEST_EMBEDDER__DEVICE": "cpu",
-            "INGEST_CONFLUENCE__URL": api.base_url,
-            "INGEST_CONFLUENCE__USERNAME": DEFAULT_USER,
-            "INGEST_CONFLUENCE__TOKEN": DEFAULT_TOKEN,
-            "INGEST_CONFLUENCE__REQUESTS_PER_SECOND": "1000",
+            **ingest_environment(root, api, model),
             "INGEST_RUN__BATCH_SIZE": str(args.batch_size),
         }
     )

@@ -47,6 +47,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import parse_qs, quote, quote_plus, unquote, urlsplit
 
@@ -839,6 +840,22 @@ class Fixture:
 
     def __getitem__(self, name: str) -> str:
         return self.ids[name]
+
+
+def ingest_environment(root: Path, api: FakeConfluence, model: Path) -> dict[str, str]:
+    """Settings for an ingest of `api` into `root` with the embedding model at `model`:
+    what the benchmarks and subprocess tests set before running the pipeline."""
+    return {
+        "INGEST_QDRANT__PATH": str(root / "qdrant"),
+        "INGEST_CACHE__DIR": str(root / "cache"),
+        "INGEST_EMBEDDER__MODEL": str(model),
+        "INGEST_EMBEDDER__DEVICE": "cpu",
+        "INGEST_CONFLUENCE__URL": api.base_url,
+        "INGEST_CONFLUENCE__USERNAME": DEFAULT_USER,
+        "INGEST_CONFLUENCE__TOKEN": DEFAULT_TOKEN,
+        # the local API answers at once; the default 20 req/s limit would time the limiter
+        "INGEST_CONFLUENCE__REQUESTS_PER_SECOND": "1000",
+    }
 
 
 def build_fixture(api: FakeConfluence, *, when: datetime | None = None) -> Fixture:
