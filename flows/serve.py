@@ -226,4 +226,28 @@ def serve(path: Path | str | None = None, *, limit: int | None = None) -> None:
     deployments = build_deployments(path)
     for name in take_over(deployments):
         print(f"{name}: detached from its work pool; this process serves it now")
-    prefect_serve(*deployments, limit=limit)
+    try:
+        prefect_serve(*deployments, limit=limit)
+    finally:
+        pause(deployments)
+
+
+def pause(deployments: list[RunnerDeployment]) -> None:
+    """Pause the schedules of the served deployments once serving stops, so that no
+    scheduled run piles up with nothing to run it.
+
+    Prefect's runner pauses them itself on Ctrl-C, but on SIGTERM (systemd, `kill`,
+    container stop) its handler exits from inside the event loop and the pause is lost
+    when the API call is cut short; doing it here, after the loop has ended, always runs.
+    """
+    from prefect import get_client
+    from prefect.exceptions import ObjectNotFound
+
+    with get_client(sync_client=True) as client:
+        for deployment in deployments:
+            full_name = f"{deployment.flow_name}/{deployment.name}"
+            try:
+                client.pause_deployment(client.read_deployment_by_name(full_name).id)
+            except ObjectNotFound:
+                continue
+            print(f"{full_name}: schedules paused while not served")

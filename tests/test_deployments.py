@@ -629,7 +629,11 @@ def test_ingest_serve_runs_the_deployments_without_a_pool(
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n--- ingest serve:\n{processes.log('serve')}") from None
         assert "Flow run finished successfully in 'Completed'" in output
-        processes.stop("serve")  # Prefect pauses served schedules on shutdown
+        log = processes.log("serve")
+        processes.stop("serve")  # SIGTERM, as systemd or a container stop sends
+        # the schedules are paused on the way out (flows.serve.pause), so no scheduled
+        # run piles up with nothing to run it
+        assert "ingest/files: schedules paused while not served" in processes.log("serve")[len(log) :]
         paused = server.deployment("files")
         assert paused is not None and paused["paused"] is True
 
