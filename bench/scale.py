@@ -1,6 +1,7 @@
 """Benchmark (run by hand): a full ingest of a generated Confluence space (issue 7, Scale).
 
-    .venv/bin/python -m bench.scale [--pages 1000] [--attachments-share 0.2] [--dask]
+    .venv/bin/python -m bench.scale [--pages 1000] [--attachments-share 0.2]
+        [--runner threads|dask|both]
 
 A space of `--pages` pages and pages/5 attachments is served by the local Confluence
 API: a realistic mix of long English and Russian pages with headings, big tables, code
@@ -12,10 +13,10 @@ BGE-M3-shaped model into local-mode Qdrant. Printed: wall time, seconds per stag
 the run summary), peak RSS of this process and of the API server subprocess (sampled
 every 0.2 s with psutil), and the Prefect task-run count of the flow run.
 
-`--dask` runs the flow with `INGEST_RUN__TASK_RUNNER=dask` (2 local worker processes).
-It needs `prefect-dask` installed and a Qdrant server (`INGEST_QDRANT__URL`): Qdrant local
-mode is a single-process store (a file lock on its directory), so Dask worker processes
-cannot share it. Without a server the option refuses to run.
+`--runner dask` runs the flow on prefect-dask's `DaskTaskRunner` with a local cluster of 2
+worker processes (batches are prepared in the workers and indexed in the flow's process,
+local-mode Qdrant being one process's store); `--runner both` runs threads, then Dask into
+a second collection, and compares the two: same point ids and payloads.
 """
 
 from __future__ import annotations
@@ -225,9 +226,40 @@ def _environment(root: Path, api: FakeConfluence, model: Path, args: argparse.Na
             "INGEST_RUN__BATCH_SIZE": str(args.batch_size),
         }
     )
-    if args.dask:
-        os.environ["INGEST_RUN__TASK_RUNNER"] = "dask"
-        os.environ["INGEST_RUN__DASK_N_WORKERS"] = "2"
+
+
+def _flow(runner: str) -> Any:
+    from flows.ingest import ingest
+
+    if runner == "threads":
+        return ingest
+    from prefect_dask.task_runners import DaskTaskRunner
+
+    cluster = {"n_workers": 2, "threads_per_worker": 2, "processes": True}
+    dask: Any = DaskTaskRunner(cluster_kwargs=cluster)  # typed for its own future class
+    return ingest.with_options(task_runner=dask)
+
+
+def _points(root: Path) -> dict[str, str]:
+    """point id -> sha256 of its payload (sorted JSON), for comparing two runs."""
+    import hashlib
+    import json
+
+    from qdrant_client import QdrantClient
+
+    client = QdrantClient(path=str(root / "qdrant"))
+    try:
+        found: dict[str, str] = {}
+        offset: Any = None
+        while True:
+            records, offset = client.scroll("chunks", limit=1024, offset=offset)
+            for r in records:
+                text = json.dumps(r.payload, sort_keys=True, ensure_ascii=False)
+                found[str(r.id)] = hashlib.sha256(text.encode()).hexdigest()
+            if offset is None:
+                return found
+    finally:
+        client.close()
 
 
 def _task_runs(flow_run_id: Any) -> tuple[int, dict[str, float]]:
@@ -259,51 +291,74 @@ def main() -> None:
     parser.add_argument("--attachments-share", type=float, default=0.2)
     parser.add_argument("--batch-size", type=int, default=100, help="run.batch_size")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--dask", action="store_true", help="Dask task runner, 2 workers")
+    parser.add_argument(
+        "--runner",
+        choices=["threads", "dask", "both"],
+        default="threads",
+        help="task runner; `both` runs threads then Dask and compares the collections",
+    )
     args = parser.parse_args()
-    if args.dask:
-        if not os.environ.get("INGEST_QDRANT__URL"):
-            raise SystemExit(
-                "--dask needs a Qdrant server (INGEST_QDRANT__URL): local mode is one "
-                "process's store, Dask workers are other processes"
-            )
+    runners = ["threads", "dask"] if args.runner == "both" else [args.runner]
+    if "dask" in runners:
         try:
             import prefect_dask  # noqa: F401
         except ImportError as exc:
-            raise SystemExit("--dask needs prefect-dask: pip install -e '.[dask]'") from exc
+            raise SystemExit("Dask needs prefect-dask: pip install -e '.[dask]'") from exc
 
     from tests.tiny_model import build_tiny_model
 
     work = Path(tempfile.mkdtemp(prefix="bench-scale-"))
     model = build_tiny_model(work / "model")
     attachments = int(args.pages * args.attachments_share)
+    collections: dict[str, dict[str, str]] = {}
     with FakeConfluence("cloud") as api:
         built = time.perf_counter()
         build_space(api, args.pages, attachments, args.seed)
         build_s = time.perf_counter() - built
-        _environment(work / "run", api, model, args)
         from prefect.testing.utilities import prefect_test_harness
 
-        from flows.ingest import ingest
+        from tasks.pipeline import release_shared
 
         server_started = time.perf_counter()
         with prefect_test_harness(server_startup_timeout=120):
             server_s = time.perf_counter() - server_started
-            with RssSampler() as rss:
-                started = time.perf_counter()
-                state = ingest(source="confluence", targets=[SPACE], return_state=True)
-                wall = time.perf_counter() - started
-            summary: dict[str, Any] = state.result()
-            flow_run_id = state.state_details.flow_run_id
-            task_runs, task_seconds = _task_runs(flow_run_id)
+            print(
+                f"\n{args.pages} pages + {attachments} attachments (space built in "
+                f"{build_s:.1f} s), batch {args.batch_size}; Prefect API: temporary server "
+                f"started in {server_s:.1f} s (not counted)"
+            )
+            for runner in runners:
+                _environment(work / runner, api, model, args)
+                release_shared()  # a fresh process's state for each run
+                with RssSampler() as rss:
+                    started = time.perf_counter()
+                    state = _flow(runner)(source="confluence", targets=[SPACE], return_state=True)
+                    wall = time.perf_counter() - started
+                summary: dict[str, Any] = state.result()
+                task_runs, task_seconds = _task_runs(state.state_details.flow_run_id)
+                release_shared()  # let go of local-mode Qdrant before reading it
+                collections[runner] = _points(work / runner)
+                _report(runner, wall, summary, task_runs, task_seconds, rss)
+    if len(collections) == 2:
+        same = collections["threads"] == collections["dask"]
+        print(
+            f"\nthreads vs dask: {len(collections['threads'])} vs {len(collections['dask'])} "
+            f"points; same ids and payloads: {same}"
+        )
 
+
+def _report(
+    runner: str,
+    wall: float,
+    summary: dict[str, Any],
+    task_runs: int,
+    task_seconds: dict[str, float],
+    rss: RssSampler,
+) -> None:
     mib = 1024 * 1024
     print(
-        f"\n{args.pages} pages + {attachments} attachments (space built in {build_s:.1f} s), "
-        f"batch {args.batch_size}, runner {'dask x2' if args.dask else 'threads'}; "
-        f"Prefect API: temporary server started in {server_s:.1f} s (not counted)"
+        f"\n[{runner}] wall {wall:.1f} s; {wall / max(1, summary['seen']) * 1000:.1f} ms/document"
     )
-    print(f"wall {wall:.1f} s; {wall / max(1, summary['seen']) * 1000:.1f} ms per document")
     print(
         f"seen {summary['seen']}, new {summary['new']}, chunks {summary['chunks']}, "
         f"failed {len(summary['failed'])}, task runs {task_runs}"

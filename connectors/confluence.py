@@ -108,6 +108,23 @@ class ContentIndex:
             (space_key, unquote_plus(title))  # titles from /display/KEY/Some+Title URLs
         )
 
+    def to_json(self) -> dict[str, list[list[str]]]:
+        """A JSON form, so that whichever process prepares a batch resolves links with the
+        index of the listing (Dask workers did not list)."""
+        return {
+            "pages": [[*key, id_] for key, id_ in sorted(self.by_title.items())],
+            "page_ids": [[id_] for id_ in sorted(self.page_ids)],
+            "attachments": [[*key, id_] for key, id_ in sorted(self.attachments.items())],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, list[list[str]]]) -> ContentIndex:
+        return cls(
+            by_title={(space, title): id_ for space, title, id_ in data["pages"]},
+            page_ids={row[0] for row in data["page_ids"]},
+            attachments={(page, name): id_ for page, name, id_ in data["attachments"]},
+        )
+
 
 def resolve_links(
     links: Iterable[LinkTarget], index: ContentIndex, *, space_key: str, page_id: str | None = None

@@ -14,6 +14,8 @@ from prefect.artifacts import (
     create_table_artifact,
     update_progress_artifact,
 )
+from prefect.client.schemas.objects import State
+from prefect.context import FlowRunContext
 from prefect.futures import PrefectFuture, as_completed
 from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import BaseModel, Field
@@ -55,7 +57,7 @@ def _task_runner() -> Any:
     except ConfigError:
         return ThreadPoolTaskRunner(max_workers=4)  # the flow reports the error itself
     if settings.run.task_runner == "dask":
-        from prefect_dask import DaskTaskRunner
+        from prefect_dask.task_runners import DaskTaskRunner
 
         if settings.run.dask_address:
             return DaskTaskRunner(address=settings.run.dask_address)
@@ -124,6 +126,12 @@ def ingest(
         progress=0.0 if batches else 100.0, description=f"documents processed of {spec.scope}"
     )
     index_runner = index_task.with_options(**retrying)
+    # Qdrant local mode is one process's store (a file lock on its directory): under a
+    # runner of other processes (Dask), index batches then run here in the flow's process
+    # while fetching, normalizing and chunking still spread over the workers.
+    index_here = not settings.qdrant.url and not isinstance(
+        getattr(FlowRunContext.get(), "task_runner", None), ThreadPoolTaskRunner
+    )
     # An index task is submitted only when its batch is prepared, so no worker thread
     # sits waiting on an upstream future while other batches could be preparing.
     preparing = {prepare_task.submit(spec, settings, refs, force): refs for refs in batches}
@@ -139,6 +147,13 @@ def ingest(
                 progress_id, progress=100.0 * done_documents / max(1, len(plan.to_process))
             )
 
+    def indexed(prepared: Any, refs: tuple[Any, ...], done: PrefectFuture[Any] | State) -> None:
+        outcome, error = _result_or_error(done)
+        if error is not None:  # the batch failed for good: report, keep the old points
+            logger.error("indexing a batch of %d documents failed: %s", len(refs), error)
+            outcome = failed_batch(prepared, refs, error)
+        account(outcome, len(refs))
+
     for prepare_future in as_completed(list(preparing)):
         refs = preparing[prepare_future]
         prepared, error = _result_or_error(prepare_future)
@@ -146,14 +161,14 @@ def ingest(
             logger.error("preparing a batch of %d documents failed: %s", len(refs), error)
             account(failed_batch(None, refs, error), len(refs))
             continue
-        indexing[index_runner.submit(spec, settings, prepared, force)] = (prepared, refs)
+        if index_here:
+            state = index_runner(spec, settings, prepared, force, return_state=True)
+            indexed(prepared, refs, state)
+        else:
+            indexing[index_runner.submit(spec, settings, prepared, force)] = (prepared, refs)
     for index_future in as_completed(list(indexing)):
         prepared, refs = indexing[index_future]
-        outcome, error = _result_or_error(index_future)
-        if error is not None:  # the batch failed for good: report, keep the old points
-            logger.error("indexing a batch of %d documents failed: %s", len(refs), error)
-            outcome = failed_batch(prepared, refs, error)
-        account(outcome, len(refs))
+        indexed(prepared, refs, index_future)
 
     transient = [f for f in total.failures if f.transient]
     deleted: list[str] = []
@@ -204,7 +219,7 @@ def _source_spec(source: str, targets: list[str] | None, settings: Settings) -> 
     return SourceSpec("files", tuple(chosen))
 
 
-def _result_or_error(future: PrefectFuture[Any]) -> tuple[Any, BaseException | None]:
+def _result_or_error(future: PrefectFuture[Any] | State) -> tuple[Any, BaseException | None]:
     try:
         return future.result(), None
     except Exception as exc:

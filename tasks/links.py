@@ -15,6 +15,7 @@ import tempfile
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,21 @@ class LinkStore:
     def save_pushed_counts(self, counts: dict[str, int]) -> None:
         # atomic: a run killed mid-write must not leave a torn file every later run trips on
         _write_atomic(self.root / "pushed.json.snapshot", json.dumps(counts, sort_keys=True))
+
+    def save_listing_index(self, scope: str, index: dict[str, Any]) -> None:
+        """What the latest listing of `scope` knows for resolving links (titles, ids)."""
+        _write_atomic(self._listing_index_path(scope), json.dumps(index))
+
+    def listing_index(self, scope: str) -> tuple[int, Path]:
+        """(modification time in ns, path) of the saved listing index; (0, path) if none."""
+        path = self._listing_index_path(scope)
+        try:
+            return path.stat().st_mtime_ns, path
+        except FileNotFoundError:
+            return 0, path
+
+    def _listing_index_path(self, scope: str) -> Path:
+        return self.root / f"listing-{hashlib.sha256(scope.encode()).hexdigest()[:16]}.index"
 
     def mark_unpushed(self, document_ids: list[str]) -> None:
         """Documents whose points are about to be (re)written without `links_in`: they stay

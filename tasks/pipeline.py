@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from chunking.record import Chunk
 from chunking.text import Anchor
@@ -34,6 +34,9 @@ from indexing.qdrant_store import QdrantStore
 from indexing.reconcile import DocumentChunks, delete_missing_documents, sync_documents
 from normalizers.base import LinkRecord, NormalizedDocument, supported_extensions
 from tasks.links import LinkStore, StoredLink
+
+if TYPE_CHECKING:
+    from connectors.confluence import ContentIndex
 from tasks.stages import chunk_normalized, normalize_source
 from tasks.state import (
     CHUNK_STAGE_VERSION,
@@ -231,7 +234,14 @@ def handoff_cache(settings: Settings) -> StageCache:
 
 
 def discover(spec: SourceSpec, settings: Settings, token: str | None = None) -> Listing:
-    return connector_for(spec, settings, token).list_refs()
+    from connectors.confluence import ConfluenceConnector
+
+    connector = connector_for(spec, settings, token)
+    listing = connector.list_refs()
+    if isinstance(connector, ConfluenceConnector):
+        links = LinkStore(settings.cache.dir, settings.tenant_id)
+        links.save_listing_index(spec.scope, connector.index.to_json())
+    return listing
 
 
 def plan(
@@ -316,7 +326,7 @@ def prepare_batch(
         outcome.stages["fetch"].done += 1
         try:
             prepared.append(
-                _prepare_one(item, settings, cache, outcome, force=force, connector=connector)
+                _prepare_one(item, settings, cache, outcome, force=force, scope=spec.scope)
             )
         except IngestError as exc:
             outcome.failures.append(_failure(ref.document_id, exc))
@@ -338,7 +348,7 @@ def _prepare_one(
     outcome: BatchOutcome,
     *,
     force: bool,
-    connector: Connector,
+    scope: str,
 ) -> PreparedDocument:
     started = time.perf_counter()
     normalize_input = sha256_hex(
@@ -367,7 +377,7 @@ def _prepare_one(
     outcome.seconds["normalize"] += time.perf_counter() - started
 
     started = time.perf_counter()
-    _store_links(source, normalized, settings, connector)
+    _store_links(source, normalized, settings, scope)
     source = _with_link_counts(source, normalized)
     chunk_input = sha256_hex(
         json.dumps(
@@ -400,25 +410,47 @@ def _prepare_one(
 
 
 def _store_links(
-    source: SourceDocument, normalized: NormalizedDocument, settings: Settings, connector: Connector
+    source: SourceDocument, normalized: NormalizedDocument, settings: Settings, scope: str
 ) -> None:
     """Persist the document's outgoing links, resolved to synced document ids where the
-    target is a page or attachment the connector listed (SPEC §3.8)."""
+    target is a page or attachment the latest listing of `scope` holds (SPEC §3.8)."""
     targets: list[str | None] = [None] * len(normalized.links)
-    index = getattr(connector, "index", None)
-    if index is not None and normalized.links:
+    store = LinkStore(settings.cache.dir, settings.tenant_id)
+    if source.ref.source_type == "confluence" and normalized.links:
         from connectors.confluence import resolve_links
 
         targets = resolve_links(
-            normalized.links, index, space_key=source.space_key or "", page_id=source.page_id
+            normalized.links,
+            _listing_index(store, scope),
+            space_key=source.space_key or "",
+            page_id=source.page_id,
         )
-    LinkStore(settings.cache.dir, settings.tenant_id).put(
+    store.put(
         source.ref.document_id,
         [
             StoredLink(link.target_url, link.link_type, target, link.text)
             for link, target in zip(normalized.links, targets, strict=True)
         ],
     )
+
+
+_listing_indexes: dict[Path, tuple[int, ContentIndex]] = {}
+
+
+def _listing_index(store: LinkStore, scope: str) -> ContentIndex:
+    """The link index saved by the latest listing of `scope`, read once per listing in
+    each process (Dask workers prepare batches of a listing another process made)."""
+    from connectors.confluence import ContentIndex
+
+    mtime, path = store.listing_index(scope)
+    with _shared_lock:
+        known = _listing_indexes.get(path)
+        if known is not None and known[0] == mtime:
+            return known[1]
+    index = ContentIndex.from_json(json.loads(path.read_text("utf-8"))) if mtime else ContentIndex()
+    with _shared_lock:
+        _listing_indexes[path] = (mtime, index)
+    return index
 
 
 def _with_link_counts(source: SourceDocument, normalized: NormalizedDocument) -> SourceDocument:

@@ -633,7 +633,9 @@ def test_ingest_serve_runs_the_deployments_without_a_pool(
         processes.stop("serve")  # SIGTERM, as systemd or a container stop sends
         # the schedules are paused on the way out (flows.serve.pause), so no scheduled
         # run piles up with nothing to run it
-        assert "ingest/files: schedules paused while not served" in processes.log("serve")[len(log) :]
+        assert (
+            "ingest/files: schedules paused while not served" in processes.log("serve")[len(log) :]
+        )
         paused = server.deployment("files")
         assert paused is not None and paused["paused"] is True
 

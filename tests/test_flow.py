@@ -115,11 +115,11 @@ class Workspace:
             _active[:] = [self]
         return self.settings()
 
-    def run(self, **params: Any) -> tuple[State[Any], dict[str, Any]]:
-        """One flow run in this workspace: its final state and its summary (also when the
-        run ended Failed after writing the summary)."""
+    def run(self, flow: Any = ingest, **params: Any) -> tuple[State[Any], dict[str, Any]]:
+        """One flow run in this workspace (of `flow`: `ingest` with other options): its
+        final state and its summary (also when the run ended Failed after writing it)."""
         self.activate()
-        state: State[Any] = ingest(**params, return_state=True)
+        state: State[Any] = flow(**params, return_state=True)
         if state.is_completed():
             summary: dict[str, Any] = state.result()
             return state, summary
@@ -590,6 +590,32 @@ def test_qdrant_unavailable_throughout_fails_the_run_and_loses_nothing(
     reference = workspace("uninterrupted", api=api)
     reference.run(source="confluence", targets=["ENG"])
     assert set(space.points()) == set(reference.points())
+
+
+def test_dask_runner_gives_the_same_collection_as_threads(
+    workspace: Callable[..., Workspace], eng: tuple[FakeConfluence, Fixture]
+) -> None:
+    """The Dask task runner on a local cluster of 2 worker processes (issue 7): batches are
+    prepared in the workers, indexed in the flow's process (local-mode Qdrant is one
+    process's store), and the collection equals the thread-pool run's: same point ids,
+    same payloads."""
+    from prefect_dask.task_runners import DaskTaskRunner
+
+    api, _ = eng
+    threads = workspace("threads", api=api)
+    state, reference = threads.run(source="confluence", targets=["ENG"])
+    assert state.is_completed()
+
+    dask = workspace("dask", api=api, INGEST_RUN__BATCH_SIZE="3")
+    runner: Any = DaskTaskRunner(  # typed for its own future class
+        cluster_kwargs={"n_workers": 2, "threads_per_worker": 1, "processes": True}
+    )
+    on_dask = ingest.with_options(task_runner=runner)
+    state, summary = dask.run(on_dask, source="confluence", targets=["ENG"])
+    assert state.is_completed(), state
+    assert (summary["new"], summary["failed"]) == (reference["new"], [])
+    assert _run_counts(state, "prepare-batch") == [1] * -(-len(ENG_DOCUMENTS) // 3)
+    assert dask.points() == threads.points()
 
 
 # --- files --------------------------------------------------------------------------------
