@@ -76,8 +76,7 @@ for refs in pipeline.batches(plan.to_process, settings.run.batch_size):
     outcome.merge(prepared.outcome)
     total.merge(outcome)
 say("reconcile")
-pipeline.delete_missing(spec, settings, listing, total.gone, force=False)
-pipeline.push_incoming_link_counts(settings, total.indexed)
+pipeline.reconcile(spec, settings, listing, total.gone, total.indexed)
 say("done")
 print("FAILED " + str(len(total.failures)), flush=True)
 """

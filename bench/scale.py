@@ -317,6 +317,8 @@ def main() -> None:
         build_s = time.perf_counter() - built
         from prefect.testing.utilities import prefect_test_harness
 
+        from config.settings import load_settings
+        from indexing.qdrant_store import close_client
         from tasks.pipeline import release_shared
 
         server_started = time.perf_counter()
@@ -336,7 +338,8 @@ def main() -> None:
                     wall = time.perf_counter() - started
                 summary: dict[str, Any] = state.result()
                 task_runs, task_seconds = _task_runs(state.state_details.flow_run_id)
-                release_shared()  # let go of local-mode Qdrant before reading it
+                release_shared()
+                close_client(load_settings().qdrant)  # let go of local mode before reading it
                 collections[runner] = _points(work / runner)
                 _report(runner, wall, summary, task_runs, task_seconds, rss)
     if len(collections) == 2:

@@ -207,6 +207,9 @@ class StageCache:
         return PruneResult(removed=removed, freed_bytes=freed)
 
     def _walk(self) -> list[tuple[Path, str, int, float]]:
+        """Entries (`<stage>/<digest[:2]>/<digest>`) and temporary files of entries. The
+        run state, link records and connector state kept beside them in the cache
+        directory have other layouts and are never reported or pruned."""
         found: list[tuple[Path, str, int, float]] = []
         if not self.root.is_dir():
             return found
@@ -214,8 +217,13 @@ class StageCache:
             if not stage_dir.is_dir():
                 continue
             for dirpath, _, filenames in os.walk(stage_dir):
+                shard = Path(dirpath)
+                if shard.parent != stage_dir:
+                    continue
                 for name in filenames:
-                    path = Path(dirpath) / name
+                    if not (name.startswith(_TEMP_PREFIX) or name[:2] == shard.name):
+                        continue
+                    path = shard / name
                     try:
                         stat = path.stat()
                     except FileNotFoundError:

@@ -225,6 +225,17 @@ class QdrantStore:
                 subject=self.collection,
                 transient=True,
             ) from None
+        except RuntimeError as exc:
+            if self.settings.url:
+                raise
+            # local mode: the storage was closed under this call (the process let go of
+            # it, another run took it); a later attempt opens it again
+            raise IngestError(
+                ErrorCode.UPSERT_FAILED,
+                f"{what}: Qdrant local storage unavailable ({exc})",
+                subject=self.collection,
+                transient=True,
+            ) from None
 
     # -- collections and aliases --
 

@@ -9,6 +9,7 @@ pass so every format leaves here in the same normalized form.
 
 from __future__ import annotations
 
+import threading
 import zipfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -299,15 +300,22 @@ def iso_datetime(value: datetime | None) -> str | None:
 
 
 _BUILTINS_LOADED = False
+_BUILTINS_LOCK = threading.Lock()
 
 
 def _load_builtin_formats() -> None:
-    """Import the format modules once so their `register` calls run."""
+    """Import the format modules once so their `register` calls run. Under a lock, and
+    marked loaded only when done: the first documents of a fresh process (a Dask worker)
+    are normalized by several threads at once, and a thread that went ahead of a
+    half-done import found formats missing (python-docx half-initialized)."""
     global _BUILTINS_LOADED
     if _BUILTINS_LOADED:
         return
-    _BUILTINS_LOADED = True
     import importlib
 
-    for module in ("text", "html", "pdf", "docx", "xlsx", "pptx", "legacy", "confluence"):
-        importlib.import_module(f"normalizers.{module}")
+    with _BUILTINS_LOCK:
+        if _BUILTINS_LOADED:
+            return
+        for module in ("text", "html", "pdf", "docx", "xlsx", "pptx", "legacy", "confluence"):
+            importlib.import_module(f"normalizers.{module}")
+        _BUILTINS_LOADED = True

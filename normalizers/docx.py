@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pypandoc
+from docx.opc.constants import RELATIONSHIP_TYPE as RT
+from docx.opc.package import OpcPackage
 from lxml import etree
 
 from config.errors import ErrorCode
@@ -1030,9 +1032,6 @@ class _Properties:
 def _core_properties(data: bytes) -> _Properties:
     """Title, author, dates (ISO 8601) and language from docProps/core.xml through
     python-docx, the page count Word last saved from docProps/app.xml."""
-    from docx.opc.constants import RELATIONSHIP_TYPE as RT
-    from docx.opc.package import OpcPackage
-
     package = OpcPackage.open(io.BytesIO(data))
     props = _Properties()
     # python-docx invents defaults ("Word Document", now) when the part is missing.

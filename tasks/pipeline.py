@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import threading
 import time
 from collections import Counter
@@ -149,6 +150,8 @@ class Plan:
     new: frozenset[str]
 
 
+log = logging.getLogger(__name__)
+
 # --- connectors, store, embedder (one of each per process) -------------------------
 
 _shared: dict[str, Any] = {}
@@ -220,8 +223,23 @@ class _TimedEmbedder:
         started = time.perf_counter()
         try:
             return self.inner.embed(texts)
+        except IngestError:
+            raise
+        except Exception as exc:  # the model broke on this batch: report, keep old points
+            raise IngestError(ErrorCode.EMBED_FAILED, f"{type(exc).__name__}: {exc}") from exc
         finally:
             self.seconds += time.perf_counter() - started
+
+
+def cache_unwritable(settings: Settings, exc: OSError, *, code: ErrorCode) -> IngestError:
+    """A write to the cache directory failed (disk full, permissions): transient, so the
+    documents are retried by the next run once there is room."""
+    return IngestError(
+        code,
+        f"the cache directory {settings.cache.dir} cannot be written: {exc.strerror or exc}",
+        subject=str(exc.filename or settings.cache.dir),
+        transient=True,
+    )
 
 
 def handoff_cache(settings: Settings) -> StageCache:
@@ -240,7 +258,10 @@ def discover(spec: SourceSpec, settings: Settings, token: str | None = None) -> 
     listing = connector.list_refs()
     if isinstance(connector, ConfluenceConnector):
         links = LinkStore(settings.cache.dir, settings.tenant_id)
-        links.save_listing_index(spec.scope, connector.index.to_json())
+        try:
+            links.save_listing_index(spec.scope, connector.index.to_json())
+        except OSError as exc:  # documents then fail on the same disk, each reported
+            log.warning("%s", cache_unwritable(settings, exc, code=ErrorCode.CHUNKING_FAILED))
     return listing
 
 
@@ -333,9 +354,8 @@ def prepare_batch(
             if not exc.transient:
                 failed_states[ref.document_id] = _failed_state(ref, fingerprint, exc)
         except OSError as exc:  # the cache's disk (full, unwritable): retry on the next run
-            outcome.failures.append(
-                Failure(ref.document_id, ErrorCode.CHUNKING_FAILED.value, f"cache: {exc}", True)
-            )
+            error = cache_unwritable(settings, exc, code=ErrorCode.CHUNKING_FAILED)
+            outcome.failures.append(_failure(ref.document_id, error))
     if failed_states:
         state.update(failed_states)
     return PreparedBatch(outcome, prepared)
@@ -496,23 +516,30 @@ def index_batch(
             )
         chunks = [Chunk.from_record(r) for r in records]
         batch.append(DocumentChunks(document.document_id, document.version, chunks))
+    try:
+        return _sync(spec, settings, store, embedder, batch, force=force)
+    except OSError as exc:
+        raise cache_unwritable(settings, exc, code=ErrorCode.EMBED_FAILED) from exc
+
+
+def _sync(
+    spec: SourceSpec,
+    settings: Settings,
+    store: QdrantStore,
+    embedder: Embedder,
+    batch: Sequence[DocumentChunks],
+    *,
+    force: bool,
+) -> BatchOutcome:
+    outcome = BatchOutcome()
     # links_in is pushed after indexing; until then these documents' points lack it
     LinkStore(settings.cache.dir, settings.tenant_id).mark_unpushed([d.document_id for d in batch])
     started = time.perf_counter()
-    try:
-        embed_cache = StageCache(
-            settings.cache.dir,
-            enabled=settings.cache.enabled and not force,
-            fsync=settings.cache.fsync,
-        )
-        timed = _TimedEmbedder(embedder)
-        result = sync_documents(store, timed, embed_cache, settings.tenant_id, batch)
-    except IngestError:
-        raise
-    except Exception as exc:  # the embedder broke on this batch: report, keep the old points
-        raise IngestError(
-            ErrorCode.EMBED_FAILED, f"{type(exc).__name__}: {exc}", subject=spec.scope
-        ) from exc
+    embed_cache = StageCache(
+        settings.cache.dir, enabled=settings.cache.enabled and not force, fsync=settings.cache.fsync
+    )
+    timed = _TimedEmbedder(embedder)
+    result = sync_documents(store, timed, embed_cache, settings.tenant_id, batch)
     elapsed = time.perf_counter() - started
     outcome.seconds["embed"] += timed.seconds
     outcome.seconds["upsert"] += elapsed - timed.seconds
@@ -520,14 +547,14 @@ def index_batch(
     outcome.stages["upsert"] = StageCount(
         done=result.documents_written, cached=result.documents_unchanged
     )
-    outcome.indexed = [d.document_id for d in documents]
+    outcome.indexed = [d.document_id for d in batch]
     fingerprint = pipeline_fingerprint(settings)
     SyncState.for_scope(settings, spec.scope).update(
         {
             d.document_id: DocumentState(
-                d.version, fingerprint, None, "no chunks" if d.chunks == 0 else None
+                d.source_version_id, fingerprint, None, "no chunks" if not d.chunks else None
             )
-            for d in documents
+            for d in batch
         }
     )
     return outcome
@@ -573,6 +600,25 @@ def delete_missing(
     if deleted:
         SyncState.for_scope(settings, spec.scope).forget(deleted)
         LinkStore(settings.cache.dir, settings.tenant_id).remove(deleted)
+    return deleted
+
+
+def reconcile(
+    spec: SourceSpec,
+    settings: Settings,
+    listing: Listing,
+    gone: Sequence[str],
+    indexed: Sequence[str],
+    *,
+    force: bool = False,
+) -> list[str]:
+    """Delete what vanished, then bring incoming-link counts in payloads up to date.
+    Returns the deleted document ids."""
+    try:
+        deleted = delete_missing(spec, settings, listing, list(gone), force=force)
+        push_incoming_link_counts(settings, indexed)
+    except OSError as exc:
+        raise cache_unwritable(settings, exc, code=ErrorCode.UPSERT_FAILED) from exc
     return deleted
 
 

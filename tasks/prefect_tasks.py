@@ -91,9 +91,7 @@ def reconcile_task(
     force: bool,
 ) -> list[str]:
     """Delete what vanished, then bring incoming-link counts in payloads up to date."""
-    deleted = pipeline.delete_missing(spec, settings, listing, gone, force=force)
-    pipeline.push_incoming_link_counts(settings, indexed)
-    return deleted
+    return pipeline.reconcile(spec, settings, listing, gone, indexed, force=force)
 
 
 def failed_batch(

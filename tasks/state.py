@@ -10,11 +10,13 @@ written atomically.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -47,16 +49,14 @@ class DocumentState:
 
 
 class SyncState:
+    """Read once for planning; every update merges into the file as it is on disk now,
+    under an exclusive file lock, so concurrent batches (threads, Dask worker processes)
+    never lose each other's entries (the last writer used to win)."""
+
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
-        self._documents: dict[str, DocumentState] = {}
-        if path.exists():
-            try:
-                raw = json.loads(path.read_text("utf-8"))
-                self._documents = {k: DocumentState(**v) for k, v in raw.items()}
-            except (ValueError, TypeError):
-                self._documents = {}  # unreadable: every document is re-checked, nothing lost
+        self._documents = self._read()
 
     @classmethod
     def for_scope(cls, settings: Settings, scope: str) -> SyncState:
@@ -67,19 +67,32 @@ class SyncState:
         return self._documents.get(document_id)
 
     def update(self, entries: dict[str, DocumentState]) -> None:
-        with self._lock:
-            self._documents.update(entries)
-            self._save()
+        self._merge(lambda documents: documents.update(entries))
 
     def forget(self, document_ids: list[str]) -> None:
-        with self._lock:
-            for document_id in document_ids:
-                self._documents.pop(document_id, None)
-            self._save()
+        self._merge(lambda documents: [documents.pop(d, None) for d in document_ids])
 
-    def _save(self) -> None:
+    def _read(self) -> dict[str, DocumentState]:
+        try:
+            raw = json.loads(self.path.read_text("utf-8"))
+            return {k: DocumentState(**v) for k, v in raw.items()}
+        except FileNotFoundError:
+            return {}
+        except (ValueError, TypeError):
+            return {}  # unreadable: every document is re-checked, nothing lost
+
+    def _merge(self, change: Callable[[dict[str, DocumentState]], object]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        payload = json.dumps({k: asdict(v) for k, v in sorted(self._documents.items())})
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        with self._lock, open(lock_path, "a+b") as lock_file:
+            fcntl.flock(lock_file.fileno(), fcntl.LOCK_EX)  # released when the file closes
+            documents = self._read()
+            change(documents)
+            self._save(documents)
+            self._documents = documents
+
+    def _save(self, documents: dict[str, DocumentState]) -> None:
+        payload = json.dumps({k: asdict(v) for k, v in sorted(documents.items())})
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".state-")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:

@@ -23,6 +23,8 @@ does, not in UTC.
 
 Fault switches count requests: `fail(n, status, retry_after=...)`, `reset(n)`,
 `truncate(n)`, `slow(n, seconds)`, each optionally limited to paths containing `path`;
+`storm(seconds, status, retry_after=...)` answers every request with the status for a
+while (Confluence overloaded);
 `delete_after_listing(id)` and `edit_after_listing(id)` change content right after the
 next listing request is answered (a page deleted / edited mid-run); `hide_from_search(id)`
 keeps content out of CQL results (the search index lags behind new pages).
@@ -104,6 +106,7 @@ class _Fault:
     status: int = 503
     retry_after: str | None = None
     seconds: float = 0.0
+    until: float | None = None  # a storm: every request until then (monotonic clock)
 
 
 class FakeConfluence:
@@ -295,6 +298,15 @@ class FakeConfluence:
     ) -> None:
         self._add_fault(_Fault("status", count, path, status=status, retry_after=retry_after))
 
+    def storm(self, seconds: float, status: int = 503, *, retry_after: str | None = None) -> None:
+        """Answer every request with `status` for `seconds` from now; `calm()` ends it."""
+        until = time.monotonic() + seconds
+        self._add_fault(_Fault("status", 0, None, status, retry_after, until=until))
+
+    def calm(self) -> None:
+        with self._lock:
+            self._faults = [f for f in self._faults if f.until is None]
+
     def reset(self, count: int, *, path: str | None = None) -> None:
         self._add_fault(_Fault("reset", count, path))
 
@@ -322,6 +334,10 @@ class FakeConfluence:
     def _take_fault(self, path: str) -> _Fault | None:
         with self._lock:
             for fault in self._faults:
+                if fault.until is not None:
+                    if time.monotonic() < fault.until:
+                        return fault
+                    continue
                 if fault.remaining > 0 and (fault.path is None or fault.path in path):
                     fault.remaining -= 1
                     return fault

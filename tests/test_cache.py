@@ -188,6 +188,60 @@ def test_prune_by_age_by_size_and_abandoned_temp_files(cache):
     assert cache.get(keys[1]) is None and cache.get(keys[2]) is None
 
 
+def test_prune_and_report_leave_state_links_and_connector_files_alone(cache, tmp_path):
+    """The run state, link records and files-connector state live in the cache directory
+    too; pruning them would lose links of unchanged documents for good."""
+    from tasks.links import LinkStore, StoredLink
+    from tasks.state import DocumentState, SyncState
+
+    cache.put(KEY, b"v" * 100)
+    root = cache.root
+    state = SyncState(root / "state" / "abc.json")
+    state.update({"doc": DocumentState("1", "fp")})
+    links = LinkStore(root, "default")
+    links.put("doc", [StoredLink("https://example.com", "external")])
+    links.mark_unpushed(["doc"])
+    (root / "files").mkdir()
+    (root / "files" / "0123456789abcdef.json").write_text("{}")
+    old = time.time() - 365 * 86400
+    for path in root.rglob("*"):
+        os.utime(path, (old, old))
+
+    assert set(cache.report().stages) == {"chunk"}
+    assert cache.prune(max_age_s=1, max_bytes=0).removed == 1  # the one entry
+    assert SyncState(root / "state" / "abc.json").get("doc") == DocumentState("1", "fp")
+    assert [link.target_url for link in links.outgoing("doc")] == ["https://example.com"]
+    assert links.unpushed() == ["doc"]
+    assert (root / "files" / "0123456789abcdef.json").exists()
+
+
+def _record_states(path: str, worker: int) -> None:
+    from tasks.state import DocumentState, SyncState
+
+    for i in range(20):
+        SyncState(Path(path)).update({f"w{worker}-{i}": DocumentState(str(i), "fp")})
+
+
+def test_concurrent_state_updates_from_threads_and_processes_lose_nothing(tmp_path):
+    """Index batches record their documents concurrently, each through its own SyncState
+    read at its start (threads of one run, Dask worker processes): every update lands."""
+    from tasks.state import SyncState
+
+    path = str(tmp_path / "state" / "scope.json")
+    threads = [threading.Thread(target=_record_states, args=(path, w)) for w in range(3)]
+    processes = [
+        multiprocessing.get_context("spawn").Process(target=_record_states, args=(path, w))
+        for w in range(3, 5)
+    ]
+    for worker in [*threads, *processes]:
+        worker.start()
+    for worker in [*threads, *processes]:
+        worker.join(60)
+    state = SyncState(Path(path))
+    missing = [f"w{w}-{i}" for w in range(5) for i in range(20) if state.get(f"w{w}-{i}") is None]
+    assert missing == []
+
+
 def test_a_read_refreshes_an_old_entry_for_prune(cache):
     cache.put(KEY, b"v")
     old = time.time() - 30 * 86400

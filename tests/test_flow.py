@@ -428,8 +428,9 @@ class StorageHolder:
 class Outage(logging.Handler):
     """Takes Qdrant away from this process: it closes its local-mode client and the holder
     opens the storage, either now (`at="start"`: the run's first Qdrant access, in `plan`,
-    fails) or when the run's `plan` task has finished (`at="index"`: the index tasks'
-    first attempts fail). It watches the run's task logs, so nothing in the code under
+    fails), when the run's `plan` task has finished (`at="index"`: the index tasks'
+    first attempts fail) or when its first `index-batch` task has finished (`at="mid"`:
+    one batch is indexed, the others' attempts fail). It watches the run's task logs, so nothing in the code under
     test is replaced; with `recover`, the holder gives the storage back when Prefect
     announces a retry, before the retry starts (the announcement is logged synchronously
     in the retrying thread)."""
@@ -442,7 +443,8 @@ class Outage(logging.Handler):
         self.qdrant = qdrant
         self.recover = recover
         self.retried: list[str] = []  # task names whose retry was announced during it
-        self.armed = at == "index"  # one outage: later runs (the reference run) run freely
+        # one outage: later runs (the reference run) run freely
+        self.trigger = {"index": "plan", "mid": "index-batch"}.get(at)
         if at == "start":
             self.begin()
 
@@ -453,8 +455,8 @@ class Outage(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         task = str(getattr(record, "task_name", ""))
         message = record.getMessage()
-        if task == "plan" and message.startswith("Finished in state Completed") and self.armed:
-            self.armed = False
+        if task == self.trigger and message.startswith("Finished in state Completed"):
+            self.trigger = None
             self.begin()
         elif "Retry" in message and self.holder.holding:
             self.retried.append(task)
