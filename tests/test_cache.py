@@ -233,9 +233,10 @@ def test_concurrent_state_updates_from_threads_and_processes_lose_nothing(tmp_pa
         multiprocessing.get_context("spawn").Process(target=_record_states, args=(path, w))
         for w in range(3, 5)
     ]
-    for worker in [*threads, *processes]:
+    workers: list[threading.Thread | multiprocessing.process.BaseProcess] = [*threads, *processes]
+    for worker in workers:
         worker.start()
-    for worker in [*threads, *processes]:
+    for worker in workers:
         worker.join(60)
     state = SyncState(Path(path))
     missing = [f"w{w}-{i}" for w in range(5) for i in range(20) if state.get(f"w{w}-{i}") is None]

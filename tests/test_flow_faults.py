@@ -110,7 +110,8 @@ def test_qdrant_lost_after_the_first_index_batch_keeps_old_points_and_one_run_he
     edited = edit(api, fx, ("guide", "deep", "eng_blog"), "Second edition")
     watcher = outage(space.settings().qdrant, at="mid", recover=False)
     # one batch at a time, so the outage falls between the first index batch and the rest
-    one_by_one = ingest.with_options(task_runner=ThreadPoolTaskRunner(max_workers=1))
+    runner: Any = ThreadPoolTaskRunner(max_workers=1)
+    one_by_one = ingest.with_options(task_runner=runner)
 
     state, summary = space.run(one_by_one, source="confluence", targets=["ENG"])
 
