@@ -36,12 +36,16 @@ they are the principals named on every level (an intersection: it may hide a pag
 someone who passes one level by user and another by group, never show it to someone
 who may not read it). Users are Cloud account ids or DC user names. A query filters with
 `acl.public == true OR acl.users has <user> OR acl.groups has any of <user's groups>`,
-plus `acl.space` for space permissions. Restriction changes do not bump a page's version,
-so they reach the index with the page's next edit or a full re-index.
+plus `acl.space` for space permissions. Restriction changes, moves and ancestor renames
+bump no version number in Confluence: the listing reads every page's read restrictions
+and ancestors, and a document's version is `<number>.<access digest>`, so the next run
+rewrites the payloads of exactly the pages (and their attachments) whose access changed.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import re
 import threading
@@ -68,7 +72,8 @@ _RESTRICTIONS = "restrictions.read.restrictions.user,restrictions.read.restricti
 PAGE_EXPAND = f"body.storage,version,history,space,ancestors,metadata.labels,{_RESTRICTIONS}"
 PAGE_ACL_EXPAND = f"space,ancestors,{_RESTRICTIONS}"
 ATTACHMENT_EXPAND = "version,container,space,history,metadata.labels"
-LIST_EXPAND = "version"
+LIST_EXPAND = f"version,space,ancestors,{_RESTRICTIONS}"
+SEARCH_EXPAND = f"version,container,space,ancestors,{_RESTRICTIONS}"
 CQL_DATE_FORMAT = "%Y/%m/%d %H:%M"
 # Time zones run from UTC-12 to UTC+14: a CQL date read in any of them starts no later
 # than the same wall-clock time read in UTC plus 12 hours.
@@ -234,7 +239,8 @@ class ConfluenceConnector:
         )
         self.index = ContentIndex()
         self._restrictions: dict[str, _Restriction] = {}
-        self._page_acls: dict[str, dict[str, Any]] = {}
+        # page id -> (acl, access digest), from the listing or the page's own fetch
+        self._page_accesses: dict[str, tuple[dict[str, Any], str]] = {}
         self._fetching: dict[str, threading.Lock] = {}
         self._cache_lock = threading.Lock()
 
@@ -252,7 +258,7 @@ class ConfluenceConnector:
         index = ContentIndex()
         with self._cache_lock:
             self._restrictions.clear()
-            self._page_acls.clear()
+            self._page_accesses.clear()
             self._fetching.clear()
         for space in self.settings.spaces:
             try:
@@ -264,6 +270,7 @@ class ConfluenceConnector:
                 errors.append(str(exc))
                 continue
             kinds = ["page", "blogpost"] if self.settings.include_blogposts else ["page"]
+            listed: list[dict[str, Any]] = []
             for kind in kinds:
                 params = {
                     "spaceKey": space,
@@ -274,10 +281,14 @@ class ConfluenceConnector:
                 }
                 try:
                     for item in self._paged("rest/api/content", params):
-                        refs.append(self._ref(item))
+                        listed.append(item)
                         index.add_page(space, item["title"], str(item["id"]))
                 except IngestError as exc:
                     errors.append(f"listing {kind}s of space {space}: {self._listing_error(exc)}")
+            try:
+                refs += self._versioned_refs(listed)
+            except IngestError as exc:
+                errors.append(f"restrictions in space {space}: {self._listing_error(exc)}")
             if self.settings.include_attachments and self.attachment_extensions:
                 cql = f'space = "{space}" and type = attachment'
                 try:
@@ -311,10 +322,10 @@ class ConfluenceConnector:
             types.append("attachment")
         spaces = ", ".join(f'"{s}"' for s in self.settings.spaces)
         cql = f'space in ({spaces}) and type in ({", ".join(types)}) and lastmodified >= "{window}"'
-        for item in self._search(cql, "version,container"):
-            ref = self._ref(item)
-            if ref.kind == "attachment" and not self._wanted(ref.title or ""):
+        for item in self._search(cql, SEARCH_EXPAND):
+            if item.get("type") == "attachment" and not self._wanted(str(item.get("title"))):
                 continue
+            ref = self._ref(item)
             if ref.updated_at is None or datetime.fromisoformat(ref.updated_at) >= cutoff:
                 yield ref
 
@@ -372,8 +383,10 @@ class ConfluenceConnector:
         history = data.get("history") or {}
         author = (history.get("createdBy") or version.get("by") or {}).get("displayName")
         updated_at = _iso(version.get("when"))
+        acl, access = self._access(data)
+        number = version.get("number", _version_number(ref.version))
         fresh = replace(
-            ref, version=str(version.get("number", ref.version)), title=title, updated_at=updated_at
+            ref, version=_access_version(number, access), title=title, updated_at=updated_at
         )
         body = ((data.get("body") or {}).get("storage") or {}).get("value", "")
         ancestors = [
@@ -391,7 +404,7 @@ class ConfluenceConnector:
             labels=_labels(data),
             space_key=space_key,
             page_id=str(data["id"]),
-            acl=self._acl(data, space_key),
+            acl=acl,
             extra={
                 "content_type": data.get("type", ref.kind),
                 "ancestors": ancestors,
@@ -428,10 +441,12 @@ class ConfluenceConnector:
         version = data.get("version") or {}
         updated_at = _iso(version.get("when"))
         space_key = (data.get("space") or {}).get("key")
+        acl, access = self._page_access(page_id) if page_id else ({}, None)
+        number = version.get("number", _version_number(ref.version))
         return SourceDocument(
             ref=replace(
                 ref,
-                version=str(version.get("number", ref.version)),
+                version=_access_version(number, access),
                 title=filename,
                 updated_at=updated_at,
                 parent_document_id=page_id or ref.parent_document_id,
@@ -446,7 +461,7 @@ class ConfluenceConnector:
             labels=_labels(data),
             space_key=space_key,
             page_id=page_id,
-            acl=self._page_acl(page_id),
+            acl=acl,
             extra={"content_type": "attachment", "page_title": container.get("title")},
         )
 
@@ -463,20 +478,32 @@ class ConfluenceConnector:
         groups = [g for g in innermost.groups if all(g in lv.groups for lv in restricted)]
         return {"public": False, "users": users, "groups": groups, "space": space_key}
 
-    def _page_acl(self, page_id: str) -> dict[str, Any]:
+    def _access(self, data: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        """The page's ACL and a digest of it and of its ancestors (ids and titles).
+
+        Moving a page, renaming an ancestor or changing restrictions bumps no version
+        number in Confluence; the digest goes into the listed version, so the next run
+        rewrites the payloads (`acl`, `ancestors`) of exactly the pages it changed."""
+        space_key = str((data.get("space") or {}).get("key") or "")
+        acl = self._acl(data, space_key)
+        ancestors = [[str(a["id"]), a.get("title")] for a in data.get("ancestors") or []]
+        digest = hashlib.sha256(json.dumps([ancestors, acl], sort_keys=True).encode())
+        access = (acl, digest.hexdigest()[:10])
         with self._cache_lock:
-            cached = self._page_acls.get(page_id)
-        if cached is None:
-            try:
-                data = self._get(f"rest/api/content/{page_id}", {"expand": PAGE_ACL_EXPAND})
-            except HttpStatusError as exc:
-                raise self._content_error(
-                    exc, f"page {page_id} (owner of the attachment)"
-                ) from None
-            cached = self._acl(data, str(data["space"]["key"]))
-            with self._cache_lock:
-                self._page_acls[page_id] = cached
-        return cached
+            self._page_accesses[str(data["id"])] = access
+        return access
+
+    def _page_access(self, page_id: str) -> tuple[dict[str, Any], str]:
+        """The access of an attachment's page: from the listing, else one request."""
+        with self._cache_lock:
+            cached = self._page_accesses.get(page_id)
+        if cached is not None:
+            return cached
+        try:
+            data = self._get(f"rest/api/content/{page_id}", {"expand": PAGE_ACL_EXPAND})
+        except HttpStatusError as exc:
+            raise self._content_error(exc, f"page {page_id} (owner of the attachment)") from None
+        return self._access(data)
 
     def _restriction(self, content_id: str) -> _Restriction:
         """An ancestor's read restrictions, fetched once per listing cycle (the per-id
@@ -560,13 +587,29 @@ class ConfluenceConnector:
             link = link[len(context.rstrip("/")) :]  # a server that repeats its context path
         return self.base_url + link
 
-    def _ref(self, item: dict[str, Any]) -> DocumentRef:
+    def _versioned_refs(self, items: list[dict[str, Any]]) -> list[DocumentRef]:
+        """Refs of listed pages and blog posts whose version says who may read them and
+        where they sit, besides the edit number. The listing carries every page's own read
+        restrictions, so the ancestors' need no request of their own."""
+        with self._cache_lock:
+            for item in items:
+                read = (item.get("restrictions") or {}).get("read") or {}
+                self._restrictions[str(item["id"])] = self._restriction_from(read)
+        return [self._ref(item, self._access(item)[1]) for item in items]
+
+    def _ref(self, item: dict[str, Any], access: str | None = None) -> DocumentRef:
+        """`access`: the access digest of the item (pages) or of its page (attachments);
+        looked up for attachments when not given."""
         kind = str(item.get("type", "page"))
         version = item.get("version") or {}
         container = item.get("container") or {}
+        if access is None and kind == "attachment" and container.get("id"):
+            access = self._page_access(str(container["id"]))[1]
+        elif access is None and kind != "attachment":
+            access = self._access(item)[1]
         return DocumentRef(
             document_id=str(item["id"]),
-            version=str(version.get("number", "")),
+            version=_access_version(version.get("number", ""), access),
             source_type="confluence",
             title=item.get("title"),
             updated_at=_iso(version.get("when")),
@@ -625,7 +668,17 @@ class ConfluenceConnector:
 def _older(item: dict[str, Any], ref: DocumentRef) -> bool:
     """The search index holds an older version than the listing saw."""
     number = str((item.get("version") or {}).get("number", ""))
-    return number.isdigit() and ref.version.isdigit() and int(number) < int(ref.version)
+    listed = _version_number(ref.version)
+    return number.isdigit() and listed.isdigit() and int(number) < int(listed)
+
+
+def _access_version(number: object, access: str | None) -> str:
+    """A document version: Confluence's edit number, then the access digest (`7.3f9a…`)."""
+    return f"{number}.{access}" if access else str(number)
+
+
+def _version_number(version: str) -> str:
+    return version.partition(".")[0]
 
 
 def _is_auth(exc: IngestError) -> bool:

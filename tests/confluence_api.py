@@ -267,11 +267,21 @@ class FakeConfluence:
             item.when = when or datetime.now(UTC)
 
     def delete(self, content_id: str) -> None:
+        """Like Confluence: the page's attachments go with it, its child pages move up to
+        its parent."""
         with self._lock:
-            self.content.pop(content_id)
+            gone = self.content.pop(content_id)
             for child in [c.id for c in self.content.values() if c.parent_id == content_id]:
                 if self.content[child].type == "attachment":
                     self.content.pop(child)
+                else:
+                    self.content[child].parent_id = gone.parent_id
+
+    def move(self, content_id: str, parent_id: str | None) -> None:
+        """Move a page under another (None: to the space root); no new version, as in
+        Confluence."""
+        with self._lock:
+            self.content[content_id].parent_id = parent_id
 
     def restrict(
         self, content_id: str, *, users: Iterable[str] = (), groups: Iterable[str] = ()

@@ -40,6 +40,11 @@ EXTENSIONS = {".pdf", ".docx", ".xlsx", ".pptx", ".html", ".txt", ".md"}
 LAYOUTS = ["cloud", "dc"]
 
 
+def number(version: str) -> str:
+    """Confluence's edit number in a listed version (`<number>.<access digest>`)."""
+    return version.partition(".")[0]
+
+
 def connector(
     api: FakeConfluence, token: str | None = None, **overrides: Any
 ) -> ConfluenceConnector:
@@ -91,7 +96,7 @@ def test_a_1200_page_space_is_listed_completely(confluence_api: Factory, layout:
     assert set(bulk) <= ids(listing.refs)
     assert api.requests["list"] >= 13
     by_id = {ref.document_id: ref for ref in listing.refs}
-    assert by_id[bulk[-1]].version == "1" and by_id[bulk[-1]].title == "Page 01199"
+    assert number(by_id[bulk[-1]].version) == "1" and by_id[bulk[-1]].title == "Page 01199"
 
 
 def test_listing_refs_carry_kind_parent_and_version(confluence_api: Factory) -> None:
@@ -104,7 +109,11 @@ def test_listing_refs_carry_kind_parent_and_version(confluence_api: Factory) -> 
     assert refs[fx["eng_blog"]].kind == "blogpost"
     assert refs[fx["hr_blog"]].title == "Новости отдела"
     pdf = refs[fx["pdf"]]
-    assert (pdf.kind, pdf.parent_document_id, pdf.version) == ("attachment", fx["guide"], "2")
+    assert (pdf.kind, pdf.parent_document_id, number(pdf.version)) == (
+        "attachment",
+        fx["guide"],
+        "2",
+    )
     assert refs[fx["docx"]].title == "Руководство.docx"
     assert fx["png"] not in refs  # not a supported attachment type
     assert refs[fx["guide"]].updated_at is not None
@@ -147,7 +156,7 @@ def test_poll_after_editing_three_pages_returns_exactly_those(
 
     changed = list(conn.poll(last_sync))
     assert sorted(ids(changed)) == sorted(edited)
-    assert all(ref.version == "2" for ref in changed)
+    assert all(number(ref.version) == "2" for ref in changed)
 
     # The caller fetches only what changed: one batch request for three pages.
     before = dict(api.requests)
@@ -232,9 +241,9 @@ def test_page_edited_mid_run_is_fetched_at_its_new_version(confluence_api: Facto
     conn = connector(api)
     api.edit_after_listing(fx["guide"], body="<p>newer</p>")
     ref = next(r for r in conn.list_refs().refs if r.document_id == fx["guide"])
-    assert ref.version == "1"
+    assert number(ref.version) == "1"
     doc = conn.fetch(ref)
-    assert doc.ref.version == "2" and doc.data == b"<p>newer</p>"
+    assert number(doc.ref.version) == "2" and doc.data == b"<p>newer</p>"
 
 
 # --- HTTP policy ---------------------------------------------------------------------
@@ -466,6 +475,51 @@ def test_restrictions_become_the_acl(confluence_api: Factory, layout: str) -> No
     api.restrict(fx["secret_child"])
     inherited = conn.fetch(DocumentRef(fx["secret_child"], "1", "confluence"))
     assert inherited.acl["users"] == [name(alice), name(bob)]
+
+
+def test_access_changes_without_an_edit_change_the_listed_version(
+    confluence_api: Factory,
+) -> None:
+    """Restricting a page, moving one, renaming an ancestor bump no version number in
+    Confluence; the listed version carries an access digest, so each is seen, for the
+    pages (and attachments) whose access changed and no other."""
+    api = confluence_api("cloud")
+    fx = build_fixture(api)
+    conn = connector(api)
+
+    def versions() -> dict[str, str]:
+        return {ref.document_id: ref.version for ref in conn.list_refs().refs}
+
+    def changed(before: dict[str, str], after: dict[str, str]) -> set[str]:
+        assert {number(v) for v in before.values()} == {number(v) for v in after.values()}
+        return {d for d in before if before[d] != after[d]}
+
+    refs = conn.list_refs().refs
+
+    def with_attachments(pages: set[str]) -> set[str]:
+        return pages | {r.document_id for r in refs if r.parent_document_id in pages}
+
+    start = versions()
+    assert versions() == start  # stable
+
+    # the guide and the page under it (it inherits the restriction), with attachments
+    api.restrict(fx["guide"], users=["alice"])
+    restricted = versions()
+    assert changed(start, restricted) == with_attachments({fx["guide"], fx["deep"]})
+    fetched = conn.fetch(next(r for r in conn.list_refs().refs if r.document_id == fx["guide"]))
+    assert fetched.ref.version == restricted[fx["guide"]]  # fetch and listing agree
+    assert fetched.acl["public"] is False
+
+    api.move(fx["deep"], None)  # out from under the restricted guide
+    moved = versions()
+    assert changed(restricted, moved) == with_attachments({fx["deep"]})
+
+    api.edit(fx["eng_home"], title="Engineering")  # the ancestors' titles are in payloads
+    renamed = versions()
+    assert number(renamed[fx["eng_home"]]) == str(int(number(moved[fx["eng_home"]])) + 1)
+    del renamed[fx["eng_home"]], moved[fx["eng_home"]]
+    under_home = {fx["guide"], fx["notes"], fx["secret"], fx["secret_child"]}
+    assert changed(moved, renamed) == with_attachments(under_home)
 
 
 def test_links_resolve_to_synced_pages(confluence_api: Factory) -> None:

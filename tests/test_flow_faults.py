@@ -210,6 +210,11 @@ def test_page_deleted_between_listing_and_fetch_is_removed_in_the_same_run(
     after = space.documents()
     assert fx["guide"] not in after
     assert_nothing_lost({d: p for d, p in before.items() if d in after}, after)
+    # the guide's child moved up to its parent after this run listed it: the next run
+    # sees the move (its access digest changed) and the collection is right
+    state, summary = space.run(source="confluence", targets=["ENG"])
+    assert state.is_completed() and summary["failed"] == []
+    assert summary["changed"] >= 1 and summary["deleted"] == 0  # the child and its files
     assert space.points() == uninterrupted(workspace, api)
 
 
@@ -233,6 +238,38 @@ def test_page_edited_during_the_run_is_right_after_at_most_one_more_run(
     assert points == uninterrupted(workspace, api)
     guide = [p["md_text"] for p in points.values() if p["document_id"] == fx["guide"]]
     assert guide == ["Third edition, written while the run ran."]
+
+
+def test_a_page_restricted_without_an_edit_is_restricted_in_qdrant_after_the_next_run(
+    workspace: Callable[..., Workspace], eng: tuple[FakeConfluence, Fixture]
+) -> None:
+    """Restrictions bump no version in Confluence: an incremental run still sees them (the
+    listed version carries an access digest) and rewrites the page's points, so a search
+    filtered by ACL stops showing it to others."""
+    api, fx = eng
+    space = workspace(api=api)
+    space.run(source="confluence", targets=["ENG"])
+    notes = [p for p in space.points().values() if p["document_id"] == fx["notes"]]
+    assert notes and all(p["acl"]["public"] for p in notes)
+
+    before = space.documents()
+    api.restrict(fx["notes"], groups=["release-managers"])
+    state, summary = space.run(source="confluence", targets=["ENG"])
+
+    assert state.is_completed() and summary["failed"] == []
+    after = space.documents()
+    rewritten = {d for d in after if after[d] != before[d]}
+    # the page and its attachments (they carry the page's ACL), nothing else
+    assert rewritten == {
+        p["document_id"] for p in space.points().values() if p.get("page_id") == fx["notes"]
+    }
+    assert summary["changed"] == len(rewritten) >= 2
+    notes = [p for p in space.points().values() if p["document_id"] == fx["notes"]]
+    assert notes and all(
+        p["acl"] == {"public": False, "users": [], "groups": ["release-managers"], "space": "ENG"}
+        for p in notes
+    )
+    assert space.points() == uninterrupted(workspace, api)
 
 
 class DiskFull:
