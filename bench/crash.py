@@ -1,12 +1,14 @@
 """Benchmark (run by hand): crash safety under SIGKILL (issue 7, Crash safety).
 
-    .venv/bin/python -m bench.crash [--kills 20] [--seed 7] [--pages 100]
+    .venv/bin/python -m bench.crash [--kills 20] [--seed 7] [--pages 100] [--prefect]
 
 A space (`build_fixture` plus `--pages` generated pages) is served by the local
 Confluence API. A child Python process runs the pipeline stages of the `ingest` flow
-(`tasks.pipeline`: discover, plan, prepare_batch + index_batch per batch,
-delete_missing, push_incoming_link_counts; the same code the flow's tasks call, without
-Prefect's ~10 s ephemeral start-up) and prints a line per phase it enters. The parent
+(`tasks.pipeline`: discover, plan, prepare_batch + index_batch per batch, reconcile;
+the same code the flow's tasks call, without Prefect's ~10 s ephemeral start-up) and
+prints a line per phase it enters; with `--prefect` it runs the `ingest` flow itself on
+Prefect's ephemeral API (its own PREFECT_HOME), the pipeline functions wrapped to
+announce their phase. The parent
 kills it with SIGKILL (its own process group) at seeded random delays after it enters a
 chosen phase (`listing`, `preparing`, `indexing`, `reconcile`, in turn), `--kills` times,
 each kill against the state the previous one left (`--edits` pages are edited before
@@ -16,7 +18,7 @@ The result is compared with an uninterrupted run in separate directories: the sa
 point ids, payloads and vectors, and every cache entry readable (`StageCache.get`), no
 temporary file taken for an entry.
 
-`tests/test_crash_safety.py` runs the same with 3 kills.
+`tests/test_crash_safety.py` runs the same with 4 kills, and 2 through Prefect.
 """
 
 from __future__ import annotations
@@ -82,6 +84,31 @@ print("FAILED " + str(len(total.failures)), flush=True)
 """
 
 
+# The same, through the real `ingest` flow on Prefect's ephemeral API (its own SQLite
+# database under PREFECT_HOME, a server subprocess in the child's process group): the
+# pipeline functions the flow's tasks call are wrapped to announce their phase.
+PREFECT_CHILD = r"""
+import sys
+from tasks import pipeline
+
+def announce(phase, function):
+    def announced(*args, **kwargs):
+        print("PHASE " + phase, flush=True)
+        return function(*args, **kwargs)
+    return announced
+
+for phase, name in (("listing", "discover"), ("preparing", "prepare_batch"),
+                    ("indexing", "index_batch"), ("reconcile", "reconcile")):
+    setattr(pipeline, name, announce(phase, getattr(pipeline, name)))
+print("PHASE start", flush=True)
+from flows.ingest import ingest
+state = ingest(source="confluence", targets=[sys.argv[1]], return_state=True)
+failed = len(state.result()["failed"]) if state.is_completed() else -1
+print("PHASE done", flush=True)
+print("FAILED " + str(failed), flush=True)
+"""
+
+
 @dataclass
 class Kill:
     target: str
@@ -114,8 +141,14 @@ def editor(
     return mutate
 
 
-def child_env(root: Path, api: FakeConfluence, model: Path, batch_size: int) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("INGEST_", "CHUNK_"))}
+def child_env(
+    root: Path, api: FakeConfluence, model: Path, batch_size: int, *, prefect: bool = False
+) -> dict[str, str]:
+    """The child's environment; with `prefect`, the flow runs on an ephemeral Prefect API
+    of its own (PREFECT_HOME under `root`, never a server the parent may use)."""
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("INGEST_", "CHUNK_", "PREFECT_"))
+    }
     env.update(
         {
             **ingest_environment(root, api, model),
@@ -123,8 +156,12 @@ def child_env(root: Path, api: FakeConfluence, model: Path, batch_size: int) -> 
             "PYTHONHASHSEED": "0",
             "TOKENIZERS_PARALLELISM": "false",
             "OMP_NUM_THREADS": "1",
+            "CRASH_CHILD": PREFECT_CHILD if prefect else CHILD,
         }
     )
+    if prefect:
+        env["PREFECT_HOME"] = str(root / "prefect-home")
+        env["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "120"
     return env
 
 
@@ -133,7 +170,7 @@ class Child:
 
     def __init__(self, env: dict[str, str]) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", CHILD, SPACE],
+            [sys.executable, "-c", env["CRASH_CHILD"], SPACE],
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE,
@@ -329,13 +366,14 @@ def crash_scenario(
     batch_size: int,
     log: bool = False,
     mutate: Callable[[int], None] | None = None,
+    prefect: bool = False,
 ) -> tuple[Outcome, list[str]]:
     """The killed runs, the completing run, then the reference run (fresh directories,
     same content); returns the kills and every difference found (empty: identical
     collection, clean cache). `mutate(i)`, called before kill i > 0, changes the space so
     that the next killed run has work to do (else every later kill finds all cached)."""
     outcome = Outcome()
-    crashed_env = child_env(work / "crashed", api, model, batch_size)
+    crashed_env = child_env(work / "crashed", api, model, batch_size, prefect=prefect)
     for i, (target, delay) in enumerate(kills):
         if mutate is not None and i > 0:
             mutate(i)
@@ -348,7 +386,7 @@ def crash_scenario(
                 flush=True,
             )
     outcome.runs_s.append(run_to_end(crashed_env))
-    reference_env = child_env(work / "reference", api, model, batch_size)
+    reference_env = child_env(work / "reference", api, model, batch_size, prefect=prefect)
     outcome.runs_s.append(run_to_end(reference_env))
     problems = compare(snapshot(work / "reference"), snapshot(work / "crashed"))
     problems += [f"unreadable cache entry {p}" for p in cache_problems(work / "crashed")]
@@ -367,6 +405,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=20)
     parser.add_argument("--edits", type=int, default=30, help="pages edited between kills")
     parser.add_argument("--max-delay", type=float, default=1.5, help="seconds after a phase")
+    parser.add_argument(
+        "--prefect", action="store_true", help="kill the real flow on Prefect's ephemeral API"
+    )
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench-crash-"))
@@ -382,6 +423,7 @@ def main() -> None:
             batch_size=args.batch_size,
             log=True,
             mutate=editor(api, pages, args.seed, args.edits) if args.edits else None,
+            prefect=args.prefect,
         )
     phases: dict[str, int] = {}
     for kill in outcome.kills:

@@ -37,3 +37,24 @@ def test_sigkill_in_each_stage_then_one_run_equals_an_uninterrupted_run(
     assert problems == []
     # a dead writer's temporary file is never an entry; none may be left by the last run
     assert temp_files(tmp_path / "reference") == 0
+
+
+def test_sigkill_of_the_prefect_flow_then_one_run_equals_an_uninterrupted_run(
+    tmp_path: Path,
+) -> None:
+    """The same through the `ingest` flow on Prefect's ephemeral API (task runs, results
+    and state in its SQLite database, killed with the flow's process group)."""
+    model = build_tiny_model(tmp_path / "model")
+    with FakeConfluence("cloud") as api:
+        make_space(api, 60)
+        outcome, problems = crash_scenario(
+            tmp_path,
+            api,
+            model,
+            kills=[("preparing", 0.5), ("indexing", 0.3)],
+            batch_size=20,
+            prefect=True,
+        )
+    # both landed inside the run (the phase last announced before the kill)
+    assert all(k.phase in ("preparing", "indexing") for k in outcome.kills), outcome.kills
+    assert problems == []
