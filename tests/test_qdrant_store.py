@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from qdrant_client import models
 
 from config.errors import ConfigError, ErrorCode, IngestError
 from indexing.cache import StageCache
@@ -165,6 +166,32 @@ def test_tenants_with_the_same_document_ids_never_touch_each_other(store, embedd
     assert store.count("acme") == 0
     assert store.existing_points("globex", ["doc-0", "doc-1"]) == globex_points
     assert store.count("globex") == 6
+
+
+def test_document_fields_are_set_on_exactly_the_tenants_documents(store, embedder, cache):
+    """`set_documents_fields` (how `links_in` reaches payloads): every point of the named
+    documents of that tenant, nothing of its other documents or of another tenant."""
+    sync_documents(store, embedder, cache, "acme", docs("acme", count=3))
+    sync_documents(store, embedder, cache, "globex", docs("globex", count=3))
+
+    store.set_documents_fields("acme", ["doc-0", "doc-2", "doc-missing"], {"links_in": 7})
+
+    def links_in(tenant: str) -> dict[str, set[Any]]:
+        records, _ = store.client.scroll(
+            store.collection,
+            scroll_filter=models.Filter(
+                must=[models.FieldCondition(key="tenant_id", match=models.MatchValue(value=tenant))]
+            ),
+            limit=100,
+        )
+        found: dict[str, set[Any]] = {}
+        for record in records:
+            payload = record.payload or {}
+            found.setdefault(payload["document_id"], set()).add(payload.get("links_in"))
+        return found
+
+    assert links_in("acme") == {"doc-0": {7}, "doc-1": {None}, "doc-2": {7}}
+    assert links_in("globex") == {"doc-0": {None}, "doc-1": {None}, "doc-2": {None}}
 
 
 def test_mass_deletion_is_refused_unless_forced(store, embedder, cache):
