@@ -35,9 +35,6 @@ from indexing.qdrant_store import QdrantStore
 from indexing.reconcile import DocumentChunks, delete_missing_documents, sync_documents
 from normalizers.base import LinkRecord, NormalizedDocument, supported_extensions
 from tasks.links import LinkStore, StoredLink
-
-if TYPE_CHECKING:
-    from connectors.confluence import ContentIndex
 from tasks.stages import chunk_normalized, normalize_source
 from tasks.state import (
     CHUNK_STAGE_VERSION,
@@ -46,6 +43,9 @@ from tasks.state import (
     SyncState,
     pipeline_fingerprint,
 )
+
+if TYPE_CHECKING:
+    from connectors.confluence import ContentIndex
 
 SourceKind = Literal["files", "confluence"]
 STAGES = ("fetch", "normalize", "chunk", "embed", "upsert")
