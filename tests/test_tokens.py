@@ -13,6 +13,7 @@ from chunking import tokens
 from chunking.tokens import (
     HFTokenCounter,
     SentencePieceCounter,
+    bundled_sentencepiece_model,
     bundled_tokenizer_json,
     get_token_counter,
     write_tokenizer_dir,
@@ -25,10 +26,11 @@ BOS, EOS = 0, 2
 
 @pytest.fixture(scope="module", params=["sentencepiece", "tokenizers"])
 def engine(request: pytest.FixtureRequest) -> tokens.TokenCounter:
-    raw = bundled_tokenizer_json()
     if request.param == "sentencepiece":
-        return SentencePieceCounter(raw, "bundled")
-    return HFTokenCounter(raw, "bundled")
+        return SentencePieceCounter(
+            bundled_sentencepiece_model(), bundled_tokenizer_json, "bundled"
+        )
+    return HFTokenCounter(bundled_tokenizer_json(), "bundled")
 
 
 @pytest.mark.parametrize("case", GOLDEN["cases"], ids=lambda c: repr(c["text"][:24]))
@@ -47,6 +49,13 @@ def test_golden_ids_without_special_tokens(
 def test_count_many_matches_count_for_every_golden_case(engine: tokens.TokenCounter) -> None:
     texts = [c["text"] for c in GOLDEN["cases"]]
     assert engine.count_many(texts) == [engine.count(t) for t in texts]
+
+
+def test_shipped_sentencepiece_model_is_the_one_compiled_from_the_tokenizer() -> None:
+    """The vendored model is derived data: compiling the vendored tokenizer.json again
+    gives it byte for byte (so the two engines cannot drift apart)."""
+    compiled = tokens._sentencepiece_model(json.loads(bundled_tokenizer_json()))
+    assert bundled_sentencepiece_model() == compiled
 
 
 def test_default_counter_is_the_fast_engine_and_is_cached() -> None:
