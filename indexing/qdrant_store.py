@@ -37,6 +37,9 @@ from indexing.embedders import Embedding
 DENSE = "dense"
 SPARSE = "sparse"
 _SCROLL_PAGE = 1024
+# Local mode sorts every id and filters every point for each scroll page, so a scan
+# costs pages x points: fewer, larger pages keep it linear (its records are in memory).
+_LOCAL_SCROLL_PAGE = 100_000
 
 # SPEC §4 indexes, plus the version (reconcile filters on it) and the ACL fields (search
 # filters on them). `tenant_id` is the tenant index: Qdrant co-locates a tenant's points.
@@ -473,7 +476,7 @@ class QdrantStore:
                     self.client.scroll,
                     self.collection,
                     scroll_filter=scroll_filter,
-                    limit=_SCROLL_PAGE,
+                    limit=_SCROLL_PAGE if self.settings.url else _LOCAL_SCROLL_PAGE,
                     offset=offset,
                     with_payload=list(fields),
                     with_vectors=False,
