@@ -93,7 +93,9 @@ from tasks import pipeline
 
 def announce(phase, function):
     def announced(*args, **kwargs):
-        print("PHASE " + phase, flush=True)
+        # the real stdout: the flow logs print() calls (log_prints) instead of printing
+        sys.__stdout__.write("PHASE " + phase + "\n")
+        sys.__stdout__.flush()
         return function(*args, **kwargs)
     return announced
 
@@ -160,6 +162,7 @@ def child_env(
         }
     )
     if prefect:
+        (root / "prefect-home").mkdir(parents=True, exist_ok=True)  # Prefect makes one level
         env["PREFECT_HOME"] = str(root / "prefect-home")
         env["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "120"
     return env
