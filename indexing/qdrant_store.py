@@ -37,6 +37,7 @@ from indexing.embedders import Embedding
 DENSE = "dense"
 SPARSE = "sparse"
 _SCROLL_PAGE = 1024
+_ENSURE_LOCK = threading.Lock()
 # Local mode sorts every id and filters every point for each scroll page, so a scan
 # costs pages x points: fewer, larger pages keep it linear (its records are in memory).
 _LOCAL_SCROLL_PAGE = 100_000
@@ -253,19 +254,31 @@ class QdrantStore:
 
     def ensure_collection(self) -> str:
         """Make sure the collection (or the alias and a collection behind it) exists with the
-        expected vectors and payload indexes; returns the physical collection name."""
-        physical = self.resolve()
-        if physical is None:
-            if self.collection != self.alias:
-                physical = self.collection
-                self._create(physical)
-            else:
-                physical = self._create(self.new_collection_name())
-                self._set_alias(physical)
-        else:
+        expected vectors and payload indexes; returns the physical collection name.
+
+        Race-free: concurrent first batches each found no collection, each created one and
+        moved the alias, so the points written into the first were lost. Now this process
+        creates under a lock, and other processes (Dask workers, a second run) all create
+        the same first name, `<alias>_initial`, at most once."""
+        with _ENSURE_LOCK:
+            physical = self.resolve()
+            if physical is None:
+                direct = self.collection != self.alias  # a named collection, no alias
+                physical = self.collection if direct else f"{self.alias}_initial"
+                if not self._exists(physical):
+                    try:
+                        self._create(physical)
+                    except IngestError:
+                        if not self._exists(physical):
+                            raise  # a real failure, not another process creating it first
+                if not direct:
+                    self._set_alias(physical)
             self._check_vectors(physical)
         self._tune_local_storage(physical)
         return physical
+
+    def _exists(self, name: str) -> bool:
+        return self._call("exists", lambda: self.client.collection_exists(name))
 
     def _tune_local_storage(self, physical: str) -> None:
         """Local mode persists each point in its own SQLite transaction; with the default

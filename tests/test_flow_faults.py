@@ -92,6 +92,12 @@ def uninterrupted(make: Callable[..., Workspace], api: FakeConfluence) -> dict[s
     return reference.points()
 
 
+def indexed(space: Workspace) -> None:
+    """The clean first run every scenario starts from."""
+    state, summary = space.run(source="confluence", targets=["ENG"])
+    assert state.is_completed() and summary["failed"] == [], summary["failed"]
+
+
 def assert_nothing_lost(before: dict[str, set[str]], after: dict[str, set[str]]) -> None:
     """Every document that had points still has some (old or new version)."""
     lost = [document_id for document_id in before if not after.get(document_id)]
@@ -104,8 +110,9 @@ def test_qdrant_lost_after_the_first_index_batch_keeps_old_points_and_one_run_he
     outage: Callable[..., Outage],
 ) -> None:
     api, fx = eng
-    space = workspace(api=api, INGEST_RUN__BATCH_SIZE="1")
-    space.run(source="confluence", targets=["ENG"])
+    space = workspace(api=api)
+    indexed(space)
+    space.env["INGEST_RUN__BATCH_SIZE"] = "1"  # the faulty run: one document per batch
     before = space.documents()
     edited = edit(api, fx, ("guide", "deep", "eng_blog"), "Second edition")
     watcher = outage(space.settings().qdrant, at="mid", recover=False)
@@ -115,12 +122,6 @@ def test_qdrant_lost_after_the_first_index_batch_keeps_old_points_and_one_run_he
 
     state, summary = space.run(one_by_one, source="confluence", targets=["ENG"])
 
-    print(
-        "DEBUG",
-        {k: summary[k] for k in ("seen", "changed", "new", "unchanged")},
-        edited,
-        failures(summary),
-    )
     assert state.is_failed()
     # reconcile could not reach Qdrant either: reported under the source's scope
     assert failures(summary).pop("confluence:ENG") == "UPSERT_FAILED"
@@ -150,7 +151,7 @@ def test_confluence_answering_429_for_a_minute_is_waited_out(
     default retry settings, and the run completes with nothing failed."""
     api, fx = eng
     space = workspace(api=api)
-    space.run(source="confluence", targets=["ENG"])
+    indexed(space)
     before = space.documents()
     edit(api, fx, ("guide", "notes"), "Second edition")
     when_task_finished("plan", lambda: api.storm(60, 429, retry_after="25"))
@@ -175,7 +176,7 @@ def test_confluence_503_past_every_retry_fails_the_run_keeps_points_and_one_run_
     space = workspace(
         api=api, INGEST_CONFLUENCE__MAX_RETRIES="1", INGEST_CONFLUENCE__BACKOFF_BASE_S="0.05"
     )
-    space.run(source="confluence", targets=["ENG"])
+    indexed(space)
     before = space.points()
     edited = edit(api, fx, ("guide", "notes"), "Second edition")
     when_task_finished("plan", lambda: api.storm(600, 503))
@@ -198,7 +199,7 @@ def test_page_deleted_between_listing_and_fetch_is_removed_in_the_same_run(
 ) -> None:
     api, fx = eng
     space = workspace(api=api)
-    space.run(source="confluence", targets=["ENG"])
+    indexed(space)
     before = space.documents()
     edit(api, fx, ("guide", "notes"), "Second edition")  # both listed as changed
     api.delete_after_listing(fx["guide"])
@@ -223,7 +224,7 @@ def test_page_edited_during_the_run_is_right_after_at_most_one_more_run(
 ) -> None:
     api, fx = eng
     space = workspace(api=api)
-    space.run(source="confluence", targets=["ENG"])
+    indexed(space)
     before = space.documents()
     edit(api, fx, ("guide",), "Second edition")
     api.edit_after_listing(fx["guide"], body="<p>Third edition, written while the run ran.</p>")
@@ -248,7 +249,7 @@ def test_a_page_restricted_without_an_edit_is_restricted_in_qdrant_after_the_nex
     filtered by ACL stops showing it to others."""
     api, fx = eng
     space = workspace(api=api)
-    space.run(source="confluence", targets=["ENG"])
+    indexed(space)
     notes = [p for p in space.points().values() if p["document_id"] == fx["notes"]]
     assert notes and all(p["acl"]["public"] for p in notes)
 
@@ -317,7 +318,7 @@ def test_cache_disk_full_fails_the_documents_keeps_points_and_one_run_heals(
 ) -> None:
     api, fx = eng
     space = workspace(api=api)
-    space.run(source="confluence", targets=["ENG"])
+    indexed(space)
     before = space.points()
     edited = edit(api, fx, ("guide", "deep"), "Second edition")
     disk = DiskFull(Path(space.settings().cache.dir), monkeypatch)

@@ -194,6 +194,41 @@ def test_document_fields_are_set_on_exactly_the_tenants_documents(store, embedde
     assert links_in("globex") == {"doc-0": {None}, "doc-1": {None}, "doc-2": {None}}
 
 
+def test_first_batches_creating_the_collection_at_once_lose_no_points(tmp_path, tiny_embedder):
+    """Index batches start together on a fresh Qdrant: each finds no collection. They
+    used to create one each and move the alias, losing the points of the first."""
+    import threading
+
+    settings = qdrant_settings(tmp_path / "race")
+    embedder = CountingEmbedder(tiny_embedder)
+    start = threading.Barrier(6)
+    errors: list[BaseException] = []
+
+    def first_batch(i: int) -> None:
+        try:
+            store = QdrantStore(settings, tiny_embedder.vector_size, tiny_embedder.has_sparse)
+            start.wait()
+            store.ensure_collection()
+            document = make_document("acme", f"doc-{i}", "v1", PARAGRAPHS)
+            sync_documents(store, embedder, StageCache(tmp_path / f"c{i}"), "acme", [document])
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=first_batch, args=(i,)) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert errors == []
+    store = QdrantStore(settings, tiny_embedder.vector_size, tiny_embedder.has_sparse)
+    try:
+        found = store.existing_points("acme", [f"doc-{i}" for i in range(6)])
+        assert sorted(found) == [f"doc-{i}" for i in range(6)]
+        assert store.count("acme") == 6 * len(PARAGRAPHS)
+    finally:
+        store.close()
+
+
 def test_mass_deletion_is_refused_unless_forced(store, embedder, cache):
     documents = [make_document("acme", f"doc-{i}", "v1", PARAGRAPHS[:1]) for i in range(5)]
     sync_documents(store, embedder, cache, "acme", documents)
