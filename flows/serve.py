@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -21,6 +22,8 @@ import yaml
 from config.errors import ConfigError
 
 if TYPE_CHECKING:
+    from prefect.client.orchestration import SyncPrefectClient
+    from prefect.client.schemas.responses import DeploymentResponse
     from prefect.deployments.runner import RunnerDeployment
     from prefect.schedules import Schedule
 
@@ -196,26 +199,39 @@ def take_over(deployments: list[RunnerDeployment]) -> list[str]:
     crashes ("Downloading flow code from storage at None") and a worker of the pool could
     pick up its runs too. `prefect deploy` attaches them to the pool again.
     """
-    from prefect import get_client
     from prefect.client.schemas.actions import DeploymentUpdate
-    from prefect.exceptions import ObjectNotFound
 
     taken = []
+    for client, deployment, existing in _registered(deployments):
+        served_path = deployment._path
+        if existing.work_pool_name or existing.pull_steps or existing.path != served_path:
+            client.update_deployment(
+                existing.id,
+                DeploymentUpdate(path=served_path, pull_steps=None, work_pool_name=None),
+            )
+            taken.append(_full_name(deployment))
+    return taken
+
+
+def _full_name(deployment: RunnerDeployment) -> str:
+    return f"{deployment.flow_name}/{deployment.name}"
+
+
+def _registered(
+    deployments: list[RunnerDeployment],
+) -> Iterator[tuple[SyncPrefectClient, RunnerDeployment, DeploymentResponse]]:
+    """(client, deployment, its record in the Prefect API) for each deployment the API
+    already has; the others are skipped."""
+    from prefect import get_client
+    from prefect.exceptions import ObjectNotFound
+
     with get_client(sync_client=True) as client:
         for deployment in deployments:
-            full_name = f"{deployment.flow_name}/{deployment.name}"
             try:
-                existing = client.read_deployment_by_name(full_name)
+                existing = client.read_deployment_by_name(_full_name(deployment))
             except ObjectNotFound:
                 continue
-            served_path = deployment._path
-            if existing.work_pool_name or existing.pull_steps or existing.path != served_path:
-                client.update_deployment(
-                    existing.id,
-                    DeploymentUpdate(path=served_path, pull_steps=None, work_pool_name=None),
-                )
-                taken.append(full_name)
-    return taken
+            yield client, deployment, existing
 
 
 def serve(path: Path | str | None = None, *, limit: int | None = None) -> None:
@@ -240,14 +256,6 @@ def pause(deployments: list[RunnerDeployment]) -> None:
     container stop) its handler exits from inside the event loop and the pause is lost
     when the API call is cut short; doing it here, after the loop has ended, always runs.
     """
-    from prefect import get_client
-    from prefect.exceptions import ObjectNotFound
-
-    with get_client(sync_client=True) as client:
-        for deployment in deployments:
-            full_name = f"{deployment.flow_name}/{deployment.name}"
-            try:
-                client.pause_deployment(client.read_deployment_by_name(full_name).id)
-            except ObjectNotFound:
-                continue
-            print(f"{full_name}: schedules paused while not served")
+    for client, deployment, existing in _registered(deployments):
+        client.pause_deployment(existing.id)
+        print(f"{_full_name(deployment)}: schedules paused while not served")
