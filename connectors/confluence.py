@@ -595,18 +595,19 @@ class ConfluenceConnector:
             for item in items:
                 read = (item.get("restrictions") or {}).get("read") or {}
                 self._restrictions[str(item["id"])] = self._restriction_from(read)
-        return [self._ref(item, self._access(item)[1]) for item in items]
+        return [self._ref(item) for item in items]
 
-    def _ref(self, item: dict[str, Any], access: str | None = None) -> DocumentRef:
-        """`access`: the access digest of the item (pages) or of its page (attachments);
-        looked up for attachments when not given."""
+    def _ref(self, item: dict[str, Any]) -> DocumentRef:
+        """The version carries the access digest of the item (pages, blog posts) or of its
+        page (attachments)."""
         kind = str(item.get("type", "page"))
         version = item.get("version") or {}
         container = item.get("container") or {}
-        if access is None and kind == "attachment" and container.get("id"):
-            access = self._page_access(str(container["id"]))[1]
-        elif access is None and kind != "attachment":
+        access: str | None = None
+        if kind != "attachment":
             access = self._access(item)[1]
+        elif container.get("id"):
+            access = self._page_access(str(container["id"]))[1]
         return DocumentRef(
             document_id=str(item["id"]),
             version=_access_version(version.get("number", ""), access),
