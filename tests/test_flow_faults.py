@@ -92,10 +92,15 @@ def uninterrupted(make: Callable[..., Workspace], api: FakeConfluence) -> dict[s
     return reference.points()
 
 
-def indexed(space: Workspace) -> None:
-    """The clean first run every scenario starts from."""
+def indexed(
+    make: Callable[..., Workspace], eng: tuple[FakeConfluence, Fixture], **env: str
+) -> tuple[FakeConfluence, Fixture, Workspace]:
+    """A workspace on the ENG space after the clean first run every scenario starts from."""
+    api, fx = eng
+    space = make(api=api, **env)
     state, summary = space.run(source="confluence", targets=["ENG"])
     assert state.is_completed() and summary["failed"] == [], summary["failed"]
+    return api, fx, space
 
 
 def assert_nothing_lost(before: dict[str, set[str]], after: dict[str, set[str]]) -> None:
@@ -109,9 +114,7 @@ def test_qdrant_lost_after_the_first_index_batch_keeps_old_points_and_one_run_he
     eng: tuple[FakeConfluence, Fixture],
     outage: Callable[..., Outage],
 ) -> None:
-    api, fx = eng
-    space = workspace(api=api)
-    indexed(space)
+    api, fx, space = indexed(workspace, eng)
     space.env["INGEST_RUN__BATCH_SIZE"] = "1"  # the faulty run: one document per batch
     before = space.documents()
     edited = edit(api, fx, ("guide", "deep", "eng_blog"), "Second edition")
@@ -149,9 +152,7 @@ def test_confluence_answering_429_for_a_minute_is_waited_out(
     """Confluence Cloud sheds load with 429 and a Retry-After: the storm starts once the
     run has planned (fetches hit it) and lasts 60 s; the connector waits as told, on the
     default retry settings, and the run completes with nothing failed."""
-    api, fx = eng
-    space = workspace(api=api)
-    indexed(space)
+    api, fx, space = indexed(workspace, eng)
     before = space.documents()
     edit(api, fx, ("guide", "notes"), "Second edition")
     when_task_finished("plan", lambda: api.storm(60, 429, retry_after="25"))
@@ -172,11 +173,12 @@ def test_confluence_503_past_every_retry_fails_the_run_keeps_points_and_one_run_
     eng: tuple[FakeConfluence, Fixture],
     when_task_finished: Callable[[str, Callable[[], None]], None],
 ) -> None:
-    api, fx = eng
-    space = workspace(
-        api=api, INGEST_CONFLUENCE__MAX_RETRIES="1", INGEST_CONFLUENCE__BACKOFF_BASE_S="0.05"
+    api, fx, space = indexed(
+        workspace,
+        eng,
+        INGEST_CONFLUENCE__MAX_RETRIES="1",
+        INGEST_CONFLUENCE__BACKOFF_BASE_S="0.05",
     )
-    indexed(space)
     before = space.points()
     edited = edit(api, fx, ("guide", "notes"), "Second edition")
     when_task_finished("plan", lambda: api.storm(600, 503))
@@ -197,9 +199,7 @@ def test_confluence_503_past_every_retry_fails_the_run_keeps_points_and_one_run_
 def test_page_deleted_between_listing_and_fetch_is_removed_in_the_same_run(
     workspace: Callable[..., Workspace], eng: tuple[FakeConfluence, Fixture]
 ) -> None:
-    api, fx = eng
-    space = workspace(api=api)
-    indexed(space)
+    api, fx, space = indexed(workspace, eng)
     before = space.documents()
     edit(api, fx, ("guide", "notes"), "Second edition")  # both listed as changed
     api.delete_after_listing(fx["guide"])
@@ -222,9 +222,7 @@ def test_page_deleted_between_listing_and_fetch_is_removed_in_the_same_run(
 def test_page_edited_during_the_run_is_right_after_at_most_one_more_run(
     workspace: Callable[..., Workspace], eng: tuple[FakeConfluence, Fixture]
 ) -> None:
-    api, fx = eng
-    space = workspace(api=api)
-    indexed(space)
+    api, fx, space = indexed(workspace, eng)
     before = space.documents()
     edit(api, fx, ("guide",), "Second edition")
     api.edit_after_listing(fx["guide"], body="<p>Third edition, written while the run ran.</p>")
@@ -247,9 +245,7 @@ def test_a_page_restricted_without_an_edit_is_restricted_in_qdrant_after_the_nex
     """Restrictions bump no version in Confluence: an incremental run still sees them (the
     listed version carries an access digest) and rewrites the page's points, so a search
     filtered by ACL stops showing it to others."""
-    api, fx = eng
-    space = workspace(api=api)
-    indexed(space)
+    api, fx, space = indexed(workspace, eng)
     notes = [p for p in space.points().values() if p["document_id"] == fx["notes"]]
     assert notes and all(p["acl"]["public"] for p in notes)
 
@@ -316,9 +312,7 @@ def test_cache_disk_full_fails_the_documents_keeps_points_and_one_run_heals(
     eng: tuple[FakeConfluence, Fixture],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    api, fx = eng
-    space = workspace(api=api)
-    indexed(space)
+    api, fx, space = indexed(workspace, eng)
     before = space.points()
     edited = edit(api, fx, ("guide", "deep"), "Second edition")
     disk = DiskFull(Path(space.settings().cache.dir), monkeypatch)
