@@ -240,26 +240,12 @@ def _flow(runner: str) -> Any:
     return ingest.with_options(task_runner=dask)
 
 
-def _points(root: Path) -> dict[str, str]:
-    """point id -> sha256 of its payload (sorted JSON), for comparing two runs."""
-    import hashlib
-    import json
+def _payloads(root: Path) -> dict[str, str]:
+    """point id -> payload as canonical JSON, for comparing two runs (vectors differ in
+    the last float bits with batch padding, see bench/crash.py)."""
+    from bench.crash import snapshot
 
-    from qdrant_client import QdrantClient
-
-    client = QdrantClient(path=str(root / "qdrant"))
-    try:
-        found: dict[str, str] = {}
-        offset: Any = None
-        while True:
-            records, offset = client.scroll("chunks", limit=1024, offset=offset)
-            for r in records:
-                text = json.dumps(r.payload, sort_keys=True, ensure_ascii=False)
-                found[str(r.id)] = hashlib.sha256(text.encode()).hexdigest()
-            if offset is None:
-                return found
-    finally:
-        client.close()
+    return {point: payload for point, (payload, _, _) in snapshot(root).items()}
 
 
 def _task_runs(flow_run_id: Any) -> tuple[int, dict[str, float]]:
@@ -340,7 +326,7 @@ def main() -> None:
                 task_runs, task_seconds = _task_runs(state.state_details.flow_run_id)
                 release_shared()
                 close_client(load_settings().qdrant)  # let go of local mode before reading it
-                collections[runner] = _points(work / runner)
+                collections[runner] = _payloads(work / runner)
                 _report(runner, wall, summary, task_runs, task_seconds, rss)
     if len(collections) == 2:
         same = collections["threads"] == collections["dask"]
