@@ -298,27 +298,19 @@ def cache_problems(root: Path) -> list[str]:
     """StageCache entries that do not read back (`get` returns None) and JSON files
     beside them (link records, run state) that do not parse. Temporary files of dead
     writers are skipped: a key's path is never one."""
-    from indexing.cache import CacheKey, StageCache
+    from indexing.cache import StageCache
 
     cache = StageCache(root / "cache")
-    problems: list[str] = []
-    for path in sorted((root / "cache").rglob("*")):
-        if not path.is_file():
-            continue
-        rel = path.relative_to(root / "cache")
-        if path.name.startswith(".tmp-"):
-            continue  # a dead writer's temp file: never a key's path (keys are hex)
-        if path.suffix == ".json":  # link records and run state kept beside the stages
-            try:
-                json.loads(path.read_bytes())
-            except ValueError:
-                problems.append(str(rel))
-            continue
-        if len(rel.parts) != 3 or rel.parts[1] != rel.parts[2][:2]:
-            continue  # another store's file (e.g. the link store's snapshot)
-        stage, _, digest = rel.parts
-        if cache.get(CacheKey(stage, digest)) is None:
-            problems.append(str(rel))
+    problems = [
+        str(cache.path(key).relative_to(cache.root))
+        for key in cache.entry_keys()
+        if cache.get(key) is None
+    ]
+    for path in sorted((root / "cache").rglob("*.json")):  # link records, run state
+        try:
+            json.loads(path.read_bytes())
+        except ValueError:
+            problems.append(str(path.relative_to(root / "cache")))
     return problems
 
 

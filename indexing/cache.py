@@ -171,6 +171,14 @@ class StageCache:
     def put_json(self, key: CacheKey, value: Any) -> None:
         self.put(key, json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
 
+    def entry_keys(self) -> list[CacheKey]:
+        """Every entry's key (temporary files of writers excluded)."""
+        return [
+            CacheKey(stage, path.name)
+            for path, stage, _, _ in self._walk()
+            if not path.name.startswith(_TEMP_PREFIX)
+        ]
+
     def report(self) -> CacheReport:
         report = CacheReport()
         for path, stage, size, _ in self._walk():

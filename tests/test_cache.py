@@ -208,6 +208,7 @@ def test_prune_and_report_leave_state_links_and_connector_files_alone(cache, tmp
         os.utime(path, (old, old))
 
     assert set(cache.report().stages) == {"chunk"}
+    assert cache.entry_keys() == [KEY]
     assert cache.prune(max_age_s=1, max_bytes=0).removed == 1  # the one entry
     assert SyncState(root / "state" / "abc.json").get("doc") == DocumentState("1", "fp")
     assert [link.target_url for link in links.outgoing("doc")] == ["https://example.com"]
