@@ -3,7 +3,7 @@
 Corpus (built once into .ingest/bench-corpus, from Debian's package registry): the HTML
 manuals of KiCad (kicad-doc-en, kicad-doc-ru) and aptitude (aptitude-doc-en,
 aptitude-doc-ru), converted to GitHub Markdown by pandoc, plus the Docling reference
-Markdown and the seed documents from ../shared.
+Markdown and the seed documents (both carried in tests/corpus/).
 
 Reports, per CPU-second (process time, all threads):
   (a) the floor: tokenizing every document once with `tokenizers` (encode_batch), and
@@ -36,7 +36,7 @@ from config.settings import ChunkingSettings  # noqa: E402
 
 PACKAGES = ("kicad-doc-en", "kicad-doc-ru", "aptitude-doc-en", "aptitude-doc-ru")
 CORPUS = ROOT / ".ingest" / "bench-corpus"
-SHARED = ROOT.parent / "shared"
+IN_REPO = ROOT / "tests" / "corpus"
 
 
 def build_corpus() -> list[Path]:
@@ -62,8 +62,8 @@ def build_corpus() -> list[Path]:
                 (CORPUS / name).write_text(markdown, encoding="utf-8")
         marker.touch()
     files = sorted(CORPUS.glob("*.md"))
-    files += sorted((SHARED / "corpus" / "docling").glob("*/*.md"))
-    files += sorted((SHARED / "seeds").glob("*.txt"))
+    files += sorted((IN_REPO / "docling").glob("*/*.md"))
+    files += sorted((IN_REPO / "seeds").glob("*.txt"))
     return files
 
 

@@ -1,6 +1,6 @@
 """Mutation fuzz of every normalizer over real files (issue 7, hostile input).
 
-Each case takes a real file from `shared/corpus/docling/<format>/`, applies one seeded
+Each case takes a real file from `tests/corpus/docling/<format>/`, applies one seeded
 mutation (byte flips, truncation, a run of random bytes, and for OOXML a corrupted or
 truncated zip entry) and runs `normalizers.base.normalize_bytes` on it. The only
 acceptable outcomes are a `NormalizedDocument` or an `IngestError` with a valid
@@ -30,8 +30,9 @@ from typing import Any
 
 from config.errors import ErrorCode, IngestError
 from normalizers.base import NormalizedDocument, normalize_bytes
+from tests.corpus import DOCLING
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "docling"
+CORPUS = DOCLING
 OOXML = frozenset({"docx", "xlsx", "pptx"})
 # Small, fast files per format (a few ms to ~0.1 s each to normalize).
 SEED_FILES: dict[str, tuple[str, ...]] = {

@@ -3,7 +3,7 @@
     .venv/bin/python bench/normalize.py [--formats pdf,docx] [--json] [--no-others]
     .venv/bin/python bench/normalize.py --big-pdf [--pages 500]
 
-Converts every file in `shared/corpus/docling/<format>/` with `normalize_bytes` and, in
+Converts every file in `tests/corpus/docling/<format>/` with `normalize_bytes` and, in
 the same run on the same files, with pymupdf4llm (PDF only) and markitdown (every
 format), and prints per format and converter:
 
@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-CORPUS = REPO.parent / "shared" / "corpus" / "docling"
+CORPUS = REPO / "tests" / "corpus" / "docling"
 
 _WORD = re.compile(r"[^\W_]+")
 _HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)

@@ -20,14 +20,7 @@ from pathlib import Path
 
 import openpyxl
 
-INFLATED = (
-    Path(__file__).resolve().parents[2]
-    / "shared"
-    / "corpus"
-    / "docling"
-    / "xlsx"
-    / "xlsx_04_inflated.xlsx"
-)
+INFLATED = Path(__file__).resolve().parents[1] / "tests/corpus/docling/xlsx/xlsx_04_inflated.xlsx"
 
 _MEASURE = """
 import json, resource, sys, time

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from chunking.tokens import TokenCounter, get_token_counter
 from config.settings import ChunkingSettings
-
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 
 
 @pytest.fixture(scope="session")

@@ -18,9 +18,10 @@ from config.errors import ConfigError, ErrorCode, IngestError
 from config.settings import FilesSettings
 from connectors.base import DocumentGone, DocumentRef, SourceDocument
 from connectors.files import FilesConnector, glob_regex
+from tests.corpus import DOCLING
 
 REPO = Path(__file__).resolve().parents[1]
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "docling"
+CORPUS = DOCLING
 
 
 def settings(**values: object) -> FilesSettings:
@@ -279,8 +280,7 @@ def test_unreadable_file_and_directory(tmp_path: Path) -> None:
     assert "FETCH_FAILED" in result["fetch_error"] and "locked.txt" in result["fetch_error"]
 
 
-@pytest.mark.skipif(not CORPUS.is_dir(), reason="shared corpus not checked out beside the repo")
-def test_lists_and_fetches_the_shared_corpus() -> None:
+def test_lists_and_fetches_the_corpus() -> None:
     conn = FilesConnector(settings(), [CORPUS])
     listing = conn.list_refs()
     on_disk = [p for p in CORPUS.rglob("*") if p.is_file() and not p.name.startswith(".")]

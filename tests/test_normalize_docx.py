@@ -15,9 +15,10 @@ from config.errors import ErrorCode, IngestError
 from config.settings import LimitsSettings
 from normalizers.base import NormalizedDocument, normalize_bytes
 from tests import fixtures_docx
+from tests.corpus import DOCLING
 from tests.word_recall import word_recall
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "docling" / "docx"
+CORPUS = DOCLING / "docx"
 
 # Measured word recall against Docling's Markdown, floored just below. The gaps are
 # conventions, not lost text: checkboxes as glyphs (Docling: "[x]"), x² for x^2, TeX

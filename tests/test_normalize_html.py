@@ -15,10 +15,10 @@ from chunking.text import normalize_markdown
 from config.errors import ErrorCode, IngestError
 from normalizers.base import NormalizeContext, NormalizedDocument, normalize_bytes
 from normalizers.html import normalize_html
+from tests.corpus import DOCLING
 from tests.word_recall import word_recall
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-HTML_CORPUS = sorted((SHARED / "corpus" / "docling" / "html").glob("*.html"))
+HTML_CORPUS = sorted((DOCLING / "html").glob("*.html"))
 
 # Text recall with link destinations left out on both sides (URLs are not text; in-page
 # anchors render as plain text here). Measured: 1.0 on four files, 0.960
@@ -166,7 +166,7 @@ def test_corpus_file_converts_with_word_recall_above_floor(path: Path) -> None:
 
 
 def test_corpus_tables_are_filled_gfm_tables() -> None:
-    path = SHARED / "corpus" / "docling" / "html" / "example_08.html"
+    path = DOCLING / "html" / "example_08.html"
     doc = normalize_bytes(path.read_bytes(), path.name)
     assert "| 2025 | Q2 | May | $280 | $120 |" in doc.markdown
     # every row of every table has the header's column count

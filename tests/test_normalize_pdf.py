@@ -14,8 +14,9 @@ from config.settings import LimitsSettings
 from normalizers.base import normalize_bytes
 from normalizers.pdf import _Char, _logical_text, _pdf_date
 from tests import fixtures_pdf
+from tests.corpus import DOCLING
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "docling" / "pdf"
+CORPUS = DOCLING / "pdf"
 
 
 def test_headings_ranked_by_font_size_and_weight_and_metadata() -> None:

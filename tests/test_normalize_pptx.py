@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import time
-from pathlib import Path
 
 import pytest
 from lxml import etree
@@ -23,9 +22,10 @@ from pptx.util import Inches
 from chunking.text import Anchor
 from config.errors import ErrorCode, IngestError
 from normalizers.base import normalize_bytes
+from tests.corpus import DOCLING
 from tests.word_recall import word_recall
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "docling" / "pptx"
+CORPUS = DOCLING / "pptx"
 
 
 def _png() -> io.BytesIO:

@@ -7,7 +7,6 @@ import re
 import time
 import zipfile
 from datetime import datetime
-from pathlib import Path
 
 import openpyxl
 import pytest
@@ -18,9 +17,10 @@ from chunking.text import Anchor
 from config.errors import ErrorCode, IngestError
 from config.settings import LimitsSettings
 from normalizers.base import normalize_bytes
+from tests.corpus import DOCLING
 from tests.word_recall import word_recall
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "docling" / "xlsx"
+CORPUS = DOCLING / "xlsx"
 
 
 def _save(workbook: openpyxl.Workbook) -> bytes:

@@ -1,4 +1,4 @@
-"""Exact BGE-M3 counts: every golden case of ../shared/tokenizer, both engines."""
+"""Exact BGE-M3 counts: every golden case of the BGE-M3 tokenizer (tests/bge_m3_golden_cases.json), both engines."""
 
 from __future__ import annotations
 

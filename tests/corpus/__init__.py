@@ -1,0 +1,13 @@
+"""Files the tests read, carried in the repository (a clone has nothing beside it).
+
+- `docling/`: real PDF/DOCX/XLSX/PPTX/HTML inputs with Docling's reference Markdown
+  (MIT licence, see `docling/LICENSE` and `docling/README.md` for provenance).
+- `seeds/`: the source documents the project's specification was drawn from (EN/RU
+  Markdown-like text), used as a chunking corpus.
+"""
+
+from pathlib import Path
+
+CORPUS_DIR = Path(__file__).resolve().parent
+DOCLING = CORPUS_DIR / "docling"
+SEEDS = CORPUS_DIR / "seeds"
