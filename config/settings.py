@@ -219,7 +219,8 @@ def load_settings(
     user_file = config_file or env.get(CONFIG_FILE_ENV)
     if user_file:
         layers.append((str(user_file), _read_yaml(Path(user_file))))
-    layers.append(("environment", _env_layer(env)))
+    env_values, env_names = _env_layer(env)
+    layers.append(("environment", env_values))
     if overrides:
         layers.append(("parameters", _nest(overrides)))
 
@@ -243,6 +244,9 @@ def load_settings(
     origin: dict[tuple[str, ...], str] = {}
     for source, values in layers:
         _merge_into(merged, values, source, origin, ())
+    for path, name in env_names.items():
+        if origin.get(path) == "environment":
+            origin[path] = f"environment variable {name}"
     try:
         return Settings.model_validate(merged)
     except ValidationError as exc:
@@ -256,10 +260,16 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         raise ConfigError(
             f"cannot read configuration file: {exc.strerror}", setting=str(path)
         ) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}): "
+            "save the file as UTF-8",
+            setting=str(path),
+        ) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"invalid YAML: {exc}", setting=str(path)) from None
+        raise ConfigError(f"invalid YAML: {_yaml_problem(exc)}", setting=str(path)) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -267,11 +277,27 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def _env_layer(env: Mapping[str, str]) -> dict[str, Any]:
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """What is wrong and where, without the text around it: PyYAML's own message quotes
+    the failing line, which may hold a secret (`token: "...`)."""
+    if not isinstance(exc, yaml.MarkedYAMLError):
+        return type(exc).__name__
+    parts = [
+        f"{text} (line {mark.line + 1}, column {mark.column + 1})" if mark else text
+        for text, mark in ((exc.context, exc.context_mark), (exc.problem, exc.problem_mark))
+        if text
+    ]
+    return ", ".join(parts) or "malformed"
+
+
+def _env_layer(env: Mapping[str, str]) -> tuple[dict[str, Any], dict[tuple[str, ...], str]]:
+    """The settings the environment sets, and the variable that set each of them."""
     values: dict[str, Any] = {}
+    names: dict[tuple[str, ...], str] = {}
     adr = {k: v for k, v in env.items() if k in ADR_ENV_NAMES}
     for name, raw in sorted(adr.items()):
         _set_path(values, ADR_ENV_NAMES[name], raw)
+        names[ADR_ENV_NAMES[name]] = name
     for name, raw in sorted(env.items()):
         if not name.startswith(ENV_PREFIX) or name == CONFIG_FILE_ENV:
             continue
@@ -284,7 +310,8 @@ def _env_layer(env: Mapping[str, str]) -> dict[str, Any]:
                 setting=name,
             )
         _set_path(values, path, _parse_env_value(raw, field))
-    return values
+        names[path] = name
+    return values, names
 
 
 def _field_for(path: tuple[str, ...]) -> Any | None:
@@ -352,10 +379,13 @@ def _merge_into(
 ) -> None:
     for key, value in values.items():
         path = (*prefix, str(key))
-        if isinstance(value, Mapping) and isinstance(target.get(key), dict):
+        if isinstance(value, Mapping):
+            if not isinstance(target.get(key), dict):
+                target[key] = {}
+                origin[path] = source
             _merge_into(target[key], value, source, origin, path)
         else:
-            target[key] = dict(value) if isinstance(value, Mapping) else value
+            target[key] = value
             origin[path] = source
 
 
@@ -363,14 +393,26 @@ def _config_error(exc: ValidationError, origin: Mapping[tuple[str, ...], str]) -
     first = exc.errors()[0]
     path = tuple(str(p) for p in first["loc"])
     setting = ".".join(path) or "settings"
-    # Name the source only for a leaf value; a cross-field error has no single origin.
-    source = origin.get(path)
-    where = f" (from {source})" if source else ""
+    where = _origins(path, first["msg"], origin)
     if first["type"] == "extra_forbidden":
         message = f"unknown setting{where}; check its spelling against config/config.yaml"
     else:
-        message = f"{first['msg']}{where}"
+        message = f"{first['msg'].removeprefix('Value error, ')}{where}"
     extra = len(exc.errors()) - 1
     if extra:
         message += f" (and {extra} more problem{'s' if extra > 1 else ''})"
     return ConfigError(message, setting=setting)
+
+
+def _origins(path: tuple[str, ...], message: str, origin: Mapping[tuple[str, ...], str]) -> str:
+    """Where the values behind an error came from: the leaf's layer, or for a cross-field
+    error (`chunking.min_tokens (400) must be <= ...`) the layer of each setting named."""
+    if path in origin and not any(key[: len(path)] == path for key in origin if key != path):
+        return f" (from {origin[path]})"
+    named = [
+        key
+        for key in origin
+        if len(key) == len(path) + 1 and key[: len(path)] == path and ".".join(key) in message
+    ]
+    sources = [f"{'.'.join(key)} from {origin[key]}" for key in sorted(named)]
+    return f" ({'; '.join(sources)})" if sources else ""

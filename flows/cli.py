@@ -127,6 +127,13 @@ def _parser() -> argparse.ArgumentParser:
 def _read_source(path: Path) -> SourceDocument:
     from tasks.stages import local_file_source
 
+    if path.is_dir():
+        raise IngestError(
+            ErrorCode.FETCH_FAILED,
+            "is a directory: this command takes one file (`ingest run files DIR` ingests a "
+            "directory)",
+            subject=str(path),
+        )
     if not path.is_file():
         raise IngestError(
             ErrorCode.FETCH_FAILED, "no such file (check the path)", subject=str(path)

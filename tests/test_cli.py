@@ -77,6 +77,18 @@ def test_bad_input_exits_1_with_its_code(
     assert "CORRUPT" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", ["normalize", "chunk", "validate"])
+def test_a_directory_or_a_missing_path_gets_one_line_that_says_which(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    assert main([command, str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "is a directory" in err and "ingest run files" in err and "no such file" not in err
+    assert len(err.strip().splitlines()) == 1
+    assert main([command, str(tmp_path / "missing.pdf")]) == 1
+    assert "no such file" in capsys.readouterr().err
+
+
 def test_validate_reports_and_exit_code(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     doc = tmp_path / "ok.md"
     doc.write_text("# T\n\n" + "A sentence about the index. " * 80 + "\n")

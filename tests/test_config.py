@@ -133,3 +133,45 @@ def test_config_error_pickles_with_its_setting() -> None:
     error = ConfigError("bad", setting="chunking.max_tokens")
     clone = pickle.loads(pickle.dumps(error))
     assert (clone.subject, clone.message, str(clone)) == (error.subject, "bad", str(error))
+
+
+def test_cross_field_error_names_where_each_value_came_from(tmp_path: Path) -> None:
+    user = tmp_path / "user.yaml"
+    user.write_text("chunking:\n  max_tokens: 280\n")
+    with pytest.raises(ConfigError) as error:
+        load_settings(config_file=user, environ={"CHUNK_MIN_TOKENS": "290"})
+    message = str(error.value)
+    assert "chunking.min_tokens from environment variable CHUNK_MIN_TOKENS" in message
+    assert "chunking.target_tokens from" in message and "config.yaml" in message
+    with pytest.raises(ConfigError) as error:
+        load_settings(config_file=user, environ={"INGEST_CHUNKING__TARGET_TOKENS": "290"})
+    assert f"chunking.max_tokens from {user}" in str(error.value)
+    assert "environment variable INGEST_CHUNKING__TARGET_TOKENS" in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'confluence:\n  token: "SECRET-VALUE-123\n  url: x\n',
+        "confluence:\n  token: [SECRET-VALUE-123\n",
+        "qdrant:\n  api_key: SECRET-VALUE-123: nested: colon\n",
+        "confluence:\n\ttoken: SECRET-VALUE-123\n",
+    ],
+)
+def test_a_yaml_error_names_the_place_but_never_echoes_the_text(tmp_path: Path, text: str) -> None:
+    user = tmp_path / "secret.yaml"
+    user.write_text(text)
+    with pytest.raises(ConfigError) as error:
+        load_settings(config_file=user, environ={})
+    message = str(error.value)
+    assert "SECRET-VALUE" not in message
+    assert str(user) in message and "invalid YAML" in message and "line " in message
+
+
+def test_a_config_file_that_is_not_utf8_gets_one_clear_error(tmp_path: Path) -> None:
+    user = tmp_path / "latin1.yaml"
+    user.write_bytes("tenant_id: café\n".encode("latin-1"))
+    with pytest.raises(ConfigError) as error:
+        load_settings(config_file=user, environ={})
+    assert error.value.subject == str(user)
+    assert "not UTF-8" in error.value.message and "0xe9" in error.value.message
