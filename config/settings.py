@@ -132,6 +132,7 @@ class LimitsSettings(StrictModel):
     max_sheet_cells: int = Field(5_000_000, gt=0)
     max_decompressed_bytes: int = Field(512 * 1024 * 1024, gt=0)
     conversion_timeout_s: float = Field(120.0, gt=0)
+    document_timeout_s: float = Field(600.0, gt=0)
     include_hidden_sheets: bool = False
     ocr: bool = False
 

@@ -2,12 +2,17 @@
 
 Roots come from `files.paths` (or the constructor): a directory, a glob
 (`/mnt/share/docs/**/*.pdf`: the part before the first wildcard is the root), or a single
-file. Each root has a label, `name=path` to choose it, else the root directory's name;
-two roots with one label are refused at start-up.
+file. Each root has a label, `name=path` to choose it, else the root directory's name
+plus a digest of its absolute path (`docs-3f9a0c1e`): two shares that both have a `docs`
+folder never share ids. Two roots with one label are refused at start-up; a label that
+already holds another directory's documents in the tenant is refused by the pipeline.
 
 - Document id: `<label>/<POSIX path relative to the root>`. The label keeps ids of
   several roots apart and stays the same when roots are added or reordered (an index
-  would not).
+  would not). Ids indexed before labels carried the digest (`docs/<path>`) are
+  recognised by their `file_path` and replaced by the new ids (`renamed`).
+- A root owns exactly what it can list: a glob root owns only the ids its pattern
+  matches (`owns`), so a narrower glob run never deletes the rest of the directory.
 - Version: `sha256:<content digest>@<mtime in ns>` (the issue's "content hash + mtime").
   Hashing every byte of a share on every run is the cost of a listing, so the digest is
   reused while a file's (size, mtime, inode) are unchanged: kept in memory between
@@ -17,6 +22,10 @@ two roots with one label are refused at start-up.
   read makes the listing incomplete (its files may still exist). A file that cannot be
   read is still listed (it exists: it must not be deleted) with a version from its stat,
   plus an error entry; fetching it then fails with `FETCH_FAILED`.
+- Reads open the file without following a final symlink and without blocking
+  (`O_NOFOLLOW | O_NONBLOCK`), check the open handle is a regular file (a FIFO or device
+  swapped in after listing would block forever) and stop at `max_file_bytes`
+  (`TOO_LARGE`); each read has `read_timeout_s` (a hung network mount).
 - Include/exclude patterns (`**` = any directories, `*`/`?`/`[...]` within a name) are
   matched against the path relative to the root; an excluded directory is not entered.
 - Symlinks: followed when they stay inside the root (a file link is listed under its own
@@ -29,18 +38,20 @@ two roots with one label are refused at start-up.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
 import os
 import re
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
 
 from config.errors import ConfigError, ErrorCode, IngestError
+from config.limits import within_time_limit
 from config.settings import FilesSettings
 from connectors.base import DocumentGone, DocumentRef, Listing, SourceDocument, SourceType
 
@@ -92,6 +103,20 @@ class Root:
     base: Path  # absolute, symlinks resolved
     pattern: re.Pattern[str] | None  # from a glob or single-file root
 
+    def owns(self, rel: str) -> bool:
+        return self.pattern is None or bool(self.pattern.match(rel))
+
+    @property
+    def legacy_label(self) -> str:
+        """The label of this root's ids before labels carried a digest of the path."""
+        return self.base.name or "root"
+
+
+def root_label(base: Path) -> str:
+    """The default label of a root: its name plus a digest of its absolute path."""
+    digest = hashlib.sha256(str(base).encode("utf-8", "surrogateescape")).hexdigest()[:8]
+    return f"{base.name or 'root'}-{digest}"
+
 
 def parse_roots(entries: Sequence[str | Path]) -> list[Root]:
     roots: list[Root] = []
@@ -111,7 +136,7 @@ def parse_roots(entries: Sequence[str | Path]) -> list[Root]:
             pattern = re.compile(re.escape(path.name) + r"\Z")
             path = path.parent
         base = path.resolve()
-        roots.append(Root(label or base.name or "root", base, pattern))
+        roots.append(Root(label or root_label(base), base, pattern))
     labels = [r.label for r in roots]
     for label in {lb for lb in labels if labels.count(lb) > 1}:
         clashing = ", ".join(str(r.base) for r in roots if r.label == label)
@@ -140,10 +165,14 @@ class FilesConnector:
         roots: Sequence[str | Path] | None = None,
         *,
         state_path: Path | None = None,
+        max_file_bytes: int = 100 * 1024 * 1024,
+        read_timeout_s: float = 300.0,
     ) -> None:
         self.roots = parse_roots(settings.paths if roots is None else roots)
         if not self.roots:
             raise ConfigError("no directories to read", setting="files.paths")
+        self.max_file_bytes = max_file_bytes
+        self.read_timeout_s = read_timeout_s
         self._include = [glob_regex(p) for p in settings.include]
         self._exclude = [glob_regex(p) for p in settings.exclude]
         self._state_path = state_path
@@ -256,13 +285,44 @@ class FilesConnector:
         )
         return ref, problem
 
+    # --- ownership -----------------------------------------------------------------------
+
+    def owns(self, document_id: str) -> bool:
+        """Whether the id is one this connector's roots could list: deletions of a run
+        stay within it (a glob root owns only what its pattern matches)."""
+        label, _, rel = document_id.partition("/")
+        return any(root.label == label and root.owns(rel) for root in self.roots)
+
+    def renamed(self, indexed_paths: Mapping[str, str | None]) -> dict[str, str]:
+        """Ids indexed under a root's legacy label (`docs/<path>`, before labels carried
+        a digest), recognised by their `file_path`, mapped to the id the root gives the
+        same file now."""
+        renames: dict[str, str] = {}
+        for document_id, file_path in indexed_paths.items():
+            label, _, rel = document_id.partition("/")
+            if not file_path or not rel:
+                continue
+            for root in self.roots:
+                if label == root.label or label != root.legacy_label:
+                    continue
+                if Path(file_path) == root.base.joinpath(*PurePosixPath(rel).parts) and root.owns(
+                    rel
+                ):
+                    renames[document_id] = f"{root.label}/{rel}"
+        return renames
+
     # --- fetching ----------------------------------------------------------------------
 
     def fetch(self, ref: DocumentRef) -> SourceDocument:
         root, path = self._resolve(ref.document_id)
         try:
-            info = path.stat()
-            data = path.read_bytes()
+            info, data = within_time_limit(
+                lambda: _read_regular_file(path, self.max_file_bytes),
+                self.read_timeout_s,
+                what="reading the file",
+                subject=str(path),
+                setting="limits.document_timeout_s",
+            )
         except FileNotFoundError:
             raise DocumentGone("the file no longer exists", subject=ref.document_id) from None
         except OSError as exc:
@@ -346,9 +406,46 @@ def _inside(path: Path, base: Path) -> bool:
         return False
 
 
+def _open_regular_file(path: Path) -> tuple[int, os.stat_result]:
+    """An open descriptor of `path` that is known to be a regular file. The final
+    component is not followed (a symlink swapped in after listing) and the open does not
+    block (a FIFO); the check is on the open handle, so nothing can change in between."""
+    target = path.resolve() if path.is_symlink() else path  # in-root links were checked
+    fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO, device or socket)")
+        os.set_blocking(fd, True)
+        return fd, info
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _read_regular_file(path: Path, max_bytes: int) -> tuple[os.stat_result, bytes]:
+    fd, info = _open_regular_file(path)
+    with os.fdopen(fd, "rb") as handle:
+        if info.st_size > max_bytes:
+            raise IngestError(
+                ErrorCode.TOO_LARGE,
+                f"{info.st_size:,} bytes, over limits.max_file_bytes ({max_bytes:,})",
+                subject=str(path),
+            )
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:  # grew since the stat
+        raise IngestError(
+            ErrorCode.TOO_LARGE,
+            f"more than limits.max_file_bytes ({max_bytes:,}) bytes",
+            subject=str(path),
+        )
+    return info, data
+
+
 def _sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
-    with path.open("rb") as handle:
+    fd, _ = _open_regular_file(path)
+    with os.fdopen(fd, "rb") as handle:
         while block := handle.read(_HASH_BLOCK):
             digest.update(block)
     return digest.hexdigest()

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from config.errors import ConfigError, ErrorCode, IngestError
 from config.settings import Settings, load_settings
+from flows.local_run import ApiStartFailed
 
 if TYPE_CHECKING:
     from chunking import ChunkedDocument
@@ -29,6 +30,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
     except IngestError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except ApiStartFailed as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except BrokenPipeError:  # `ingest chunk ... | head`: the reader left, nothing is wrong
@@ -83,6 +87,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     run.add_argument("--verbose", action="store_true", help="show Prefect's logs")
+    run.add_argument(
+        "--always-flow",
+        action="store_true",
+        help="start the Prefect flow even when nothing changed (by default an unchanged "
+        "source is reconciled and reported without it)",
+    )
     run.set_defaults(handler=_run)
 
     search = commands.add_parser(
@@ -201,18 +211,34 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     import os
     from datetime import datetime
 
-    if args.config:
+    from flows.local_run import (
+        RunRequest,
+        prepare_environment,
+        release_local_resources,
+        run_flow,
+        settings_for,
+        summary_without_flow,
+    )
+    from flows.report import exit_code
+
+    if args.config:  # the flow loads its settings itself, from the environment
         os.environ["INGEST_CONFIG"] = str(Path(args.config).resolve())
-    if not args.verbose:
-        os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-    since = datetime.fromisoformat(args.since) if args.since else None
-    targets = [str(Path(t).resolve()) if args.source == "files" else t for t in args.targets]
+    request = RunRequest(
+        source=args.source,
+        targets=[str(Path(t).resolve()) if args.source == "files" else t for t in args.targets],
+        tenant_id=args.tenant,
+        mode=args.mode,
+        since=datetime.fromisoformat(args.since) if args.since else None,
+        force=args.force,
+        force_delete=args.force_delete,
+        always_flow=args.always_flow,
+        verbose=args.verbose,
+    )
+    settings = settings_for(request, args.config)
+    prepare_environment(settings, verbose=args.verbose)
 
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
-    from flows.ingest import ingest
-    from tasks.pipeline import set_progress_hook
 
     console = Console(stderr=True)
     with Progress(
@@ -221,7 +247,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         console=console,
-        transient=args.json,
+        transient=True,
         disable=args.json,
     ) as progress:
         bar = progress.add_task("listing", total=None)
@@ -233,30 +259,15 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             def advance(self, documents: int) -> None:
                 progress.advance(bar, documents)
 
-        set_progress_hook(Hook())
         try:
-            state = ingest(
-                source=args.source,
-                targets=targets or None,
-                tenant_id=args.tenant,
-                mode=args.mode,
-                since=since,
-                force=args.force,
-                force_delete=args.force_delete,
-                return_state=True,
-            )
+            summary = summary_without_flow(request, settings) or run_flow(request, Hook())
         finally:
-            set_progress_hook(None)
-    if state.is_failed() and not _has_summary(state):
-        state.result(raise_on_failure=True)  # re-raises the flow's error (config, listing)
-    summary = _summary_of(state)
-    if summary is None:
-        return 1
+            release_local_resources(settings)
     if args.json:
         print(json.dumps(summary, ensure_ascii=False))
     else:
         _print_summary(summary, console)
-    return 0 if state.is_completed() else 1
+    return exit_code(summary)
 
 
 def _search(args: argparse.Namespace, settings: Settings) -> int:
@@ -343,22 +354,10 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _has_summary(state: Any) -> bool:
-    return _summary_of(state) is not None
-
-
-def _summary_of(state: Any) -> dict[str, Any] | None:
-    """The summary a run returned, or the one it wrote as an artifact before failing."""
-    result = state.result(raise_on_failure=False)
-    if isinstance(result, dict):
-        return result
-    from flows.report import last_summary
-
-    return last_summary()
-
-
 def _print_summary(summary: dict[str, Any], console: Any) -> None:
     from rich.table import Table
+
+    from flows.report import status_message
 
     docs = Table(
         "seen", "unchanged", "changed", "new", "deleted", "failed", title=summary["source"]
@@ -369,10 +368,9 @@ def _print_summary(summary: dict[str, Any], console: Any) -> None:
     )
     console.print(docs)
     stages = Table("stage", "done", "cached", "seconds")
-    for stage, counts in summary["stages"].items():
-        stages.add_row(
-            stage, str(counts["done"]), str(counts["cached"]), f"{summary['seconds'][stage]:.2f}"
-        )
+    for stage, seconds in summary["seconds"].items():
+        counts = summary[stage]
+        stages.add_row(stage, str(counts["done"]), str(counts["cached"]), f"{seconds:.2f}")
     console.print(stages)
     console.print(f"{summary['chunks']} chunks; {summary['wall_seconds']:.1f} s")
     for failure in summary["failed"]:
@@ -381,6 +379,8 @@ def _print_summary(summary: dict[str, Any], console: Any) -> None:
             markup=True,
             highlight=False,
         )
+    if summary["status"] != "ok":
+        console.print(f"[red]{status_message(summary)}[/red]", markup=True, highlight=False)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ reconcile -> report. Parameters are typed so the Prefect UI renders a form."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
@@ -17,14 +18,16 @@ from prefect.artifacts import (
 from prefect.client.schemas.objects import State
 from prefect.context import FlowRunContext
 from prefect.futures import PrefectFuture, as_completed
+from prefect.states import Failed
 from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import BaseModel, Field
 
-from config.errors import ConfigError, ErrorCode, IngestError
+from config.errors import ConfigError
 from config.settings import Settings, load_settings
-from flows.report import RunSummary, remember, summary_markdown
+from connectors.base import DocumentRef
+from flows.report import RunSummary, status_message, summary_markdown
 from tasks import pipeline
-from tasks.pipeline import BatchOutcome, Failure, SourceSpec
+from tasks.pipeline import BatchOutcome, PreparedBatch, SourceSpec
 from tasks.prefect_tasks import (
     discover_task,
     failed_batch,
@@ -33,6 +36,8 @@ from tasks.prefect_tasks import (
     prepare_task,
     reconcile_task,
 )
+
+DocumentBatch = tuple[DocumentRef, ...]
 
 
 class ChunkingOverrides(BaseModel):
@@ -44,11 +49,6 @@ class ChunkingOverrides(BaseModel):
     overlap_tokens: int | None = Field(None, ge=0)
     oversize_block_limit: int | None = Field(None, gt=0)
     profile: Literal["adr-002", "seed-000", "seed-002"] | None = None
-
-
-class TransientFailures(Exception):
-    """Raised after every other document finished, so the run is marked Failed and the
-    next scheduled run retries what could not be reached."""
 
 
 def _task_runner() -> Any:
@@ -75,7 +75,7 @@ def ingest(
     chunking: ChunkingOverrides | None = None,
     force: bool = False,
     force_delete: bool = False,
-) -> dict[str, Any]:
+) -> dict[str, Any] | State[Any]:
     """Sync one source into Qdrant.
 
     Args:
@@ -94,7 +94,7 @@ def ingest(
     if chunking is not None:
         overrides["chunking"] = chunking.model_dump(exclude_none=True)
     settings = load_settings(overrides)
-    spec = _source_spec(source, targets, settings)
+    spec = SourceSpec.of(source, targets, settings)
     started = datetime.now().astimezone()
 
     # Transient errors (Qdrant or the source unreachable) are retried in every task, not
@@ -119,70 +119,12 @@ def ingest(
         len(plan.unchanged),
         len(plan.still_failing),
     )
-    total = pipeline.BatchOutcome()
-    batches = pipeline.batches(plan.to_process, settings.run.batch_size)
-    pipeline.progress_start(len(plan.to_process))
-    progress_id = create_progress_artifact(
-        progress=0.0 if batches else 100.0, description=f"documents processed of {spec.scope}"
+    total = _BatchRunner(spec, settings, retrying, force).run(plan.to_process)
+
+    # Documents that failed for now are still listed, so they are never deleted here.
+    deleted, refused = pipeline.reconcile_into(
+        total, spec, settings, listing, force_delete, reconcile_task.with_options(**retrying)
     )
-    index_runner = index_task.with_options(**retrying)
-    # Qdrant local mode is one process's store (a file lock on its directory): under a
-    # runner of other processes (Dask), index batches then run here in the flow's process
-    # while fetching, normalizing and chunking still spread over the workers.
-    index_here = not settings.qdrant.url and not isinstance(
-        getattr(FlowRunContext.get(), "task_runner", None), ThreadPoolTaskRunner
-    )
-    # An index task is submitted only when its batch is prepared, so no worker thread
-    # sits waiting on an upstream future while other batches could be preparing.
-    preparing = {prepare_task.submit(spec, settings, refs, force): refs for refs in batches}
-    indexing: dict[PrefectFuture[BatchOutcome], tuple[Any, tuple[Any, ...]]] = {}
-    done_documents = 0
-
-    def account(outcome: BatchOutcome, documents: int) -> None:
-        nonlocal done_documents
-        total.merge(outcome)
-        done_documents += documents
-        if isinstance(progress_id, UUID):
-            update_progress_artifact(
-                progress_id, progress=100.0 * done_documents / max(1, len(plan.to_process))
-            )
-
-    def indexed(prepared: Any, refs: tuple[Any, ...], done: PrefectFuture[Any] | State) -> None:
-        outcome, error = _result_or_error(done)
-        if error is not None:  # the batch failed for good: report, keep the old points
-            logger.error("indexing a batch of %d documents failed: %s", len(refs), error)
-            outcome = failed_batch(prepared, refs, error)
-        account(outcome, len(refs))
-
-    for prepare_future in as_completed(list(preparing)):
-        refs = preparing[prepare_future]
-        prepared, error = _result_or_error(prepare_future)
-        if error is not None:
-            logger.error("preparing a batch of %d documents failed: %s", len(refs), error)
-            account(failed_batch(None, refs, error), len(refs))
-            continue
-        if index_here:
-            state = index_runner(spec, settings, prepared, force, return_state=True)
-            indexed(prepared, refs, state)
-        else:
-            indexing[index_runner.submit(spec, settings, prepared, force)] = (prepared, refs)
-    for index_future in as_completed(list(indexing)):
-        prepared, refs = indexing[index_future]
-        indexed(prepared, refs, index_future)
-
-    transient = [f for f in total.failures if f.transient]
-    deleted: list[str] = []
-    try:
-        # Documents that failed for now are still listed, so they are never deleted here.
-        deleted = reconcile_task.with_options(**retrying)(
-            spec, settings, listing, total.gone, total.indexed, force_delete
-        )
-    except IngestError as exc:
-        logger.error("reconcile: %s", exc)
-        code = exc.code.value if exc.code else ErrorCode.UPSERT_FAILED.value
-        total.failures.append(Failure(spec.scope, code, exc.message, exc.transient))
-        if exc.transient:
-            transient.append(total.failures[-1])
 
     summary = RunSummary.build(
         spec=spec,
@@ -193,30 +135,85 @@ def ingest(
         outcome=total,
         deleted=deleted,
         started=started,
+        deletion_refused=refused,
     )
     _write_artifacts(summary)
-    remember(summary)
-    if transient:
-        raise TransientFailures(
-            f"{len(transient)} document(s) could not be processed for transient reasons "
-            f"(first: {transient[0].document_id}: {transient[0].message}); every other "
-            "document was processed and nothing indexed was removed"
+    result = summary.as_dict()
+    if result["status"] != "ok":
+        # Failed, so schedules and alerting notice; the summary stays the run's result.
+        return Failed(message=status_message(result), data=result)
+    return result
+
+
+class _BatchRunner:
+    """Prepares (fetch, normalize, chunk) and indexes the plan's documents in batches,
+    one task run per batch and stage group, and adds up their outcomes."""
+
+    def __init__(
+        self, spec: SourceSpec, settings: Settings, retrying: dict[str, Any], force: bool
+    ) -> None:
+        self.spec, self.settings, self.force = spec, settings, force
+        self.index_task = index_task.with_options(**retrying)
+        self.total = BatchOutcome()
+        self.done = 0
+        self.expected = 0
+        self.progress_id: Any = None
+        self.logger = get_run_logger()
+
+    def run(self, refs: Sequence[DocumentRef]) -> BatchOutcome:
+        self.expected = len(refs)
+        batches = pipeline.batches(refs, self.settings.run.batch_size)
+        pipeline.progress_start(len(refs))
+        self.progress_id = create_progress_artifact(
+            progress=0.0 if batches else 100.0,
+            description=f"documents processed of {self.spec.scope}",
         )
-    return summary.as_dict()
+        # Qdrant local mode is one process's store (a file lock on its directory): under a
+        # runner of other processes (Dask), index batches run here in the flow's process
+        # while fetching, normalizing and chunking still spread over the workers.
+        index_here = not self.settings.qdrant.url and not isinstance(
+            getattr(FlowRunContext.get(), "task_runner", None), ThreadPoolTaskRunner
+        )
+        # An index task is submitted only when its batch is prepared, so no worker thread
+        # sits waiting on an upstream future while other batches could be preparing.
+        preparing = {
+            prepare_task.submit(self.spec, self.settings, batch, self.force): batch
+            for batch in batches
+        }
+        indexing: dict[PrefectFuture[BatchOutcome], tuple[PreparedBatch, DocumentBatch]] = {}
+        for prepare_future in as_completed(list(preparing)):
+            batch = preparing[prepare_future]
+            prepared, error = _result_or_error(prepare_future)
+            if error is not None:
+                self.logger.error("preparing a batch of %d documents failed: %s", len(batch), error)
+                self._account(failed_batch(None, batch, error), len(batch))
+            elif index_here:
+                args = (self.spec, self.settings, prepared, self.force)
+                self._indexed(prepared, batch, self.index_task(*args, return_state=True))
+            else:
+                future = self.index_task.submit(self.spec, self.settings, prepared, self.force)
+                indexing[future] = (prepared, batch)
+        for index_future in as_completed(list(indexing)):
+            prepared, batch = indexing[index_future]
+            self._indexed(prepared, batch, index_future)
+        return self.total
 
+    def _indexed(
+        self, prepared: PreparedBatch, batch: DocumentBatch, done: PrefectFuture[Any] | State
+    ) -> None:
+        outcome, error = _result_or_error(done)
+        if error is not None:  # the batch failed for good: report, keep the old points
+            self.logger.error("indexing a batch of %d documents failed: %s", len(batch), error)
+            outcome = failed_batch(prepared, batch, error)
+        self._account(outcome, len(batch))
 
-def _source_spec(source: str, targets: list[str] | None, settings: Settings) -> SourceSpec:
-    if source == "confluence":
-        chosen = targets or settings.confluence.spaces
-        if not chosen:
-            raise ConfigError(
-                "no space keys: pass targets or set confluence.spaces", setting="confluence.spaces"
+    def _account(self, outcome: BatchOutcome, documents: int) -> None:
+        self.total.merge(outcome)
+        self.done += documents
+        if isinstance(self.progress_id, UUID):
+            update_progress_artifact(
+                self.progress_id, progress=100.0 * self.done / max(1, self.expected)
             )
-        return SourceSpec("confluence", tuple(chosen))
-    chosen = targets or settings.files.paths
-    if not chosen:
-        raise ConfigError("no paths: pass targets or set files.paths", setting="files.paths")
-    return SourceSpec("files", tuple(chosen))
 
 
 def _result_or_error(future: PrefectFuture[Any] | State) -> tuple[Any, BaseException | None]:

@@ -6,11 +6,23 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
+from config.errors import ErrorCode
 from config.settings import Settings
 from connectors.base import Listing
 from tasks.pipeline import STAGES, BatchOutcome, Failure, Plan, SourceSpec
 
-REPORTED_STAGES = ("normalize", "chunk", "embed", "upsert")
+# `ingest run` exit codes (README "Exit codes"); a run with several problems reports the
+# first that applies in this order.
+EXIT_OK = 0
+EXIT_LISTING_INCOMPLETE = 4
+EXIT_DELETION_REFUSED = 5
+EXIT_DOCUMENTS_FAILED = 3
+STATUS_EXIT_CODES = {
+    "listing_incomplete": EXIT_LISTING_INCOMPLETE,
+    "deletion_refused": EXIT_DELETION_REFUSED,
+    "documents_failed": EXIT_DOCUMENTS_FAILED,
+    "ok": EXIT_OK,
+}
 
 
 @dataclass
@@ -32,6 +44,7 @@ class RunSummary:
     started: str
     wall_seconds: float
     listing_errors: list[str] = field(default_factory=list)
+    deletion_refused: bool = False
 
     @classmethod
     def build(
@@ -45,6 +58,7 @@ class RunSummary:
         outcome: BatchOutcome,
         deleted: list[str],
         started: datetime,
+        deletion_refused: bool = False,
     ) -> RunSummary:
         unchanged = len(plan.unchanged)
         stages = {}
@@ -54,6 +68,18 @@ class RunSummary:
             stages[stage] = {"done": count.done, "cached": count.cached + unchanged}
         processed = {ref.document_id for ref in plan.to_process}
         failed = [*plan.still_failing, *outcome.failures]
+        if not listing.complete:  # the source is named, so a report never shows "0 seen, ok"
+            failed.insert(
+                0,
+                Failure(
+                    spec.scope,
+                    ErrorCode.FETCH_FAILED.value,
+                    "the listing is incomplete, so nothing was deleted: "
+                    + "; ".join(listing.errors[:5])
+                    + (f" (and {len(listing.errors) - 5} more)" if len(listing.errors) > 5 else ""),
+                    transient=True,
+                ),
+            )
         return cls(
             source=spec.scope,
             tenant_id=settings.tenant_id,
@@ -72,7 +98,20 @@ class RunSummary:
             started=started.isoformat(timespec="seconds"),
             wall_seconds=round((datetime.now().astimezone() - started).total_seconds(), 3),
             listing_errors=list(listing.errors),
+            deletion_refused=deletion_refused,
         )
+
+    @property
+    def status(self) -> str:
+        """`ok` only when every listed document is indexed or reported with a permanent
+        error code, the listing was complete and no deletion was refused."""
+        if not self.listing_complete:
+            return "listing_incomplete"
+        if self.deletion_refused:
+            return "deletion_refused"
+        if any(f.transient for f in self.failed):
+            return "documents_failed"
+        return "ok"
 
     def cache_hit_rate(self, stage: str) -> float | None:
         counts = self.stages[stage]
@@ -80,15 +119,20 @@ class RunSummary:
         return counts["cached"] / total if total else None
 
     def as_dict(self) -> dict[str, Any]:
-        """The `--json` object: documents seen/unchanged/changed/new/deleted/failed and,
-        per stage, the counts done and cached (also under `stages`, with fetch)."""
+        """The `--json` object (SPEC §7): documents seen/unchanged/changed/new/deleted/
+        failed, one `{done, cached}` object per stage at the top level, and `status`."""
         data = asdict(self)
         data["failed"] = [
-            {"document_id": f.document_id, "code": f.code, "message": f.message}
+            {
+                "document_id": f.document_id,
+                "code": f.code,
+                "message": f.message,
+                "transient": f.transient,
+            }
             for f in self.failed
         ]
-        for stage in REPORTED_STAGES:
-            data[stage] = dict(self.stages[stage])
+        data.update(data.pop("stages"))
+        data["status"] = self.status
         return data
 
 
@@ -97,17 +141,27 @@ def _bin_order(item: tuple[str, int]) -> int:
     return int(label.lstrip(">").split("-")[0])
 
 
-_last: list[dict[str, Any]] = []
+def exit_code(summary: dict[str, Any]) -> int:
+    return STATUS_EXIT_CODES[str(summary["status"])]
 
 
-def remember(summary: RunSummary) -> None:
-    """Keep the latest summary in-process, so `ingest run` can print it even when the
-    run ends Failed (transient failures) after writing it."""
-    _last[:] = [summary.as_dict()]
-
-
-def last_summary() -> dict[str, Any] | None:
-    return _last[0] if _last else None
+def status_message(summary: dict[str, Any]) -> str:
+    """Why a run is not `ok`, in one line (the flow run's Failed message)."""
+    failed = summary["failed"]
+    transient = [f for f in failed if f["transient"]]
+    reasons = {
+        "listing_incomplete": "the listing was incomplete, nothing was deleted",
+        "deletion_refused": "a mass deletion was refused (reconcile.max_delete_share)",
+        "documents_failed": f"{len(transient)} document(s) could not be processed for "
+        "transient reasons and will be retried by the next run",
+    }
+    first = ""
+    if transient:
+        first = f" (first: {transient[0]['document_id']}: {transient[0]['message']})"
+    return (
+        f"{summary['source']}: {reasons[summary['status']]}{first}; every other document "
+        "was processed and nothing indexed was removed"
+    )
 
 
 def summary_markdown(summary: RunSummary) -> str:

@@ -525,13 +525,27 @@ class QdrantStore:
         self, tenant_id: str, *, source_type: str | None = None, space_key: str | None = None
     ) -> set[str]:
         """The tenant's document ids (optionally of one source), from a payload-only scroll."""
+        return set(self.document_field(tenant_id, "document_id", source_type, space_key))
+
+    def document_field(
+        self,
+        tenant_id: str,
+        field: str,
+        source_type: str | None = None,
+        space_key: str | None = None,
+    ) -> dict[str, Any]:
+        """{document_id: the payload `field` of one of its points} for the tenant's
+        documents (optionally of one source), from a payload-only scroll."""
         must: list[models.Condition] = [_match("tenant_id", tenant_id)]
         if source_type is not None:
             must.append(_match("source_type", source_type))
         if space_key is not None:
             must.append(_match("space_key", space_key))
-        records = self._scroll(models.Filter(must=must), ["document_id"])
-        return {str((record.payload or {})["document_id"]) for record in records}
+        found: dict[str, Any] = {}
+        for record in self._scroll(models.Filter(must=must), ["document_id", field]):
+            payload = record.payload or {}
+            found.setdefault(str(payload["document_id"]), payload.get(field))
+        return found
 
     def _delete(self, what: str, selection: models.Filter) -> None:
         self._call(

@@ -103,16 +103,16 @@ def delete_missing_documents(
     max_delete_share: float,
     source_type: str | None = None,
     space_key: str | None = None,
-    id_prefixes: Sequence[str] = (),
+    owned: Callable[[str], bool] | None = None,
     force: bool = False,
 ) -> list[str]:
     """Delete the source's documents that a complete listing no longer has; returns them.
-    `id_prefixes` narrows the source further (a files run owns only its roots' ids)."""
+    `owned` narrows the source further (a files run owns only what its roots can list)."""
     if not listing_complete:
         return []
     indexed = store.document_ids(tenant_id, source_type=source_type, space_key=space_key)
-    if id_prefixes:
-        indexed = {d for d in indexed if d.startswith(tuple(id_prefixes))}
+    if owned is not None:
+        indexed = {d for d in indexed if owned(d)}
     missing = sorted(indexed - set(listed_document_ids))
     if not missing:
         return []

@@ -26,13 +26,19 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from chunking.record import Chunk
 from chunking.text import Anchor
-from config.errors import ErrorCode, IngestError
+from config.errors import ConfigError, ErrorCode, IngestError
+from config.limits import within_time_limit
 from config.settings import Settings
 from connectors.base import Connector, DocumentGone, DocumentRef, Listing, SourceDocument
 from indexing.cache import CacheKey, StageCache, config_hash, sha256_hex, stage_key
 from indexing.embedders import Embedder, Embedding, make_embedder
 from indexing.qdrant_store import QdrantStore
-from indexing.reconcile import DocumentChunks, delete_missing_documents, sync_documents
+from indexing.reconcile import (
+    DocumentChunks,
+    MassDeletionRefused,
+    delete_missing_documents,
+    sync_documents,
+)
 from normalizers.base import LinkRecord, NormalizedDocument, supported_extensions
 from tasks.links import LinkStore, StoredLink
 from tasks.stages import chunk_normalized, normalize_source
@@ -46,6 +52,7 @@ from tasks.state import (
 
 if TYPE_CHECKING:
     from connectors.confluence import ContentIndex
+    from connectors.files import FilesConnector
 
 SourceKind = Literal["files", "confluence"]
 STAGES = ("fetch", "normalize", "chunk", "embed", "upsert")
@@ -85,6 +92,22 @@ class SourceSpec:
     @property
     def scope(self) -> str:
         return f"{self.kind}:{','.join(sorted(self.targets))}"
+
+    @classmethod
+    def of(cls, kind: str, targets: Sequence[str] | None, settings: Settings) -> SourceSpec:
+        """The run's source: the given targets, else the configured spaces or paths."""
+        if kind == "confluence":
+            chosen = list(targets or settings.confluence.spaces)
+            if not chosen:
+                raise ConfigError(
+                    "no space keys: pass targets or set confluence.spaces",
+                    setting="confluence.spaces",
+                )
+            return cls("confluence", tuple(chosen))
+        chosen = list(targets or settings.files.paths)
+        if not chosen:
+            raise ConfigError("no paths: pass targets or set files.paths", setting="files.paths")
+        return cls("files", tuple(chosen))
 
 
 @dataclass(frozen=True)
@@ -174,7 +197,13 @@ def connector_for(spec: SourceSpec, settings: Settings, token: str | None = None
             from connectors.files import FilesConnector
 
             state = Path(settings.cache.dir) / "files" / f"{sha256_hex(spec.scope)[:16]}.json"
-            return FilesConnector(settings.files, list(spec.targets), state_path=state)
+            return FilesConnector(
+                settings.files,
+                list(spec.targets),
+                state_path=state,
+                max_file_bytes=settings.limits.max_file_bytes,
+                read_timeout_s=settings.limits.document_timeout_s,
+            )
         from connectors.confluence import ConfluenceConnector
 
         confluence = settings.confluence.model_copy(update={"spaces": list(spec.targets)})
@@ -278,6 +307,8 @@ def plan(
     store = store_for(settings)
     ids = [ref.document_id for ref in listing.refs]
     indexed = store.existing_versions(settings.tenant_id, ids) if store.resolve() else {}
+    if spec.kind == "files" and store.resolve():
+        _refuse_labels_of_other_roots(_files_connector(spec, settings), store, settings.tenant_id)
     since_iso = since.isoformat() if since else None
     process: list[DocumentRef] = []
     unchanged: list[str] = []
@@ -391,7 +422,13 @@ def _prepare_one(
         normalized = _normalized_from_json(cached)
         outcome.stages["normalize"].cached += 1
     else:
-        normalized = normalize_source(source, settings)
+        normalized = within_time_limit(
+            lambda: normalize_source(source, settings),
+            settings.limits.document_timeout_s,
+            what="normalizing",
+            subject=source.ref.document_id,
+            setting="limits.document_timeout_s",
+        )
         cache.put_json(key, _normalized_to_json(normalized))
         outcome.stages["normalize"].done += 1
     outcome.seconds["normalize"] += time.perf_counter() - started
@@ -581,12 +618,15 @@ def delete_missing(
         store.delete_documents(settings.tenant_id, list(gone))
         deleted += gone
     listed = [ref.document_id for ref in listing.refs if ref.document_id not in set(gone)]
-    # A Confluence run owns its spaces' documents; a files run the ids under its roots.
-    scopes: list[dict[str, Any]] = (
-        [{"source_type": "confluence", "space_key": space} for space in spec.targets]
-        if spec.kind == "confluence"
-        else [{"source_type": "file", "id_prefixes": _scope_prefixes(spec)}]
-    )
+    # A Confluence run owns its spaces' documents; a files run the ids its roots can list.
+    scopes: list[dict[str, Any]]
+    if spec.kind == "confluence":
+        scopes = [{"source_type": "confluence", "space_key": space} for space in spec.targets]
+    else:
+        files = _files_connector(spec, settings)
+        replaced, orphans = _replace_legacy_ids(files, store, settings.tenant_id, set(listed))
+        deleted += replaced
+        scopes = [{"source_type": "file", "owned": lambda d: files.owns(d) or d in orphans}]
     for scope in scopes:
         deleted += delete_missing_documents(
             store,
@@ -603,13 +643,34 @@ def delete_missing(
     return deleted
 
 
+def reconcile_into(
+    outcome: BatchOutcome,
+    spec: SourceSpec,
+    settings: Settings,
+    listing: Listing,
+    force: bool,
+    reconciler: Callable[..., list[str]] | None = None,
+) -> tuple[list[str], bool]:
+    """Reconcile after the run's batches (`reconciler`: `reconcile` or its Prefect task);
+    a failure becomes a failure of the run in `outcome`, so the report still comes.
+    Returns the deleted ids and whether a mass deletion was refused."""
+    try:
+        deleted = (reconciler or reconcile)(
+            spec, settings, listing, outcome.gone, outcome.indexed, force
+        )
+    except IngestError as exc:
+        log.error("reconcile: %s", exc)
+        outcome.failures.append(Failure(spec.scope, exc.code.value, exc.message, exc.transient))
+        return [], isinstance(exc, MassDeletionRefused)
+    return deleted, False
+
+
 def reconcile(
     spec: SourceSpec,
     settings: Settings,
     listing: Listing,
     gone: Sequence[str],
     indexed: Sequence[str],
-    *,
     force: bool = False,
 ) -> list[str]:
     """Delete what vanished, then bring incoming-link counts in payloads up to date.
@@ -646,11 +707,45 @@ def push_incoming_link_counts(settings: Settings, indexed: Sequence[str]) -> int
     return len(targets)
 
 
-def _scope_prefixes(spec: SourceSpec) -> tuple[str, ...]:
-    """File document ids are `<root label>/<relative path>`: a run owns its roots' ids."""
-    from connectors.files import parse_roots
+def _files_connector(spec: SourceSpec, settings: Settings) -> FilesConnector:
+    from connectors.files import FilesConnector
 
-    return tuple(f"{root.label}/" for root in parse_roots(list(spec.targets)))
+    connector = connector_for(spec, settings)
+    assert isinstance(connector, FilesConnector)
+    return connector
+
+
+def _refuse_labels_of_other_roots(files: FilesConnector, store: QdrantStore, tenant: str) -> None:
+    """A root label (`name=path`) that already holds another directory's documents in
+    this tenant would overwrite and then delete them: refused before anything is written."""
+    paths = store.document_field(tenant, "file_path", source_type="file")
+    for root in files.roots:
+        for document_id, file_path in paths.items():
+            if not document_id.startswith(f"{root.label}/") or not file_path:
+                continue
+            if not Path(file_path).is_relative_to(root.base):
+                raise ConfigError(
+                    f"the root label {root.label!r} already holds documents of another "
+                    f"directory in tenant {tenant!r} (e.g. {file_path}); give {root.base} a "
+                    "label of its own with a 'name=path' entry",
+                    setting="files.paths",
+                )
+            break  # one document tells which directory owns the label
+
+
+def _replace_legacy_ids(
+    files: FilesConnector, store: QdrantStore, tenant: str, listed: set[str]
+) -> tuple[list[str], set[str]]:
+    """Documents indexed under a root's legacy id (`docs/<path>`): those whose file is
+    indexed under its current id now are deleted (a rename: no deletion guard applies);
+    returns them and the legacy ids whose file is no longer listed, which belong to the
+    run's deletion scope like any other missing document."""
+    renames = files.renamed(store.document_field(tenant, "file_path", source_type="file"))
+    indexed_now = store.existing_versions(tenant, sorted(set(renames.values()) & listed))
+    replaced = sorted(old for old, new in renames.items() if new in indexed_now)
+    if replaced:
+        store.delete_documents(tenant, replaced)
+    return replaced, {old for old, new in renames.items() if new not in listed}
 
 
 # --- helpers ------------------------------------------------------------------------------

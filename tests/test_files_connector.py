@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 from config.errors import ConfigError, ErrorCode, IngestError
 from config.settings import FilesSettings
 from connectors.base import DocumentGone, DocumentRef, SourceDocument
-from connectors.files import FilesConnector, glob_regex
+from connectors.files import FilesConnector, glob_regex, root_label
 from tests.corpus import DOCLING
 
 REPO = Path(__file__).resolve().parents[1]
@@ -54,16 +55,17 @@ def ids(connector: FilesConnector) -> set[str]:
 
 
 def test_lists_recursively_with_stable_ids_and_default_excludes(share: Path) -> None:
+    label = root_label(share)
     conn = FilesConnector(settings(), [share])
     listing = conn.list_refs()
     assert listing.complete and not listing.errors
     assert {r.document_id for r in listing.refs} == {
-        "docs/a.md",
-        "docs/sub/b.txt",
-        "docs/sub/deeper/c.pdf",
-        "docs/Отчёт 2024.docx",
+        f"{label}/a.md",
+        f"{label}/sub/b.txt",
+        f"{label}/sub/deeper/c.pdf",
+        f"{label}/Отчёт 2024.docx",
     }
-    ref = next(r for r in listing.refs if r.document_id == "docs/sub/b.txt")
+    ref = next(r for r in listing.refs if r.document_id == f"{label}/sub/b.txt")
     mtime_ns = (share / "sub" / "b.txt").stat().st_mtime_ns
     digest = "3e23e8160039594a33894f6564e1b1348bbd7a0088d42c4acb73eeaed59c009d"  # sha256(b"b")
     assert ref.version == f"sha256:{digest}@{mtime_ns}"
@@ -72,6 +74,7 @@ def test_lists_recursively_with_stable_ids_and_default_excludes(share: Path) -> 
 
 
 def test_versions_change_with_content_and_with_mtime(share: Path) -> None:
+    label = root_label(share)
     conn = FilesConnector(settings(), [share])
     first = {r.document_id: r.version for r in conn.list_refs().refs}
     write(share / "a.md", "# A changed\n")
@@ -79,26 +82,32 @@ def test_versions_change_with_content_and_with_mtime(share: Path) -> None:
     os.utime(share / "sub" / "b.txt", (later, later))  # touched only
     second = {r.document_id: r.version for r in conn.list_refs().refs}
     changed = {k for k in first if first[k] != second[k]}
-    assert changed == {"docs/a.md", "docs/sub/b.txt"}
-    assert first["docs/sub/b.txt"].split("@")[0] == second["docs/sub/b.txt"].split("@")[0]
+    assert changed == {f"{label}/a.md", f"{label}/sub/b.txt"}
+    assert first[f"{label}/sub/b.txt"].split("@")[0] == second[f"{label}/sub/b.txt"].split("@")[0]
 
 
 def test_include_exclude_and_glob_roots(share: Path) -> None:
+    label = root_label(share)
     only_text = FilesConnector(settings(include=["**/*.txt", "*.md"]), [share])
-    assert ids(only_text) == {"docs/a.md", "docs/sub/b.txt"}
+    assert ids(only_text) == {f"{label}/a.md", f"{label}/sub/b.txt"}
     no_sub = FilesConnector(settings(exclude=["sub"]), [share])
-    assert "docs/sub/b.txt" not in ids(no_sub) and "docs/.hidden" in ids(no_sub)
+    assert f"{label}/sub/b.txt" not in ids(no_sub) and f"{label}/.hidden" in ids(no_sub)
     globbed = FilesConnector(settings(), [str(share / "**" / "*.pdf")])
-    assert ids(globbed) == {"docs/sub/deeper/c.pdf"}
+    assert ids(globbed) == {f"{label}/sub/deeper/c.pdf"}
     single = FilesConnector(settings(), [share / "a.md"])
-    assert ids(single) == {"docs/a.md"}
+    assert ids(single) == {f"{label}/a.md"}
 
 
 def test_roots_are_labelled_and_clashing_labels_refused(tmp_path: Path) -> None:
     write(tmp_path / "x" / "docs" / "one.txt", "1")
     write(tmp_path / "y" / "docs" / "one.txt", "2")
+    # Two shares with a `docs` folder each: the digest of the path keeps their ids apart.
+    both = FilesConnector(settings(), [tmp_path / "x" / "docs", tmp_path / "y" / "docs"])
+    labels = [root.label for root in both.roots]
+    assert labels[0] != labels[1] and all(label.startswith("docs-") for label in labels)
+    assert ids(both) == {f"{labels[0]}/one.txt", f"{labels[1]}/one.txt"}
     with pytest.raises(ConfigError, match="both named 'docs'") as caught:
-        FilesConnector(settings(), [tmp_path / "x" / "docs", tmp_path / "y" / "docs"])
+        FilesConnector(settings(), [f"docs={tmp_path / 'x' / 'docs'}", f"docs={tmp_path / 'y'}"])
     assert caught.value.subject == "files.paths"
     conn = FilesConnector(
         settings(paths=[f"hr={tmp_path / 'x' / 'docs'}", f"eng={tmp_path / 'y' / 'docs'}"])
@@ -111,12 +120,13 @@ def test_roots_are_labelled_and_clashing_labels_refused(tmp_path: Path) -> None:
 
 
 def test_deleted_files_are_missing_from_a_complete_listing(share: Path) -> None:
+    label = root_label(share)
     conn = FilesConnector(settings(), [share])
     before = ids(conn)
     (share / "sub" / "b.txt").unlink()
     listing = conn.list_refs()
     assert listing.complete
-    assert before - {r.document_id for r in listing.refs} == {"docs/sub/b.txt"}
+    assert before - {r.document_id for r in listing.refs} == {f"{label}/sub/b.txt"}
 
 
 def test_missing_root_makes_the_listing_incomplete(share: Path, tmp_path: Path) -> None:
@@ -126,6 +136,7 @@ def test_missing_root_makes_the_listing_incomplete(share: Path, tmp_path: Path) 
 
 
 def test_symlinks_outside_the_root_are_refused(share: Path, tmp_path: Path) -> None:
+    label = root_label(share)
     outside = write(tmp_path / "secret" / "passwd.txt", "root:x:0:0")
     (share / "leak.txt").symlink_to(outside)
     (share / "leakdir").symlink_to(outside.parent, target_is_directory=True)
@@ -133,22 +144,23 @@ def test_symlinks_outside_the_root_are_refused(share: Path, tmp_path: Path) -> N
     conn = FilesConnector(settings(), [share])
     listing = conn.list_refs()
     listed = {r.document_id for r in listing.refs}
-    assert "docs/leak.txt" not in listed and not any("leakdir" in i for i in listed)
-    assert "docs/alias.md" in listed
+    assert f"{label}/leak.txt" not in listed and not any("leakdir" in i for i in listed)
+    assert f"{label}/alias.md" in listed
     assert listing.complete
     assert sum("symlink to outside the root" in e for e in listing.errors) == 2
     with pytest.raises(IngestError, match="outside its root"):
-        conn.fetch(DocumentRef("docs/leak.txt", "v", "file"))
-    assert conn.fetch(DocumentRef("docs/alias.md", "v", "file")).data == b"# A\n"
+        conn.fetch(DocumentRef(f"{label}/leak.txt", "v", "file"))
+    assert conn.fetch(DocumentRef(f"{label}/alias.md", "v", "file")).data == b"# A\n"
 
 
 @pytest.mark.parametrize(
     "document_id",
-    ["docs/../secret/passwd.txt", "docs//etc/passwd", "docs/sub/../../x", "nope/a.md", "docs/"],
+    ["L/../secret/passwd.txt", "L//etc/passwd", "L/sub/../../x", "nope/a.md", "L/", "docs/a.md"],
 )
 def test_path_traversal_is_refused(share: Path, tmp_path: Path, document_id: str) -> None:
     write(tmp_path / "secret" / "passwd.txt", "root:x:0:0")
     conn = FilesConnector(settings(), [share])
+    document_id = document_id.replace("L/", root_label(share) + "/", 1)
     with pytest.raises(IngestError) as caught:
         conn.fetch(DocumentRef(document_id, "v", "file"))
     assert caught.value.code is ErrorCode.FETCH_FAILED
@@ -156,22 +168,24 @@ def test_path_traversal_is_refused(share: Path, tmp_path: Path, document_id: str
 
 
 def test_fetch_returns_bytes_metadata_and_the_version_read(share: Path) -> None:
+    label = root_label(share)
     conn = FilesConnector(settings(), [share])
     refs = {r.document_id: r for r in conn.list_refs().refs}
-    doc = conn.fetch(refs["docs/sub/deeper/c.pdf"])
+    doc = conn.fetch(refs[f"{label}/sub/deeper/c.pdf"])
     assert doc.data == b"%PDF-1.4 tiny" and doc.filename == "c.pdf"
     assert doc.file_path == str(share / "sub" / "deeper" / "c.pdf")
-    assert doc.ref.version == refs["docs/sub/deeper/c.pdf"].version
-    assert doc.extra == {"root": "docs", "relative_path": "sub/deeper/c.pdf"}
+    assert doc.ref.version == refs[f"{label}/sub/deeper/c.pdf"].version
+    assert doc.extra == {"root": label, "relative_path": "sub/deeper/c.pdf"}
     assert doc.acl["public"] is True
     write(share / "a.md", "# newer\n")
-    assert conn.fetch(refs["docs/a.md"]).ref.version != refs["docs/a.md"].version
+    assert conn.fetch(refs[f"{label}/a.md"]).ref.version != refs[f"{label}/a.md"].version
     (share / "a.md").unlink()
     with pytest.raises(DocumentGone):
-        conn.fetch(refs["docs/a.md"])
+        conn.fetch(refs[f"{label}/a.md"])
 
 
 def test_poll_returns_files_changed_since(share: Path) -> None:
+    label = root_label(share)
     old = time.time() - 3600
     for path in share.rglob("*"):
         os.utime(path, (old, old), follow_symlinks=False)
@@ -179,12 +193,13 @@ def test_poll_returns_files_changed_since(share: Path) -> None:
     write(share / "sub" / "b.txt", "changed")
     write(share / "new.md", "# new")
     assert {r.document_id for r in FilesConnector(settings(), [share]).poll(since)} == {
-        "docs/sub/b.txt",
-        "docs/new.md",
+        f"{label}/sub/b.txt",
+        f"{label}/new.md",
     }
 
 
 def test_stat_cache_skips_hashing_unchanged_files(share: Path, tmp_path: Path) -> None:
+    label = root_label(share)
     state = tmp_path / "state" / "files.json"
     first = {
         r.document_id: r.version
@@ -200,8 +215,8 @@ def test_stat_cache_skips_hashing_unchanged_files(share: Path, tmp_path: Path) -
     cached = FilesConnector(settings(), [share], state_path=state).list_refs()
     fresh = FilesConnector(settings(), [share]).list_refs()
     assert {r.document_id: r.version for r in cached.refs} == first
-    assert {r.document_id: r.version for r in fresh.refs}["docs/sub/b.txt"] != first[
-        "docs/sub/b.txt"
+    assert {r.document_id: r.version for r in fresh.refs}[f"{label}/sub/b.txt"] != first[
+        f"{label}/sub/b.txt"
     ]
 
 
@@ -223,7 +238,7 @@ from config.settings import FilesSettings
 from connectors.files import FilesConnector
 from connectors.base import DocumentRef
 from config.errors import IngestError
-conn = FilesConnector(FilesSettings(), [{root!r}])
+conn = FilesConnector(FilesSettings(), ["share=" + {root!r}])
 listing = conn.list_refs()
 try:
     conn.fetch(DocumentRef("share/locked.txt", "v", "file"))
@@ -288,3 +303,66 @@ def test_lists_and_fetches_the_corpus() -> None:
     pdf = next(r for r in listing.refs if r.document_id.endswith(".pdf"))
     doc = conn.fetch(pdf)
     assert doc.data == (CORPUS / pdf.document_id.split("/", 1)[1]).read_bytes()
+
+
+def test_a_listed_file_swapped_for_a_fifo_fails_fast_instead_of_blocking(share: Path) -> None:
+    conn = FilesConnector(settings(), [share])
+    refs = {r.document_id: r for r in conn.list_refs().refs}
+    target = share / "sub" / "b.txt"
+    target.unlink()
+    os.mkfifo(target)  # nobody ever writes to it: a blocking open would wait forever
+    outcome: list[list[SourceDocument | IngestError]] = []
+    worker = threading.Thread(
+        target=lambda: outcome.append(conn.fetch_many([refs[f"{root_label(share)}/sub/b.txt"]])),
+        daemon=True,
+    )
+    worker.start()
+    worker.join(20)
+    assert not worker.is_alive(), "fetch blocked on a FIFO"
+    [error] = outcome[0]
+    assert isinstance(error, IngestError) and error.code is ErrorCode.FETCH_FAILED
+    assert "not a regular file" in error.message
+    # a listing taken now skips it, and says so
+    listing = conn.list_refs()
+    assert any("not a regular file" in e for e in listing.errors)
+
+
+def test_a_file_over_the_size_limit_is_refused_without_reading_it_whole(share: Path) -> None:
+    write(share / "big.txt", "x" * 5000)
+    conn = FilesConnector(settings(), [share], max_file_bytes=1000)
+    refs = {r.document_id: r for r in conn.list_refs().refs}
+    with pytest.raises(IngestError) as caught:
+        conn.fetch(refs[f"{root_label(share)}/big.txt"])
+    assert caught.value.code is ErrorCode.TOO_LARGE
+    assert "limits.max_file_bytes" in caught.value.message
+    assert conn.fetch(refs[f"{root_label(share)}/a.md"]).data == b"# A\n"
+
+
+def test_a_glob_root_owns_only_the_ids_its_pattern_matches(share: Path) -> None:
+    label = root_label(share)
+    whole = FilesConnector(settings(), [share])
+    globbed = FilesConnector(settings(), [str(share / "[!s]*")])
+    assert [r.label for r in globbed.roots] == [label]  # same directory, same ids
+    assert whole.owns(f"{label}/sub/b.txt") and not globbed.owns(f"{label}/sub/b.txt")
+    assert globbed.owns(f"{label}/a.md") and not globbed.owns("other/a.md")
+
+
+def test_legacy_ids_are_mapped_to_the_current_ids_by_their_file_path(
+    share: Path, tmp_path: Path
+) -> None:
+    label = root_label(share)
+    conn = FilesConnector(settings(), [share])
+    other = tmp_path / "elsewhere" / "docs"
+    indexed = {
+        "docs/a.md": str(share / "a.md"),
+        "docs/sub/b.txt": str(share / "sub" / "b.txt"),
+        "docs/gone.md": str(share / "gone.md"),  # deleted since: still this root's
+        "docs/x.md": str(other / "x.md"),  # another share that was also called docs
+        f"{label}/a.md": str(share / "a.md"),  # already current
+        "hr/a.md": str(share / "a.md"),  # a label the user chose: not a legacy id
+    }
+    assert conn.renamed(indexed) == {
+        "docs/a.md": f"{label}/a.md",
+        "docs/sub/b.txt": f"{label}/sub/b.txt",
+        "docs/gone.md": f"{label}/gone.md",
+    }

@@ -185,7 +185,7 @@ def test_confluence_503_past_every_retry_fails_the_run_keeps_points_and_one_run_
 
     state, summary = space.run(source="confluence", targets=["ENG"])
 
-    assert state.is_failed() and "TransientFailures" in str(state.message)
+    assert state.is_failed() and "transient reasons" in str(state.message)
     assert failures(summary) == {document_id: "FETCH_FAILED" for document_id in edited}
     assert summary["deleted"] == 0
     assert space.points() == before  # nothing lost, nothing half-written
@@ -322,7 +322,7 @@ def test_cache_disk_full_fails_the_documents_keeps_points_and_one_run_heals(
     disk.on = False
 
     assert disk.refused > 0
-    assert state.is_failed() and "TransientFailures" in str(state.message)
+    assert state.is_failed() and "transient reasons" in str(state.message)
     failed = failures(summary)
     # the documents could not store their chunks; reconcile could not store link counts
     assert failed.pop("confluence:ENG") == "UPSERT_FAILED"
@@ -343,7 +343,7 @@ def test_cache_disk_full_fails_the_documents_keeps_points_and_one_run_heals(
 def test_two_tenants_with_colliding_ids_never_touch_each_other(
     workspace: Callable[..., Workspace], tmp_path: Path, seed: int
 ) -> None:
-    """Two tenants sync their own directory named `docs` (so their document ids collide:
+    """Two tenants sync their own directory labelled `docs` (so their document ids collide:
     `docs/<name>`) in a random order of random edits, deletions, additions, full and
     incremental runs. After every run: the other tenant's points are exactly what they
     were, the running tenant's points hold its own files' text and nothing else, and a
@@ -382,7 +382,7 @@ def test_two_tenants_with_colliding_ids_never_touch_each_other(
         mode = rng.choice(["incremental", "full"])
         state, summary = space.run(
             source="files",
-            targets=[str(roots[tenant])],
+            targets=[f"docs={roots[tenant]}"],
             tenant_id=tenant,
             mode=mode,
             force_delete=True,  # one of four files is over the 20% deletion guard

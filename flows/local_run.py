@@ -1,0 +1,164 @@
+"""`ingest run`: one run of the `ingest` flow in this process, on Prefect's ephemeral API
+unless `PREFECT_API_URL` names a server.
+
+Before Prefect is imported the run's surroundings are made ready: the directories it
+writes (`PREFECT_HOME`, whose parents Prefect does not create, the cache and the local
+Qdrant directory), a generous start-up time for the ephemeral API (it imports Prefect's
+whole server, ~7 CPU-s, and a loaded machine took longer than Prefect's 20 s default), no
+telemetry (an offline machine logs an ERROR for each attempt) and warnings-only logs.
+
+An unchanged source is the common case of a scheduled sync. The run first lists and plans
+in this process, with the same pipeline functions the flow's tasks call; when nothing
+needs fetching, normalizing, chunking or embedding it reconciles (deletions, link counts)
+and reports right there, without starting Prefect's API: that costs seconds per run for
+nothing to orchestrate. `--always-flow` turns that off.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from config.errors import IngestError
+from config.settings import Settings, load_settings
+
+STARTUP_TIMEOUT_ENV = "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"
+DEFAULT_STARTUP_TIMEOUT_S = 180
+_EPHEMERAL_FAILURE = "Timed out while attempting to connect to ephemeral Prefect API server"
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    source: Literal["confluence", "files"]
+    targets: list[str]
+    tenant_id: str | None
+    mode: Literal["incremental", "full"]
+    since: datetime | None
+    force: bool
+    force_delete: bool
+    always_flow: bool
+    verbose: bool
+
+
+class ApiStartFailed(Exception):
+    """Prefect's ephemeral API did not come up; the message says what to do."""
+
+
+def prepare_environment(settings: Settings, *, verbose: bool) -> None:
+    """Directories and Prefect settings for a local run (only what the user left unset)."""
+    home = os.environ.get("PREFECT_HOME")
+    for directory in (
+        home,
+        settings.cache.dir,
+        None if settings.qdrant.url else settings.qdrant.path,
+    ):
+        if directory:
+            Path(directory).expanduser().mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault(STARTUP_TIMEOUT_ENV, str(DEFAULT_STARTUP_TIMEOUT_S))
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    if not verbose:
+        os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+
+
+def summary_without_flow(request: RunRequest, settings: Settings) -> dict[str, Any] | None:
+    """The run's summary when the source needs no document processed, else None (the
+    flow must run). Listing, planning and reconciling are the pipeline's own steps."""
+    if request.always_flow:
+        return None
+    from flows.report import RunSummary
+    from tasks import pipeline
+
+    spec = pipeline.SourceSpec.of(request.source, request.targets, settings)
+    token: str | None = None
+    if spec.kind == "confluence":
+        if settings.confluence.token is None and settings.confluence.token_secret_block:
+            return None  # the token is in a Prefect Secret block: the flow reads it
+        token = settings.confluence.token.get_secret_value() if settings.confluence.token else None
+    started = datetime.now().astimezone()
+    try:
+        listing = pipeline.discover(spec, settings, token)
+        if not listing.complete:
+            return None  # the flow retries and reports it
+        plan = pipeline.plan(spec, settings, listing, mode=request.mode, since=request.since)
+    except IngestError as exc:
+        if exc.transient:
+            return None  # the flow's tasks retry transient failures
+        raise
+    if plan.to_process:
+        return None
+    outcome = pipeline.BatchOutcome()
+    deleted, refused = pipeline.reconcile_into(
+        outcome, spec, settings, listing, request.force_delete
+    )
+    return RunSummary.build(
+        spec=spec,
+        settings=settings,
+        mode=request.mode,
+        listing=listing,
+        plan=plan,
+        outcome=outcome,
+        deleted=deleted,
+        started=started,
+        deletion_refused=refused,
+    ).as_dict()
+
+
+def run_flow(request: RunRequest, progress: Any) -> dict[str, Any]:
+    """One run of the `ingest` flow; its summary (also when it ended Failed)."""
+    from flows.ingest import ingest
+    from tasks.pipeline import set_progress_hook
+
+    set_progress_hook(progress)
+    try:
+        with _ephemeral_api_errors():
+            state = ingest(
+                source=request.source,
+                targets=request.targets or None,
+                tenant_id=request.tenant_id,
+                mode=request.mode,
+                since=request.since,
+                force=request.force,
+                force_delete=request.force_delete,
+                return_state=True,
+            )
+    finally:
+        set_progress_hook(None)
+    summary = state.result(raise_on_failure=False)
+    if not isinstance(summary, dict):  # the run ended before its report (config, crash)
+        state.result(raise_on_failure=True)
+        raise RuntimeError(f"the flow run ended {state.type.value} without a summary")
+    return summary
+
+
+@contextmanager
+def _ephemeral_api_errors() -> Iterator[None]:
+    try:
+        yield
+    except RuntimeError as exc:
+        if _EPHEMERAL_FAILURE not in str(exc):
+            raise
+        cause = str(exc).split(_EPHEMERAL_FAILURE, 1)[1].strip(" .") or "no output"
+        raise ApiStartFailed(
+            f"Prefect's local API did not start within {os.environ.get(STARTUP_TIMEOUT_ENV)} s "
+            f"({cause[:300]}). Run again (a busy machine starts it slowly), raise "
+            f"{STARTUP_TIMEOUT_ENV}, or point PREFECT_API_URL at a Prefect server."
+        ) from None
+
+
+def settings_for(request: RunRequest, config_file: str | None) -> Settings:
+    return load_settings({"tenant_id": request.tenant_id}, config_file=config_file)
+
+
+def release_local_resources(settings: Settings) -> None:
+    """Close the run's connectors and Qdrant client before the interpreter shuts down
+    (local-mode Qdrant holds its directory's lock until closed)."""
+    from indexing.qdrant_store import close_client
+    from tasks.pipeline import release_shared
+
+    release_shared()
+    close_client(settings.qdrant)

@@ -1,0 +1,269 @@
+"""Safe sync for file shares, and exit codes that tell the truth (issue 12), through the
+real `ingest` flow (Prefect API on SQLite, local-mode Qdrant, the tiny model).
+
+Each scenario is one an operator meets: two shares that both have a `docs` folder, a
+narrower glob run over an indexed directory, a label reused for another directory, a
+collection indexed before root labels carried a digest, a listed file swapped for a FIFO,
+and `ingest run`'s exit status when a deletion is refused, a listing fails or documents
+fail. After every refused or failed run the collection is compared point for point
+(ids, payloads, vectors) with what it was before.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from connectors.files import root_label
+from flows.cli import main
+from flows.report import (
+    EXIT_DELETION_REFUSED,
+    EXIT_DOCUMENTS_FAILED,
+    EXIT_LISTING_INCOMPLETE,
+    EXIT_OK,
+)
+from tests.confluence_api import FakeConfluence, Fixture, confluence_api
+from tests.test_flow import Workspace, eng, failures, prefect_api, workspace
+from tests.test_flow_faults import when_task_finished
+from tests.tiny_model import tiny_model_dir
+
+# fixtures used by name
+__all__ = [
+    "confluence_api",
+    "eng",
+    "prefect_api",
+    "tiny_model_dir",
+    "when_task_finished",
+    "workspace",
+]
+
+pytestmark = pytest.mark.usefixtures("prefect_api")
+
+
+def share(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return root
+
+
+def notes(prefix: str, names: list[str]) -> dict[str, str]:
+    """A text file per name, each with its own words (so each has its own chunks)."""
+    return {
+        name: f"# {prefix} {name}\n\n" + " ".join(f"{prefix}-{name}-word{i}" for i in range(40))
+        for name in names
+    }
+
+
+NAMES = [f"note{i}.md" for i in range(10)]
+
+
+def snapshot(space: Workspace) -> dict[str, tuple[str, list[float]]]:
+    """point id -> (payload as canonical JSON, dense vector): the whole collection."""
+    store = space.store()
+    name = store.resolve()
+    if name is None:
+        return {}
+    found: dict[str, tuple[str, list[float]]] = {}
+    offset: Any = None
+    while True:
+        records, offset = store.client.scroll(
+            name, limit=256, offset=offset, with_payload=True, with_vectors=True
+        )
+        for record in records:
+            vector = record.vector
+            dense = vector.get("dense") if isinstance(vector, dict) else vector
+            found[str(record.id)] = (
+                json.dumps(record.payload, sort_keys=True),
+                [x for x in dense if isinstance(x, float)] if isinstance(dense, list) else [],
+            )
+        if offset is None:
+            return found
+
+
+def test_two_shares_with_a_docs_folder_each_keep_their_own_documents(
+    workspace: Callable[..., Workspace], tmp_path: Path
+) -> None:
+    first = share(tmp_path / "a" / "docs", notes("alpha", NAMES))
+    second = share(tmp_path / "b" / "docs", notes("beta", NAMES[:8]))
+    space = workspace()
+    state, summary = space.run(source="files", targets=[str(first)])
+    assert state.is_completed() and summary["new"] == 10
+    before = snapshot(space)
+
+    state, summary = space.run(source="files", targets=[str(second)])
+
+    assert state.is_completed()
+    assert (summary["new"], summary["changed"], summary["deleted"]) == (8, 0, 0)
+    after = snapshot(space)
+    assert {k: v for k, v in after.items() if k in before} == before  # untouched
+    texts = {p["document_id"]: p["md_text"] for p in space.points().values()}
+    assert len(texts) == 18
+    assert all("alpha-" in t for d, t in texts.items() if d.startswith(root_label(first) + "/"))
+    assert all("beta-" in t for d, t in texts.items() if d.startswith(root_label(second) + "/"))
+
+
+def test_a_narrower_glob_run_deletes_nothing_that_still_exists(
+    workspace: Callable[..., Workspace], tmp_path: Path
+) -> None:
+    kept = [f"keep{i}.md" for i in range(6)]
+    docs = share(tmp_path / "docs", notes("g", [*kept, "-draft.md", "sub/deep.md", "other.md"]))
+    space = workspace()
+    state, _ = space.run(source="files", targets=[str(docs)])
+    assert state.is_completed()
+    before = snapshot(space)
+
+    glob = str(docs / "[!-]*")  # top-level names not starting with '-'
+    state, summary = space.run(source="files", targets=[glob])
+
+    assert state.is_completed() and summary["deleted"] == 0 and summary["seen"] == 7
+    assert snapshot(space) == before
+    # what the glob owns still goes when it is deleted, and only that
+    (docs / "other.md").unlink()
+    state, summary = space.run(source="files", targets=[glob])
+    assert state.is_completed() and summary["deleted"] == 1
+    label = root_label(docs)
+    expected = {f"{label}/{name}" for name in [*kept, "-draft.md", "sub/deep.md"]}
+    assert set(space.documents()) == expected
+
+
+def test_a_label_that_holds_another_directory_is_refused_before_anything_is_written(
+    workspace: Callable[..., Workspace], tmp_path: Path
+) -> None:
+    first = share(tmp_path / "a" / "docs", notes("alpha", NAMES[:3]))
+    second = share(tmp_path / "b" / "docs", notes("beta", NAMES[:3]))
+    space = workspace()
+    state, _ = space.run(source="files", targets=[f"team={first}"])
+    assert state.is_completed()
+    before = snapshot(space)
+
+    state = space.run_state(source="files", targets=[f"team={second}"])
+
+    assert state.is_failed()
+    assert "already holds documents of another directory" in str(state.message)
+    assert snapshot(space) == before
+
+
+def test_a_collection_with_legacy_ids_moves_to_the_new_ids_without_losing_anything(
+    workspace: Callable[..., Workspace], tmp_path: Path
+) -> None:
+    docs = share(tmp_path / "docs", notes("m", NAMES))
+    space = workspace()
+    # Ids as labels without a digest gave them: `docs/<path>`.
+    state, _ = space.run(source="files", targets=[f"docs={docs}"])
+    assert state.is_completed()
+    assert all(d.startswith("docs/") for d in space.documents())
+    (docs / "note9.md").unlink()  # gone while the collection still has it
+
+    state, summary = space.run(source="files", targets=[str(docs)])
+
+    assert state.is_completed(), state.message
+    label = root_label(docs)
+    assert set(space.documents()) == {f"{label}/{name}" for name in NAMES[:9]}
+    assert summary["new"] == 9 and summary["deleted"] == 10  # 9 renamed + the one gone
+    assert summary["embed"]["done"] == 0  # same texts: every embedding from the cache
+
+
+def test_a_file_swapped_for_a_fifo_mid_run_fails_alone_and_the_run_goes_on(
+    workspace: Callable[..., Workspace],
+    tmp_path: Path,
+    when_task_finished: Callable[[str, Callable[[], None]], None],
+) -> None:
+    docs = share(tmp_path / "docs", notes("f", NAMES[:4]))
+    space = workspace()
+    state, _ = space.run(source="files", targets=[str(docs)])
+    assert state.is_completed()
+    old_points = space.documents()
+    share(docs, {"note0.md": "# changed\n\nnew text", "note1.md": "# edited\n\nother text"})
+
+    def swap() -> None:
+        (docs / "note0.md").unlink()
+        os.mkfifo(docs / "note0.md")
+
+    when_task_finished("plan", swap)
+    state, summary = space.run(source="files", targets=[str(docs)])
+
+    label = root_label(docs)
+    assert failures(summary) == {f"{label}/note0.md": "FETCH_FAILED"}
+    assert "not a regular file" in summary["failed"][0]["message"]
+    assert summary["changed"] == 2 and summary["deleted"] == 0
+    after = space.documents()
+    assert after[f"{label}/note0.md"] == old_points[f"{label}/note0.md"]  # kept
+    assert after[f"{label}/note1.md"].isdisjoint(old_points[f"{label}/note1.md"])  # updated
+
+
+# --- exit codes of `ingest run` ---------------------------------------------------------
+
+
+def run_cli(
+    space: Workspace, *args: str, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, dict[str, Any]]:
+    space.activate()
+    code = main(["run", *args, "--json"])
+    out = capsys.readouterr().out.strip().splitlines()
+    return code, json.loads(out[-1])
+
+
+def test_a_refused_mass_deletion_exits_with_its_own_code_and_changes_nothing(
+    workspace: Callable[..., Workspace], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = share(tmp_path / "docs", notes("d", NAMES))
+    space = workspace()
+    assert run_cli(space, "files", str(docs), capsys=capsys)[0] == EXIT_OK
+    before = snapshot(space)
+    for name in NAMES[:5]:
+        (docs / name).unlink()
+
+    code, summary = run_cli(space, "files", str(docs), capsys=capsys)
+
+    assert code == EXIT_DELETION_REFUSED and summary["status"] == "deletion_refused"
+    assert summary["deletion_refused"] and summary["deleted"] == 0
+    assert snapshot(space) == before
+
+
+def test_an_unreachable_confluence_exits_listing_incomplete_and_names_the_space(
+    workspace: Callable[..., Workspace], capsys: pytest.CaptureFixture[str]
+) -> None:
+    space = workspace(
+        INGEST_CONFLUENCE__URL="http://127.0.0.1:9/wiki",  # the discard port: nothing listens
+        INGEST_CONFLUENCE__USERNAME="bot@example.com",
+        INGEST_CONFLUENCE__TOKEN="t0ken",
+        INGEST_CONFLUENCE__MAX_RETRIES="1",
+        INGEST_CONFLUENCE__BACKOFF_BASE_S="0.01",
+    )
+
+    code, summary = run_cli(space, "confluence", "ENG", capsys=capsys)
+
+    assert code == EXIT_LISTING_INCOMPLETE and summary["status"] == "listing_incomplete"
+    assert summary["seen"] == 0 and not summary["listing_complete"]
+    [failure] = summary["failed"]
+    assert failure["document_id"] == "confluence:ENG" and "ENG" in failure["message"]
+
+
+def test_documents_that_failed_for_now_exit_documents_failed(
+    workspace: Callable[..., Workspace],
+    eng: tuple[FakeConfluence, Fixture],
+    when_task_finished: Callable[[str, Callable[[], None]], None],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    api, fx = eng
+    space = workspace(
+        api=api, INGEST_CONFLUENCE__MAX_RETRIES="1", INGEST_CONFLUENCE__BACKOFF_BASE_S="0.01"
+    )
+    assert run_cli(space, "confluence", "ENG", capsys=capsys)[0] == EXIT_OK
+    api.edit(fx["guide"], body="<p>Second edition of the guide.</p>")
+    when_task_finished("plan", lambda: api.storm(600, 503))
+    try:
+        code, summary = run_cli(space, "confluence", "ENG", capsys=capsys)
+    finally:
+        api.calm()
+
+    assert code == EXIT_DOCUMENTS_FAILED and summary["status"] == "documents_failed"
+    assert failures(summary) == {fx["guide"]: "FETCH_FAILED"}
+    assert summary["failed"][0]["transient"] is True
