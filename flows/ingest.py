@@ -20,7 +20,7 @@ from prefect.context import FlowRunContext
 from prefect.futures import PrefectFuture, as_completed
 from prefect.states import Failed
 from prefect.task_runners import ThreadPoolTaskRunner
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from config.errors import ConfigError
 from config.settings import Settings, load_settings
@@ -41,14 +41,48 @@ DocumentBatch = tuple[DocumentRef, ...]
 
 
 class ChunkingOverrides(BaseModel):
-    """Per-run chunk budgets (empty fields keep the configured values)."""
+    """Chunk budgets for this run, in BGE-M3 tokens (SPEC §3.2). 0 keeps the configured
+    value; the budgets must stay ordered (min <= target <= max <= oversize limit, overlap
+    below min) or the run stops at once naming the setting."""
 
-    min_tokens: int | None = Field(None, gt=0)
-    target_tokens: int | None = Field(None, gt=0)
-    max_tokens: int | None = Field(None, gt=0)
-    overlap_tokens: int | None = Field(None, ge=0)
-    oversize_block_limit: int | None = Field(None, gt=0)
-    profile: Literal["adr-002", "seed-000", "seed-002"] | None = None
+    model_config = ConfigDict(frozen=True)
+
+    min_tokens: int = Field(
+        default=0, ge=0, description="Smallest chunk (default 150). 0: configured."
+    )
+    target_tokens: int = Field(
+        default=0, ge=0, description="Size chunks are packed to (default 250). 0: configured."
+    )
+    max_tokens: int = Field(
+        default=0, ge=0, description="Largest chunk (default 300). 0: configured."
+    )
+    overlap_tokens: int = Field(
+        default=0,
+        ge=0,
+        description="Tail of the previous chunk carried as context (default 50). 0: configured.",
+    )
+    oversize_block_limit: int = Field(
+        default=0,
+        ge=0,
+        description="A table or code block up to this size stays whole (default 600). "
+        "0: configured.",
+    )
+    profile: Literal["configured", "adr-002", "seed-000", "seed-002"] = Field(
+        default="configured",
+        description="Budgets of a source document (adr-002: 150/250/300; seed-000: 120/650/900; "
+        "seed-002: 350 target, 450 max, 520 hard limit); the numbers above still win.",
+    )
+
+    def settings(self) -> dict[str, Any]:
+        """The overrides this run asks for, as settings."""
+        return {
+            name: value
+            for name, value in self.model_dump().items()
+            if value and value != "configured"
+        }
+
+
+KEEP_CONFIGURED = ChunkingOverrides()
 
 
 def _task_runner() -> Any:
@@ -68,31 +102,35 @@ def _task_runner() -> Any:
 @flow(name="ingest", task_runner=_task_runner(), log_prints=True)
 def ingest(
     source: Literal["confluence", "files"] = "confluence",
-    targets: list[str] | None = None,
-    tenant_id: str | None = None,
+    targets: tuple[str, ...] = (),
+    tenant_id: str = "",
     mode: Literal["incremental", "full"] = "incremental",
     since: datetime | None = None,
-    chunking: ChunkingOverrides | None = None,
+    chunking: ChunkingOverrides = KEEP_CONFIGURED,
     force: bool = False,
     force_delete: bool = False,
 ) -> dict[str, Any] | State[Any]:
     """Sync one source into Qdrant.
 
     Args:
-        source: `confluence` (targets are space keys) or `files` (targets are directories).
-        targets: space keys or paths; empty uses `confluence.spaces` / `files.paths`.
-        tenant_id: tenant whose points this run writes and deletes (default: settings).
-        mode: `incremental` skips documents whose version is already indexed; `full`
-            re-processes every listed document (caches still apply unless `force`).
-        since: also re-process documents updated since this time (backfills).
-        chunking: chunk budgets for this run.
-        force: ignore the stage caches (re-normalize, re-chunk, re-embed).
-        force_delete: allow deleting more than `reconcile.max_delete_share` of the source.
+        source: confluence (targets are space keys) or files (targets are directories,
+            globs or files on the worker's machine).
+        targets: Space keys (ENG) or paths (/mnt/share/docs). Empty: the configured
+            confluence.spaces or files.paths.
+        tenant_id: Tenant whose points this run writes and deletes. Empty: the configured
+            tenant_id.
+        mode: incremental skips documents whose version is already indexed; full
+            re-processes every listed document (the stage caches still apply unless force).
+        since: Also re-process documents updated since this time (a backfill). Leave it
+            unset (null) for none.
+        chunking: Chunk budgets for this run; 0 or configured keeps the setting.
+        force: Ignore the stage caches: re-normalize, re-chunk and re-embed everything.
+        force_delete: Allow deleting more than reconcile.max_delete_share of the source.
     """
     logger = get_run_logger()
-    overrides: dict[str, Any] = {"tenant_id": tenant_id}
-    if chunking is not None:
-        overrides["chunking"] = chunking.model_dump(exclude_none=True)
+    overrides: dict[str, Any] = {"tenant_id": tenant_id or None}
+    if chunking.settings():
+        overrides["chunking"] = chunking.settings()
     settings = load_settings(overrides)
     spec = SourceSpec.of(source, targets, settings)
     started = datetime.now().astimezone()

@@ -118,8 +118,8 @@ def run_flow(request: RunRequest, progress: Any) -> dict[str, Any]:
         with _ephemeral_api_errors():
             state = ingest(
                 source=request.source,
-                targets=request.targets or None,
-                tenant_id=request.tenant_id,
+                targets=tuple(request.targets),
+                tenant_id=request.tenant_id or "",
                 mode=request.mode,
                 since=request.since,
                 force=request.force,

@@ -33,6 +33,7 @@ import yaml
 from qdrant_client import QdrantClient, models
 
 from config.errors import ConfigError
+from flows.ingest import ingest
 from flows.serve import (
     DEFAULT_PREFECT_FILE,
     PROJECT_ROOT,
@@ -118,6 +119,45 @@ def test_serve_builds_the_same_deployments() -> None:
     assert not backfill.schedules
     assert backfill.concurrency_options is not None
     assert backfill.concurrency_options.collision_strategy.value == "ENQUEUE"
+
+
+def test_the_ui_form_describes_every_field_and_names_a_bad_one() -> None:
+    """The Custom run form: every parameter and chunk budget has a description, only
+    `since` starts empty (null), and a bad budget is refused naming that field."""
+    from prefect.utilities.callables import parameter_schema
+    from prefect.utilities.schema_tools.validation import build_error_obj, validate
+
+    schema = parameter_schema(ingest).model_dump()
+    properties = schema["properties"]
+    assert schema.get("required", []) == []
+    for name, field in properties.items():
+        assert field.get("description"), name
+        assert ("anyOf" in field) == (name == "since"), name
+    budgets = schema["definitions"]["ChunkingOverrides"]["properties"]
+    assert set(budgets) == {
+        "min_tokens",
+        "target_tokens",
+        "max_tokens",
+        "overlap_tokens",
+        "oversize_block_limit",
+        "profile",
+    }
+    for name, field in budgets.items():
+        assert field.get("description") and "anyOf" not in field, name
+    errors = build_error_obj(
+        list(validate({"chunking": {"min_tokens": -5}}, schema, preprocess=True))
+    )
+    assert errors == {
+        "valid": False,
+        "errors": [
+            {
+                "property": "chunking",
+                "errors": [
+                    {"property": "min_tokens", "errors": ["-5 is less than the minimum of 0"]}
+                ],
+            }
+        ],
+    }
 
 
 def test_serve_reads_interval_and_rrule_schedules(tmp_path: Path) -> None:

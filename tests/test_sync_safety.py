@@ -267,3 +267,71 @@ def test_documents_that_failed_for_now_exit_documents_failed(
     assert code == EXIT_DOCUMENTS_FAILED and summary["status"] == "documents_failed"
     assert failures(summary) == {fx["guide"]: "FETCH_FAILED"}
     assert summary["failed"][0]["transient"] is True
+
+
+SUMMARY_KEYS = {
+    "source",
+    "tenant_id",
+    "mode",
+    "status",
+    "listing_complete",
+    "listing_errors",
+    "deletion_refused",
+    "seen",
+    "unchanged",
+    "changed",
+    "new",
+    "deleted",
+    "failed",
+    "fetch",
+    "normalize",
+    "chunk",
+    "embed",
+    "upsert",
+    "seconds",
+    "chunks",
+    "token_histogram",
+    "started",
+    "wall_seconds",
+}
+
+
+def flow_runs() -> int:
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        return len(client.read_flow_runs())
+
+
+def test_one_summary_shape_and_an_unchanged_source_is_reported_without_a_flow_run(
+    workspace: Callable[..., Workspace], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = share(tmp_path / "docs", notes("s", NAMES[:3]))
+    space = workspace()
+    code, first = run_cli(space, "files", str(docs), capsys=capsys)
+    assert code == EXIT_OK and set(first) == SUMMARY_KEYS  # no `stages` twin
+    for stage in ("fetch", "normalize", "chunk", "embed", "upsert"):
+        assert set(first[stage]) == {"done", "cached"}, stage
+    assert first["new"] == 3 and first["normalize"] == {"done": 3, "cached": 0}
+    runs = flow_runs()
+    before = snapshot(space)
+
+    code, again = run_cli(space, "files", str(docs), capsys=capsys)
+
+    assert code == EXIT_OK and set(again) == SUMMARY_KEYS
+    assert (again["unchanged"], again["new"], again["changed"]) == (3, 0, 0)
+    assert again["normalize"] == {"done": 0, "cached": 3}
+    assert flow_runs() == runs  # nothing to orchestrate: no flow run, no Prefect API
+    assert snapshot(space) == before
+    # a deletion is still reconciled on that path
+    (docs / NAMES[0]).unlink()
+    share(docs, notes("s", [f"more{i}.md" for i in range(5)]))
+    code, forced = run_cli(space, "files", str(docs), "--always-flow", capsys=capsys)
+    assert code == EXIT_OK and flow_runs() == runs + 1 and forced["new"] == 5
+    for name in [f"more{i}.md" for i in range(5)]:
+        (docs / name).unlink()
+    code, _ = run_cli(space, "files", str(docs), capsys=capsys)
+    assert code == EXIT_DELETION_REFUSED and flow_runs() == runs + 1  # 5 of 7: over 20%
+    code, pruned = run_cli(space, "files", str(docs), "--force-delete", capsys=capsys)
+    assert code == EXIT_OK and pruned["deleted"] == 5 and flow_runs() == runs + 1
+    assert len(space.documents()) == 2
