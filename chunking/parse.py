@@ -12,6 +12,7 @@ from functools import lru_cache
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
+from mdit_py_plugins.amsmath import amsmath_plugin
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 
 from chunking.blocks import Block, BlockType, ListItem
@@ -30,13 +31,29 @@ _LEAF_TYPES: dict[str, BlockType] = {
     "html_block": BlockType.HTML,
     "math_block": BlockType.MATH,
     "math_block_label": BlockType.MATH,
+    "amsmath": BlockType.MATH,
     "hr": BlockType.RULE,
+}
+# Blocks inside a list item that a list split must keep whole or split by their own rule.
+_ATOM_TYPES: dict[str, BlockType] = {
+    "fence": BlockType.CODE,
+    "code_block": BlockType.CODE,
+    "table_open": BlockType.TABLE,
+    "math_block": BlockType.MATH,
+    "math_block_label": BlockType.MATH,
+    "amsmath": BlockType.MATH,
+    "html_block": BlockType.HTML,
 }
 
 
 @lru_cache(maxsize=1)
 def _parser() -> MarkdownIt:
-    md = MarkdownIt("commonmark").enable("table").use(dollarmath_plugin, double_inline=False)
+    md = (
+        MarkdownIt("commonmark")
+        .enable("table")
+        .use(dollarmath_plugin, double_inline=False)
+        .use(amsmath_plugin)
+    )
     md.disable(["inline", "text_join"], ignoreInvalid=True)
     return md
 
@@ -82,7 +99,7 @@ def parse_blocks(text: str) -> list[Block]:
             block.level = int(token.tag[1])
             block.heading_text = tokens[i + 1].content.strip() if i + 1 < close else ""
         elif kind is BlockType.LIST:
-            block.items = _list_items(tokens, i, close, span)
+            block.items = _list_items(tokens, i, close, span, text, block.index)
         elif token.type == "fence":
             block.fence = token.markup
             block.info = token.info.strip()
@@ -116,9 +133,10 @@ Span = Callable[[int, int], tuple[int, int]]
 
 
 def _list_items(
-    tokens: list[Token], open_index: int, close_index: int, span: Span
+    tokens: list[Token], open_index: int, close_index: int, span: Span, text: str, index: int
 ) -> tuple[ListItem, ...]:
-    """Top-level items of the list opened at `open_index`, each with its nested items."""
+    """Top-level items of the list opened at `open_index`, each with its nested items
+    and the atomic blocks directly inside it."""
     items: list[ListItem] = []
     item_level = tokens[open_index].level + 1
     j = open_index + 1
@@ -127,19 +145,27 @@ def _list_items(
         if token.type == "list_item_open" and token.level == item_level and token.map:
             item_close = _matching_close(tokens, j)
             children: list[ListItem] = []
+            atoms: list[Block] = []
             k = j + 1
             while k < item_close:
                 inner = tokens[k]
-                if (
-                    inner.type in ("bullet_list_open", "ordered_list_open")
-                    and inner.level == item_level + 1
-                ):
-                    inner_close = _matching_close(tokens, k)
-                    children.extend(_list_items(tokens, k, inner_close, span))
-                    k = inner_close
+                if inner.level == item_level + 1 and inner.map is not None:
+                    if inner.type in ("bullet_list_open", "ordered_list_open"):
+                        inner_close = _matching_close(tokens, k)
+                        children.extend(_list_items(tokens, k, inner_close, span, text, index))
+                        k = inner_close
+                    elif inner.type in _ATOM_TYPES:
+                        a, b = span(inner.map[0], inner.map[1])
+                        if b > a:
+                            atom = Block(index, _ATOM_TYPES[inner.type], a, b, text[a:b])
+                            if inner.type == "fence":
+                                atom.fence, atom.info = inner.markup, inner.info.strip()
+                            atoms.append(atom)
+                        if inner.nesting == 1:
+                            k = _matching_close(tokens, k)
                 k += 1
             start, end = span(token.map[0], token.map[1])
-            items.append(ListItem(start, end, tuple(children)))
+            items.append(ListItem(start, end, tuple(children), tuple(atoms)))
             j = item_close
         j += 1
     return tuple(items)
