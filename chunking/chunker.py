@@ -211,7 +211,7 @@ def _drafts(
         return None
 
     def exact(pieces: list[Piece]) -> int:
-        return counter.count(_join_pieces(pieces, text))
+        return _joined_tokens(pieces, text, counter)
 
     limit = config.pack_max_tokens
     packer = Packer(config.min_tokens, config.target_tokens, limit, head, tail, exact)
@@ -283,9 +283,17 @@ def _drafts(
 
 
 def _counted_group(pieces: list[Piece], text: str, counter: TokenCounter) -> Group:
+    return Group(pieces, _joined_tokens(pieces, text, counter))
+
+
+def _joined_tokens(pieces: list[Piece], text: str, counter: TokenCounter) -> int:
+    """The exact count of the pieces joined as a chunk's md_text. Pieces are joined by
+    whitespace, so with an additive counter their counts add up."""
     if len(pieces) == 1:
-        return Group(pieces, pieces[0].tokens)
-    return Group(pieces, counter.count(_join_pieces(pieces, text)))
+        return pieces[0].tokens
+    if counter.additive:
+        return sum(p.tokens for p in pieces)
+    return counter.count(_join_pieces(pieces, text))
 
 
 def _join_pieces(pieces: list[Piece], text: str) -> str:
@@ -303,12 +311,10 @@ def _join_pieces(pieces: list[Piece], text: str) -> str:
 def _exact(groups: list[Group], text: str, counter: TokenCounter, limit: int) -> list[Group]:
     """Exact counts for groups of several pieces. The packing estimate never
     under-counts, so none should pass the limit; one that does is halved."""
-    multi = [g for g in groups if not g.exact]
-    for group, count in zip(
-        multi, counter.count_many([_join_pieces(g.pieces, text) for g in multi]), strict=True
-    ):
-        group.tokens = count
-        group.exact = True
+    for group in groups:
+        if not group.exact:
+            group.tokens = _joined_tokens(group.pieces, text, counter)
+            group.exact = True
     exact: list[Group] = []
     for group in groups:
         if group.tokens <= limit or len(group.pieces) == 1:

@@ -1,7 +1,8 @@
 """Markdown -> blocks with char offsets (markdown-it-py, block level only).
 
 Only the block parser runs: inline parsing is not needed to find block boundaries and
-would double the cost. Text markdown-it consumes without a token (link reference
+would double the cost. A large document is parsed in segments (`segments`), so its
+tokens never all exist at once. Text markdown-it consumes without a token (link reference
 definitions, stray lines) is kept as a paragraph so every character stays covered.
 """
 
@@ -16,6 +17,8 @@ from mdit_py_plugins.amsmath import amsmath_plugin
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 
 from chunking.blocks import Block, BlockType, ListItem
+from chunking.segments import SEGMENT_CHARS, segment_lines
+from chunking.table_rule import table_lines_only
 
 _OPEN_TYPES: dict[str, BlockType] = {
     "paragraph_open": BlockType.PARAGRAPH,
@@ -46,14 +49,15 @@ _ATOM_TYPES: dict[str, BlockType] = {
 }
 
 
-@lru_cache(maxsize=1)
-def _parser() -> MarkdownIt:
-    md = (
-        MarkdownIt("commonmark")
-        .enable("table")
-        .use(dollarmath_plugin, double_inline=False)
-        .use(amsmath_plugin)
-    )
+@lru_cache(maxsize=4)
+def _parser(dollar_math: bool, environments: bool) -> MarkdownIt:
+    """The block parser; a math rule only where the text could hold its math (each is
+    tried at every block start, a tenth of the parse on documents without any)."""
+    md = MarkdownIt("commonmark").enable("table").use(table_lines_only)
+    if dollar_math:
+        md.use(dollarmath_plugin, double_inline=False)
+    if environments:
+        md.use(amsmath_plugin)
     md.disable(["inline", "text_join"], ignoreInvalid=True)
     return md
 
@@ -69,7 +73,8 @@ def line_starts(text: str) -> list[int]:
 
 
 def parse_blocks(text: str) -> list[Block]:
-    tokens = _parser().parse(text)
+    dollar_math, environments = "$$" in text, "\\begin{" in text
+    parser = _parser(dollar_math, environments)
     starts = line_starts(text)
     length = len(text)
 
@@ -78,8 +83,32 @@ def parse_blocks(text: str) -> list[Block]:
         end = starts[line_to] if line_to < len(starts) else length
         return begin, begin + len(text[begin:end].rstrip())
 
+    segments = [0]
+    if length > SEGMENT_CHARS:
+        segments = segment_lines(text.split("\n"), dollar_math, environments)
     blocks: list[Block] = []
     covered_to = 0
+    for number, first_line in enumerate(segments):
+        stop_line = segments[number + 1] if number + 1 < len(segments) else len(starts)
+        stop = starts[stop_line] if stop_line < len(starts) else length
+        tokens = parser.parse(text[starts[first_line] : stop])
+
+        def shifted(line_from: int, line_to: int, first: int = first_line) -> tuple[int, int]:
+            return span(first + line_from, first + line_to)
+
+        covered_to = _add_blocks(blocks, tokens, shifted, text, covered_to)
+    if covered_to < length and text[covered_to:].strip():
+        _add_orphan_text(blocks, text, covered_to, length)
+    return blocks
+
+
+Span = Callable[[int, int], tuple[int, int]]
+
+
+def _add_blocks(
+    blocks: list[Block], tokens: list[Token], span: Span, text: str, covered_to: int
+) -> int:
+    """Blocks of one parsed segment, appended in order; returns how far text is covered."""
     i = 0
     while i < len(tokens):
         token = tokens[i]
@@ -107,9 +136,7 @@ def parse_blocks(text: str) -> list[Block]:
             blocks.append(block)
             covered_to = max(covered_to, end)
         i = close + 1
-    if covered_to < length and text[covered_to:].strip():
-        _add_orphan_text(blocks, text, covered_to, length)
-    return blocks
+    return covered_to
 
 
 def _add_orphan_text(blocks: list[Block], text: str, start: int, end: int) -> None:
@@ -127,9 +154,6 @@ def _matching_close(tokens: list[Token], open_index: int) -> int:
         if depth == 0:
             return j
     return len(tokens) - 1
-
-
-Span = Callable[[int, int], tuple[int, int]]
 
 
 def _list_items(

@@ -147,10 +147,25 @@ class TableSplitter:
                         oversize=True,
                     )
                 ]
-            # The header alone opens the table; the row follows cut by cells.
-            head = block.text[: a - 1].rstrip()
+            # The header alone opens the table (cut by cells itself when even it is
+            # over the oversize limit); the row follows cut by cells.
+            delimiter_end = a - 1
+            if header.tokens > budget.oversize:
+                header_end = block.text.index("\n")
+                return [
+                    *self._cells(block, header, 0, header_end, ctx),
+                    *self._cells(block, header, header_end + 1, delimiter_end, ctx),
+                    *self._cells(block, header, a, b, ctx),
+                ]
+            head = block.text[:delimiter_end].rstrip()
             opening = Piece(
-                self.kind, block.start, block.start + len(head), head, header.tokens, block.index
+                self.kind,
+                block.start,
+                block.start + len(head),
+                head,
+                header.tokens,
+                block.index,
+                oversize=header.tokens > budget.max,
             )
             return [opening, *self._cells(block, header, a, b, ctx)]
         if header.repeat_tokens + tokens + 1 <= budget.oversize:

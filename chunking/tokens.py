@@ -10,9 +10,10 @@ engines count with it and agree exactly:
   model, about 8x faster. The two inputs it would count differently are counted
   exactly without loading the `tokenizers` engine (which cost 400 MB): literal special
   tokens (`<s>`, `<mask>`...) split the text as transformers splits it and count one
-  each; a word holding half-width katakana is normalized by the `tokenizers` char-map
-  normalizer and counted by the same vocabulary with SentencePiece's own normalization
-  off (its char-map composes their voiced marks, the `tokenizers` one does not).
+  each; a word holding a half-width voiced sound mark (ﾞ ﾟ) is normalized by the
+  `tokenizers` char-map normalizer and counted by the same vocabulary with
+  SentencePiece's own normalization off (its char-map composes the mark with the kana
+  before it, the `tokenizers` one does not).
 
 Counts exclude special tokens. A configured Hugging Face id or local path loads that
 tokenizer through `tokenizers` instead.
@@ -46,16 +47,22 @@ BUNDLED = "bundled"
 # their ids in the XLM-R vocabulary.
 _SPECIAL_LITERALS = re.compile(r"<s>|</s>|<pad>|<unk>|<mask>")
 _SPECIAL_IDS = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "<mask>": 250001}
-# Half-width katakana: SentencePiece's char-map composes their voiced marks differently.
-_SP_DIVERGENT = re.compile(r"[\uff61-\uff9f]|<s>|</s>|<pad>|<unk>|<mask>")
-# A word (between ASCII whitespace, where both engines split) holding half-width katakana.
-_HALF_WIDTH_WORD = re.compile(r"[^ \t\n\r]*[\uff61-\uff9f][^ \t\n\r]*")
+# Half-width voiced sound marks (ﾞ ﾟ): SentencePiece's char-map composes them with the
+# kana before them, the tokenizers one does not. Every other half-width katakana and
+# punctuation character counts alike in both (checked exhaustively by the tests).
+_SP_DIVERGENT = re.compile(r"[\uff9e\uff9f]|<s>|</s>|<pad>|<unk>|<mask>")
+# A word (between ASCII whitespace, where both engines split) holding a voiced mark.
+_HALF_WIDTH_WORD = re.compile(r"[^ \t\n\r]*[\uff9e\uff9f][^ \t\n\r]*")
 
 
 class TokenCounter(Protocol):
-    """Counts tokens without special tokens. `name` identifies the tokenizer in cache keys."""
+    """Counts tokens without special tokens. `name` identifies the tokenizer in cache keys.
+    `additive`: texts joined by whitespace count the sum of their counts (true of a
+    tokenizer that splits at whitespace before its model runs), so the chunker can add
+    up counts instead of counting a joined chunk again."""
 
     name: str
+    additive: bool
 
     def count(self, text: str) -> int: ...
 
@@ -129,6 +136,7 @@ class HFTokenCounter:
 
         spec = json.loads(tokenizer_json)
         self._tokenizer = Tokenizer.from_str(tokenizer_json.decode("utf-8"))
+        self.additive = False  # any tokenizer may be configured: count joined text again
         _xlmr_fixups(self._tokenizer, spec)
         self.name = name
 
@@ -155,6 +163,8 @@ class SentencePieceCounter:
         self._exact: _ExactPath | None = None  # built on the first input that needs it
         self._lock = threading.Lock()
         self.name = name
+        # Split at whitespace before the model (and literals, which count one each).
+        self.additive = True
 
     def _exact_path(self) -> _ExactPath:
         with self._lock:
@@ -193,18 +203,26 @@ class _ExactPath:
     alone would count differently (see the module docstring)."""
 
     def __init__(self, model: bytes, processor: Any) -> None:
-        import sentencepiece as spm
-        from sentencepiece import sentencepiece_model_pb2
-        from tokenizers import normalizers
-
-        pb: Any = sentencepiece_model_pb2  # generated protobuf module: no type stubs
-        proto = pb.ModelProto()
-        proto.ParseFromString(model)
-        self._normalizer = normalizers.Precompiled(proto.normalizer_spec.precompiled_charsmap)
-        proto.normalizer_spec.name = "identity"
-        proto.normalizer_spec.precompiled_charsmap = b""
-        self._unnormalized = spm.SentencePieceProcessor(model_proto=proto.SerializeToString())
+        self._model = model
         self._processor = processor
+        self._unnormalized: Any = None  # built for the first voiced mark seen
+        self._normalizer: Any = None
+
+    def _voiced_mark_engines(self) -> tuple[Any, Any]:
+        if self._unnormalized is None:
+            import sentencepiece as spm
+            from sentencepiece import sentencepiece_model_pb2
+            from tokenizers import normalizers
+
+            pb: Any = sentencepiece_model_pb2  # generated protobuf module: no type stubs
+            proto = pb.ModelProto()
+            proto.ParseFromString(self._model)
+            charsmap = proto.normalizer_spec.precompiled_charsmap
+            self._normalizer = normalizers.Precompiled(charsmap)
+            proto.normalizer_spec.name = "identity"
+            proto.normalizer_spec.precompiled_charsmap = b""
+            self._unnormalized = spm.SentencePieceProcessor(model_proto=proto.SerializeToString())
+        return self._normalizer, self._unnormalized
 
     def encode(self, text: str) -> list[int]:
         ids: list[int] = []
@@ -222,9 +240,9 @@ class _ExactPath:
         ids: list[int] = []
         position = 0
         for word in _HALF_WIDTH_WORD.finditer(text):
+            normalizer, unnormalized = self._voiced_mark_engines()
             ids.extend(self._processor.encode(text[position : word.start()]))
-            normalized = self._normalizer.normalize_str(word.group(0))
-            ids.extend(self._unnormalized.encode(normalized))
+            ids.extend(unnormalized.encode(normalizer.normalize_str(word.group(0))))
             position = word.end()
         ids.extend(self._processor.encode(text[position:]))
         return _fairseq_ids(ids)
@@ -259,9 +277,14 @@ def _sentencepiece_model(spec: dict[str, Any]) -> bytes:
     return data
 
 
-@lru_cache(maxsize=4)
 def get_token_counter(tokenizer: str = BUNDLED) -> TokenCounter:
-    """The counter for a `chunking.tokenizer` setting: `bundled`, a local path, or an HF id."""
+    """The counter for a `chunking.tokenizer` setting: `bundled`, a local path, or an HF id;
+    one per setting and process, however it is called."""
+    return _load_counter(tokenizer)
+
+
+@lru_cache(maxsize=4)
+def _load_counter(tokenizer: str) -> TokenCounter:
     if tokenizer == BUNDLED:
         return SentencePieceCounter(bundled_sentencepiece_model(), name="bge-m3-bundled")
     path = Path(tokenizer)

@@ -104,8 +104,8 @@ def test_half_width_katakana_and_special_literals_count_as_transformers_does(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The inputs SentencePiece alone counts differently are counted exactly without
-    loading the `tokenizers` engine: every half-width katakana alone and in pairs (voiced
-    marks), special literals glued to words, and mixed lines."""
+    loading the `tokenizers` engine: every half-width katakana and punctuation character
+    alone and in pairs (voiced marks), special literals glued to words, mixed lines."""
     reference = HFTokenCounter(bundled_tokenizer_json(), "bundled")
 
     def refuse() -> bytes:
@@ -118,6 +118,7 @@ def test_half_width_katakana_and_special_literals_count_as_transformers_does(
         "x<s>y </s><pad> <unk>z<mask>",
         "Цена ｶﾞｲﾄﾞ 100 руб. <s> and ﾊﾟﾋﾟﾌﾟ!",
         "|------|ｶﾞ|------|",
+        "｢半角｣､ｶﾀｶﾅ･ﾃｽﾄ｡",
         "  ｶﾞ\n\tﾟ  <mask>  ",
         "<s>",
         "",
