@@ -376,7 +376,9 @@ def _make_chunk(
         sheet=str(sheet) if sheet is not None else None,
         slide=slide if isinstance(slide, int) else None,
         links=tuple(dict.fromkeys(m.group(1) or m.group(2) for m in _LINK.finditer(shape.md_text))),
-        oversize=any(p.oversize for p in pieces) and shape.tokens > config.max_tokens,
+        # A heading line is never cut: one with nowhere to go may pass max_tokens alone.
+        oversize=shape.tokens > config.max_tokens
+        and (draft.heading_only or any(p.oversize for p in pieces)),
         undersize_reason=_undersize_reason(draft, config),
         section_id=shape.section_id,
         prev_chunk_id=prev_chunk_id,

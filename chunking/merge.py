@@ -145,6 +145,8 @@ class Stretch:
         size = self._size(last)
         if size >= self.target_tokens or (size >= self.min_tokens and not _merged(last)):
             return None
+        if _level(stack) < _floor(last):
+            return None  # a heading above the merged sections' level (an H2 run stops at H1)
         probe = Content(Group([first], first.tokens), stack)
         found = layout([*last.items, *self.pending, probe])
         if found is None:
@@ -185,12 +187,12 @@ class Stretch:
             rest = groups[1:]
         for group in rest:
             content = Content(group, stack)
-            if not self.pending or not self.drafts:
-                self.drafts.append(Draft([*self.pending, content]))
-                self.pending = []
+            if not self.pending:
+                self.drafts.append(Draft([content]))
                 continue
             self._backward()
-            self.drafts.extend(self._open(self.drafts[-1], self.pending, content))
+            previous = self.drafts[-1] if self.drafts else None
+            self.drafts.extend(self._open(previous, self.pending, content))
             self.pending = []
 
     def finish(self) -> list[Draft]:
@@ -230,6 +232,7 @@ class Stretch:
             or last.unmixable
             or previous.unmixable
             or self._size(last) >= self.min_tokens
+            or _floor(last) < _floor(previous)
         ):
             return
         if self._fits([*previous.items, *last.items]):
@@ -274,7 +277,9 @@ class Stretch:
                 return Draft([*repeated, *draft.items])
         return None
 
-    def _open(self, previous: Draft, pending: list[Heading], content: Content) -> list[Draft]:
+    def _open(
+        self, previous: Draft | None, pending: list[Heading], content: Content
+    ) -> list[Draft]:
         """The draft a section's first content opens, after headings without content of
         their own. Those go forward as its first lines, unless it is a table or code
         chunk or would pass the limit with them: then back into the previous chunk when
@@ -287,12 +292,23 @@ class Stretch:
         ):
             return [opened]
         rest = Draft([*pending[cut:], content])
-        if self._fits([*previous.items, *pending[:cut]]):
+        if previous is not None and self._fits([*previous.items, *pending[:cut]]):
             previous.items.extend(pending[:cut])
             return [rest]
         if self._size(opened) <= self.limit:
             return [opened]
         return [Draft(list(pending[:cut])), rest]
+
+
+def _level(stack: Stack) -> int:
+    """The heading level of the section content with this stack lives in (0: the root)."""
+    return stack[-1][0] if stack else 0
+
+
+def _floor(draft: Draft) -> int:
+    """The highest heading level (smallest number) among the draft's content sections:
+    a merge never takes in content from a section above it."""
+    return min((_level(c.stack) for c in draft.contents), default=0)
 
 
 def _merged(draft: Draft) -> bool:

@@ -119,7 +119,7 @@ def _add_blocks(
         if kind is None:
             i += 1
             continue
-        start, end = span(token.map[0], token.map[1])
+        start, end = span(*_lines(token))
         close = _matching_close(tokens, i) if token.nesting == 1 else i
         if start > covered_to and text[covered_to:start].strip():
             _add_orphan_text(blocks, text, covered_to, start)
@@ -145,6 +145,14 @@ def _add_orphan_text(blocks: list[Block], text: str, start: int, end: int) -> No
     begin = start + lead
     finish = begin + len(stripped.strip())
     blocks.append(Block(len(blocks), BlockType.PARAGRAPH, begin, finish, text[begin:finish]))
+
+
+def _lines(token: Token) -> tuple[int, int]:
+    """The token's lines, end exclusive. The amsmath plugin's map ends one line early
+    (at its `\\end{...}` line), which would leave that line out of the block."""
+    assert token.map is not None
+    first, stop = token.map
+    return first, stop + 1 if token.type == "amsmath" else stop
 
 
 def _matching_close(tokens: list[Token], open_index: int) -> int:
@@ -179,7 +187,7 @@ def _list_items(
                         children.extend(_list_items(tokens, k, inner_close, span, text, index))
                         k = inner_close
                     elif inner.type in _ATOM_TYPES:
-                        a, b = span(inner.map[0], inner.map[1])
+                        a, b = span(*_lines(inner))
                         if b > a:
                             atom = Block(index, _ATOM_TYPES[inner.type], a, b, text[a:b])
                             if inner.type == "fence":

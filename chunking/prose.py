@@ -31,11 +31,14 @@ class QuoteSplitter(ParagraphSplitter):
 def split_prose(
     text: str, base: int, kind: str, block_index: int, ctx: SplitContext
 ) -> list[Piece]:
-    """Pieces of at most the packing limit, each filled towards the target."""
+    """Pieces of at most the packing limit, each filled towards the target. A sentence
+    (or pipe row) over the packing limit but within `max_tokens` is a piece of its own;
+    only one over `max_tokens` is cut at token windows."""
     counter, budget = ctx.counter, ctx.budget
     # A quote piece that starts mid-line gets `> ` re-added: keep room for it.
-    limit = budget.pack_max - (2 if kind == "quote" else 0)
-    spans = _units(text, limit, counter)
+    margin = 2 if kind == "quote" else 0
+    limit = budget.pack_max - margin
+    spans = _units(text, budget.max - margin, limit, counter)
     counts = counter.count_many([text[a:b] for a, b in spans])
     # Even pieces: aim at total / pieces-needed rather than filling to the target and
     # leaving a small remainder.
@@ -52,13 +55,13 @@ def split_prose(
         end = b
     groups.append((start, end))
     pieces = _pieces(text, base, kind, block_index, groups, counter)
-    if all(p.tokens <= budget.pack_max for p in pieces):
+    if all(p.tokens <= budget.max for p in pieces):
         return pieces
     # Sums of sentence counts can miss by a token where a boundary falls inside a
     # word: re-cut the rare piece that ends up over budget by token windows.
     exact: list[Piece] = []
     for piece in pieces:
-        if piece.tokens <= budget.pack_max:
+        if piece.tokens <= budget.max:
             exact.append(piece)
             continue
         local = piece.start - base
@@ -133,15 +136,16 @@ def split_tail(
     return None
 
 
-def _units(text: str, limit: int, counter: TokenCounter) -> list[tuple[int, int]]:
+def _units(text: str, whole: int, window: int, counter: TokenCounter) -> list[tuple[int, int]]:
+    """Sentences (whole up to `whole` tokens) and token windows of longer ones."""
     units: list[tuple[int, int]] = []
     spans = sentence_spans(text)
     counts = counter.count_many([text[a:b] for a, b in spans])
     for (a, b), n in zip(spans, counts, strict=True):
-        if n <= limit:
+        if n <= whole:
             units.append((a, b))
         else:
-            units.extend((a + x, a + y) for x, y in window_spans(text[a:b], limit, counter))
+            units.extend((a + x, a + y) for x, y in window_spans(text[a:b], window, counter))
     return units
 
 

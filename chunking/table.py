@@ -148,14 +148,14 @@ class TableSplitter:
                     )
                 ]
             # The header alone opens the table (cut by cells itself when even it is
-            # over the oversize limit); the row follows cut by cells.
+            # over the oversize limit); the row follows on its own.
             delimiter_end = a - 1
             if header.tokens > budget.oversize:
                 header_end = block.text.index("\n")
                 return [
                     *self._cells(block, header, 0, header_end, ctx),
                     *self._cells(block, header, header_end + 1, delimiter_end, ctx),
-                    *self._cells(block, header, a, b, ctx),
+                    *self._bare_row(block, header, a, b, tokens, ctx),
                 ]
             head = block.text[:delimiter_end].rstrip()
             opening = Piece(
@@ -167,7 +167,7 @@ class TableSplitter:
                 block.index,
                 oversize=header.tokens > budget.max,
             )
-            return [opening, *self._cells(block, header, a, b, ctx)]
+            return [opening, *self._bare_row(block, header, a, b, tokens, ctx)]
         if header.repeat_tokens + tokens + 1 <= budget.oversize:
             piece = self._piece(block, header, a, b, ctx, first=False)
             return [
@@ -183,7 +183,28 @@ class TableSplitter:
                     header=piece.header,
                 )
             ]
-        return self._cells(block, header, a, b, ctx)
+        return self._bare_row(block, header, a, b, tokens, ctx)
+
+    def _bare_row(
+        self, block: Block, header: _Header, a: int, b: int, tokens: int, ctx: SplitContext
+    ) -> list[Piece]:
+        """A row with no room for a header beside it: a piece of its own recording the
+        header, up to `oversize_block_limit`; above that cut by cells."""
+        if tokens > ctx.budget.oversize:
+            return self._cells(block, header, a, b, ctx)
+        row = block.text[a:b]
+        return [
+            Piece(
+                self.kind,
+                block.start + a,
+                block.start + b,
+                row,
+                tokens,
+                block.index,
+                oversize=tokens > ctx.budget.max,
+                header=header.full,
+            )
+        ]
 
     def _cells(
         self, block: Block, header: _Header, a: int, b: int, ctx: SplitContext

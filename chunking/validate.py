@@ -145,10 +145,17 @@ def validate_chunks(
 
 def _check_size(chunk: Chunk, following: Chunk | None, doc: _Document, fail: Fail) -> None:
     config = doc.config
-    if chunk.token_count > config.max_tokens:
+    if chunk.token_count > config.max_tokens and _heading_only(chunk, doc):
+        if not chunk.oversize:  # a heading line is never cut
+            fail("max_tokens", chunk, "a heading line over max_tokens is not flagged oversize")
+    elif chunk.token_count > config.max_tokens:
         # Kept whole: a code or table block, or a list or paragraph holding display math
         # or a nested code block or table.
-        atomic = chunk.chunk_type in ("code", "table") or bool(_ATOMIC_MARK.search(chunk.md_text))
+        atomic = (
+            chunk.chunk_type in ("code", "table")
+            or chunk.table_header is not None  # a table row too wide for its header
+            or bool(_ATOMIC_MARK.search(chunk.md_text))
+        )
         if not (chunk.oversize and atomic) or chunk.token_count > config.oversize_block_limit:
             fail("max_tokens", chunk, f"{chunk.token_count} tokens > {config.max_tokens}")
     if chunk.token_count < config.min_tokens:
@@ -163,15 +170,7 @@ def _check_size(chunk: Chunk, following: Chunk | None, doc: _Document, fail: Fai
 def _undersize_holds(reason: str, chunk: Chunk, following: Chunk | None, doc: _Document) -> bool:
     limit = doc.config.pack_max_tokens
     if reason == "heading_only":
-        spans = [
-            (b.start, b.end)
-            for b in doc.blocks
-            if b.type is BlockType.HEADING and chunk.char_start <= b.start < chunk.char_end
-        ]
-        rest = doc.text[chunk.char_start : chunk.char_end]
-        for a, b in sorted(spans, reverse=True):
-            rest = rest[: a - chunk.char_start] + rest[b - chunk.char_start :]
-        return bool(spans) and not rest.strip()
+        return _heading_only(chunk, doc)
     if reason == "lone_block":
         return chunk.chunk_type in ("table", "list", "code")
     if reason == "before_table_or_code":
@@ -193,6 +192,19 @@ def _undersize_holds(reason: str, chunk: Chunk, following: Chunk | None, doc: _D
     return any(chunk.block_end_idx < b <= following.block_start_idx for b in doc.boundaries)
 
 
+def _heading_only(chunk: Chunk, doc: _Document) -> bool:
+    """Is the chunk nothing but heading lines (headings with nowhere else to go)?"""
+    index = chunk.block_start_idx
+    blocks = doc.blocks
+    if not 0 <= index < len(blocks) or blocks[index].start != chunk.char_start:
+        return False
+    while index < len(blocks) and blocks[index].start < chunk.char_end:
+        if blocks[index].type is not BlockType.HEADING:
+            return False
+        index += 1
+    return True
+
+
 def _inside_line(text: str, offset: int) -> bool:
     return 0 < offset < len(text) and text[offset - 1] != "\n" and text[offset] != "\n"
 
@@ -207,7 +219,14 @@ def _check_markdown(chunk: Chunk, doc: _Document, fail: Fail) -> None:
     text = doc.text
     lines = chunk.md_text.split("\n")
     if chunk.chunk_type == "table":
-        _check_table_piece(chunk, lines, fail)
+        table_lines = lines
+        if chunk.bound_context in ("before", "both"):
+            # The table starts after its bound caption (which may itself hold pipes).
+            caption = _first_content_block(chunk, doc)
+            if caption is not None and caption.text in chunk.md_text:
+                at = chunk.md_text.index(caption.text) + len(caption.text)
+                table_lines = chunk.md_text[at:].split("\n")
+        _check_table_piece(chunk, table_lines, fail)
     nested = chunk.chunk_type in ("list", "mixed")
     if not _fences_balanced(lines, _NESTED_FENCE if nested else _FENCE):
         fail("code_fence", chunk, "unbalanced code fence")
@@ -224,6 +243,14 @@ def _check_markdown(chunk: Chunk, doc: _Document, fail: Fail) -> None:
         if (in_list or row) and doc.counter.count(line) <= doc.config.max_tokens:
             what = "a list line" if in_list else "a table row"
             fail("line_cut", chunk, f"chunk boundary cuts {what} that fits the budget")
+
+
+def _first_content_block(chunk: Chunk, doc: _Document) -> Block | None:
+    """The chunk's first block that is not a heading line of a merged section."""
+    index = chunk.block_start_idx
+    while index < len(doc.blocks) and doc.blocks[index].type is BlockType.HEADING:
+        index += 1
+    return doc.blocks[index] if index < len(doc.blocks) else None
 
 
 def _check_table_piece(chunk: Chunk, lines: list[str], fail: Fail) -> None:
@@ -270,9 +297,8 @@ def _check_bound_context(chunk: Chunk, doc: _Document, fail: Fail) -> None:
         )
 
     if bound in ("before", "both"):
-        index = chunk.block_start_idx
-        while index < len(blocks) and blocks[index].type is BlockType.HEADING:
-            index += 1  # heading lines of a merged section come first
+        first = _first_content_block(chunk, doc)
+        index = first.index if first is not None else len(blocks)
         atomic = index + 1 < len(blocks) and blocks[index + 1].type in (
             BlockType.TABLE,
             BlockType.CODE,
