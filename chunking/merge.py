@@ -51,7 +51,11 @@ class Layout:
 
 @dataclass
 class Draft:
+    """Items only ever grow (appended or extended), so a layout is reused while the
+    item count is unchanged."""
+
     items: list[Item] = field(default_factory=list)
+    _laid: tuple[int, Layout | None] = field(default=(-1, None), repr=False, compare=False)
 
     @property
     def contents(self) -> list[Content]:
@@ -59,7 +63,8 @@ class Draft:
 
     @property
     def unmixable(self) -> bool:
-        return any(c.group.chunk_type in UNMIXABLE_KINDS for c in self.contents)
+        # A table or code group holds table or code pieces only (bound context is inside).
+        return any(c.group.pieces[0].kind in UNMIXABLE_KINDS for c in self.contents)
 
     @property
     def opens_section(self) -> bool:
@@ -68,7 +73,9 @@ class Draft:
         return isinstance(first, Heading) and not first.piece.synthetic
 
     def layout(self) -> Layout | None:
-        return layout(self.items)
+        if self._laid[0] != len(self.items):
+            self._laid = (len(self.items), layout(self.items))
+        return self._laid[1]
 
     def pieces(self, skip: int) -> list[Piece]:
         pieces: list[Piece] = []

@@ -42,6 +42,8 @@ def overlap_start_ok(text: str, position: int) -> bool:
 
 def _inside_fence(text: str, position: int) -> bool:
     """Inside a fenced code block (one nested in a list item of a mixed chunk)."""
+    if text.find("```", 0, position) == -1 and text.find("~~~", 0, position) == -1:
+        return False
     fence = ""
     for match in _FENCE.finditer(text, 0, position):
         marker = match.group(1)
@@ -53,10 +55,10 @@ def _inside_fence(text: str, position: int) -> bool:
 
 
 def _inside_math(text: str, position: int) -> bool:
-    head = text[:position]
-    if "$$" in head and head.count("$$") % 2:
+    if text.count("$$", 0, position) % 2:
         return True
-    return "\\begin{" in head and head.count("\\begin{") > head.count("\\end{")
+    begins = text.count("\\begin{", 0, position)
+    return begins > 0 and begins > text.count("\\end{", 0, position)
 
 
 def overlap_prefix(
