@@ -84,25 +84,17 @@ def split_head(
 ) -> tuple[Piece, Piece] | None:
     """Divide `piece` at the last sentence boundary that keeps the head within
     `budget` tokens; None when even the first sentence does not fit."""
-    if piece.synthetic:
+    found = _sentences(piece, document, counter)
+    if found is None:
         return None
-    text = document[piece.start : piece.end]
-    spans = sentence_spans(text)
-    if len(spans) < 2:
-        return None
-    counts = counter.count_many([text[a:b] for a, b in spans])
+    text, spans, counts = found
     used, cut = 0, 0
     for (_, b), n in zip(spans[:-1], counts[:-1], strict=True):
         if used + n > budget:
             break
         used += n
         cut = b
-    if cut == 0:
-        return None
-    head, tail = _pieces(
-        text, piece.start, piece.kind, piece.block_index, [(0, cut), (cut, len(text))], counter
-    )
-    return head, tail
+    return _halves(piece, text, cut, counter) if cut else None
 
 
 def split_tail(
@@ -110,30 +102,36 @@ def split_tail(
 ) -> tuple[Piece, Piece] | None:
     """Divide `piece` so its tail (whole trailing sentences) holds at least `least`
     and at most `most` tokens; None when no sentence boundary allows it."""
+    found = _sentences(piece, document, counter)
+    if found is None:
+        return None
+    text, spans, counts = found
+    used = 0
+    for index in range(len(spans) - 1, 0, -1):
+        used += counts[index]
+        if used >= least:
+            return _halves(piece, text, spans[index][0], counter) if used <= most else None
+    return None
+
+
+def _sentences(
+    piece: Piece, document: str, counter: TokenCounter
+) -> tuple[str, list[tuple[int, int]], list[int]] | None:
+    """The piece's text, sentence spans and their counts; None when it cannot divide."""
     if piece.synthetic:
         return None
     text = document[piece.start : piece.end]
     spans = sentence_spans(text)
     if len(spans) < 2:
         return None
-    counts = counter.count_many([text[a:b] for a, b in spans])
-    used = 0
-    for index in range(len(spans) - 1, 0, -1):
-        used += counts[index]
-        if used >= least:
-            if used > most:
-                return None
-            cut = spans[index][0]
-            head, tail = _pieces(
-                text,
-                piece.start,
-                piece.kind,
-                piece.block_index,
-                [(0, cut), (cut, len(text))],
-                counter,
-            )
-            return head, tail
-    return None
+    return text, spans, counter.count_many([text[a:b] for a, b in spans])
+
+
+def _halves(piece: Piece, text: str, cut: int, counter: TokenCounter) -> tuple[Piece, Piece]:
+    head, tail = _pieces(
+        text, piece.start, piece.kind, piece.block_index, [(0, cut), (cut, len(text))], counter
+    )
+    return head, tail
 
 
 def _units(text: str, whole: int, window: int, counter: TokenCounter) -> list[tuple[int, int]]:
