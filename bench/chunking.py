@@ -227,19 +227,33 @@ def quality(
     }
 
 
+# `ingest chunk` as its console script runs it (flows.cli:main), reporting its own peak
+# RSS: a child's ru_maxrss would include this large parent's pages from before its exec.
+_LAUNCH = (
+    "import sys\n"
+    "from flows.cli import main\n"
+    "code = main(sys.argv[1:])\n"
+    "sys.stdout.flush()\n"
+    "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0]\n"
+    "print(int(hwm.split()[1]) // 1024, file=sys.stderr)\n"
+    "sys.exit(code)\n"
+)
+
+
 def _ingest_chunk(path: Path) -> tuple[float, float, int]:
     """`ingest chunk --format jsonl` in a child: its CPU seconds, peak RSS (MB), lines."""
-    command = [str(ROOT / ".venv" / "bin" / "ingest"), "chunk", str(path), "--format", "jsonl"]
-    with tempfile.TemporaryFile() as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.PIPE, cwd=ROOT)
+    python = str(ROOT / ".venv" / "bin" / "python")
+    command = [python, "-c", _LAUNCH, "chunk", str(path), "--format", "jsonl"]
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        process = subprocess.Popen(command, stdout=out, stderr=err, cwd=ROOT)
         _, status, usage = os.wait4(process.pid, 0)
+        err.seek(0)
+        message = err.read().decode()
         if status != 0:
-            raise RuntimeError(
-                f"{command} failed: {process.stderr.read().decode() if process.stderr else ''}"
-            )
+            raise RuntimeError(f"ingest chunk {path} failed: {message}")
         out.seek(0)
         lines = sum(1 for _ in out)
-    return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, lines
+    return usage.ru_utime + usage.ru_stime, float(message.split()[-1]), lines
 
 
 def big_document(
