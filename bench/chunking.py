@@ -5,14 +5,20 @@ manuals of KiCad (kicad-doc-en, kicad-doc-ru) and aptitude (aptitude-doc-en,
 aptitude-doc-ru), converted to GitHub Markdown by pandoc, plus the Docling reference
 Markdown and the seed documents (both carried in tests/corpus/).
 
-Reports, per CPU-second (process time, all threads):
-  (a) the floor: tokenizing every document once with `tokenizers` (encode_batch), and
-      for reference once with SentencePiece;
-  (b) the full chunker (normalize pass, parse, count, split, pack, overlap, ids);
-  the ratio b/a, chunk count, share of chunks within [min, max], validation violations,
-  undersize reasons, and peak RSS.
+Reports (issue 14's measures):
+  speed, per CPU-second (process time, all threads), side by side in one run: the floor
+  (tokenizing the same text once with `tokenizers`' encode_batch; SentencePiece for
+  reference) against the chunker, on the corpus (many small documents) and on one
+  ~6 MB EN+RU document made by concatenating the corpus three times, in process and
+  through `ingest chunk --format jsonl` (a child process: its CPU time and peak RSS);
+  peak RSS of `ingest chunk` on that document, also with `<s>` literals and half-width
+  voiced marks in it (limit 300 MB + 5x the document);
+  quality, per corpus (the bench corpus, and the Docling part alone): share of chunks
+  within [min_tokens, max_tokens] on documents of at least 300 tokens, chunks under 50
+  tokens by reason, undersize reasons, validation violations, token counts recounted,
+  byte-identical output over repeated runs.
 
-    .venv/bin/python bench/chunking.py [--repeat N] [--json]
+    .venv/bin/python bench/chunking.py [--repeat N] [--json] [--skip-big]
 """
 
 from __future__ import annotations
@@ -20,17 +26,19 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import os
 import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from chunking import DocumentInfo, chunk_document, validate_chunks  # noqa: E402
+from chunking import ChunkedDocument, DocumentInfo, chunk_document, validate_chunks  # noqa: E402
 from chunking.tokens import HFTokenCounter, bundled_tokenizer_json, get_token_counter  # noqa: E402
 from config.settings import ChunkingSettings  # noqa: E402
 
@@ -79,6 +87,9 @@ def main() -> None:
     )
     parser.add_argument("--json", action="store_true")
     parser.add_argument(
+        "--skip-big", action="store_true", help="leave out the 6 MB document (speed, memory)"
+    )
+    parser.add_argument(
         "--memory", metavar="FILE", help="only chunk FILE in this process and print its peak RSS"
     )
     args = parser.parse_args()
@@ -88,26 +99,60 @@ def main() -> None:
 
     files = build_corpus()
     texts = [f.read_text(encoding="utf-8") for f in files]
-    megabytes = sum(len(t.encode("utf-8")) for t in texts) / 1e6
-    russian = (
-        sum(len(t.encode()) for f, t in zip(files, texts, strict=True) if "-ru-" in f.name) / 1e6
-    )
     settings = ChunkingSettings()  # type: ignore[call-arg]
-
     hf = HFTokenCounter(bundled_tokenizer_json(), "bundled")
     sp = get_token_counter()
     sp.count("warm up")
+
+    report: dict[str, Any] = {"load_average": os.getloadavg()[0]}
+    report["corpus"] = speed(texts, hf, sp, settings, args.repeat, files)
+    documents = report["corpus"].pop("_documents")
+    docling = [d for f, d in zip(files, documents, strict=True) if "docling" in f.parts]
+    report["quality_corpus"] = quality(documents, settings, sp)
+    report["quality_docling"] = quality(docling, settings, sp)
+    if not args.skip_big:
+        with tempfile.TemporaryDirectory() as tmp:
+            big = Path(tmp) / "big-en-ru.md"
+            big.write_text("\n\n".join(texts * 3), encoding="utf-8")
+            report["one_big_document"] = big_document(big, hf, sp, settings)
+            report["memory_ingest_chunk"] = memory_variants(big, Path(tmp))
+    report["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    if args.json:
+        print(json.dumps(report, indent=1, ensure_ascii=False))
+        return
+    for section, values in report.items():
+        if isinstance(values, dict):
+            print(section)
+            for key, value in values.items():
+                print(f"  {key:34s} {value}")
+        else:
+            print(f"{section:36s} {values}")
+
+
+def _floor(texts: list[str], hf: HFTokenCounter, sp: Any) -> tuple[float, float, bool]:
     t0 = time.process_time()
     hf_tokens = sum(hf.count_many(texts))
     floor_cpu = time.process_time() - t0
     t0 = time.process_time()
     sp_tokens = sum(sp.count_many(texts))
-    sp_cpu = time.process_time() - t0
+    return floor_cpu, time.process_time() - t0, hf_tokens == sp_tokens
 
+
+def speed(
+    texts: list[str],
+    hf: HFTokenCounter,
+    sp: Any,
+    settings: ChunkingSettings,
+    repeat: int,
+    files: list[Path],
+) -> dict[str, Any]:
+    """The corpus in process: floor and chunker, side by side."""
+    megabytes = sum(len(t.encode("utf-8")) for t in texts) / 1e6
+    floor_cpu, sp_cpu, agree = _floor(texts, hf, sp)
     outputs: list[list[dict[str, object]]] = []
     chunk_cpu = 0.0
-    documents = []
-    for _ in range(max(1, args.repeat)):
+    documents: list[ChunkedDocument] = []
+    for _ in range(max(1, repeat)):
         t0 = time.process_time()
         documents = [
             chunk_document(text, DocumentInfo(document_id=f.name), settings)
@@ -115,9 +160,23 @@ def main() -> None:
         ]
         chunk_cpu += time.process_time() - t0
         outputs.append([c.to_record() for d in documents for c in d.chunks])
-    chunk_cpu /= max(1, args.repeat)
-    identical = all(o == outputs[0] for o in outputs[1:])
+    chunk_cpu /= max(1, repeat)
+    return {
+        "documents": len(texts),
+        "megabytes": round(megabytes, 2),
+        "token_counts_agree": agree,
+        "floor_tokenizers_mb_per_cpu_s": round(megabytes / floor_cpu, 3),
+        "sentencepiece_mb_per_cpu_s": round(megabytes / sp_cpu, 3),
+        "chunker_mb_per_cpu_s": round(megabytes / chunk_cpu, 3),
+        "chunker_vs_floor": round(floor_cpu / chunk_cpu, 3),
+        "byte_identical_runs": all(o == outputs[0] for o in outputs[1:]) if repeat > 1 else None,
+        "_documents": documents,
+    }
 
+
+def quality(
+    documents: list[ChunkedDocument], settings: ChunkingSettings, sp: Any
+) -> dict[str, Any]:
     t0 = time.process_time()
     violations = collections.Counter(
         v.rule
@@ -125,37 +184,128 @@ def main() -> None:
         for v in validate_chunks(d.chunks, d.text, settings, d.blocks).violations
     )
     validate_cpu = time.process_time() - t0
+    megabytes = sum(len(d.text.encode("utf-8")) for d in documents) / 1e6
     chunks = [c for d in documents for c in d.chunks]
-    within = sum(1 for c in chunks if settings.min_tokens <= c.token_count <= settings.max_tokens)
-    reasons = collections.Counter(c.undersize_reason for c in chunks if c.undersize_reason)
-    types = collections.Counter(c.chunk_type for c in chunks)
-    peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    large = [c for d in documents if sum(b.token_count for b in d.blocks) >= 300 for c in d.chunks]
 
-    report = {
-        "documents": len(files),
+    def within(group: list[Any]) -> float:
+        inside = sum(
+            1 for c in group if settings.min_tokens <= c.token_count <= settings.max_tokens
+        )
+        return round(inside / max(1, len(group)), 4)
+
+    recounted = sp.count_many([c.md_text for c in chunks])
+    return {
+        "documents": len(documents),
+        "chunks": len(chunks),
+        "within_min_max_share": within(chunks),
+        "within_min_max_share_docs_300_plus": within(large),
+        "chunks_docs_300_plus": len(large),
+        "under_50_by_reason": dict(
+            collections.Counter(str(c.undersize_reason) for c in chunks if c.token_count < 50)
+        ),
+        "undersize_reasons": dict(
+            collections.Counter(c.undersize_reason for c in chunks if c.undersize_reason)
+        ),
+        "out_of_range_docs_300_plus": dict(
+            collections.Counter(
+                f"{c.chunk_type}:{c.undersize_reason or 'oversize'}"
+                for c in large
+                if not settings.min_tokens <= c.token_count <= settings.max_tokens
+            ).most_common()
+        ),
+        "chunk_types": dict(collections.Counter(c.chunk_type for c in chunks)),
+        "token_counts_exact": recounted == [c.token_count for c in chunks],
+        "tokens_in_chunks_per_document_token": round(
+            sum(c.token_count for c in chunks)
+            / max(1, sum(b.token_count for d in documents for b in d.blocks)),
+            3,
+        ),
+        "violations": sum(violations.values()),
+        "violations_by_rule": dict(violations),
+        "validator_mb_per_cpu_s": round(megabytes / max(validate_cpu, 1e-9), 3),
+    }
+
+
+# `ingest chunk` as its console script runs it (flows.cli:main), reporting its own peak
+# RSS: a child's ru_maxrss would include this large parent's pages from before its exec.
+_LAUNCH = (
+    "import sys\n"
+    "from flows.cli import main\n"
+    "code = main(sys.argv[1:])\n"
+    "sys.stdout.flush()\n"
+    "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0]\n"
+    "print(int(hwm.split()[1]) // 1024, file=sys.stderr)\n"
+    "sys.exit(code)\n"
+)
+
+
+def _ingest_chunk(path: Path) -> tuple[float, float, int]:
+    """`ingest chunk --format jsonl` in a child: its CPU seconds, peak RSS (MB), lines."""
+    python = str(ROOT / ".venv" / "bin" / "python")
+    command = [python, "-c", _LAUNCH, "chunk", str(path), "--format", "jsonl"]
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        process = subprocess.Popen(command, stdout=out, stderr=err, cwd=ROOT)
+        _, status, usage = os.wait4(process.pid, 0)
+        err.seek(0)
+        message = err.read().decode()
+        if status != 0:
+            raise RuntimeError(f"ingest chunk {path} failed: {message}")
+        out.seek(0)
+        lines = sum(1 for _ in out)
+    return usage.ru_utime + usage.ru_stime, float(message.split()[-1]), lines
+
+
+def big_document(
+    path: Path, hf: HFTokenCounter, sp: Any, settings: ChunkingSettings
+) -> dict[str, Any]:
+    """One ~6 MB EN+RU document: floor, chunker in process, and `ingest chunk`."""
+    text = path.read_text(encoding="utf-8")
+    megabytes = len(text.encode("utf-8")) / 1e6
+    floor_cpu, sp_cpu, _ = _floor([text], hf, sp)
+    t0 = time.process_time()
+    document = chunk_document(text, DocumentInfo(document_id=path.name), settings)
+    chunk_cpu = time.process_time() - t0
+    cli_cpu, cli_rss, lines = _ingest_chunk(path)
+    return {
         "megabytes": round(megabytes, 2),
-        "russian_megabytes": round(russian, 2),
-        "tokens": hf_tokens,
-        "token_counts_agree": hf_tokens == sp_tokens,
+        "chunks": len(document.chunks),
         "floor_tokenizers_mb_per_cpu_s": round(megabytes / floor_cpu, 3),
         "sentencepiece_mb_per_cpu_s": round(megabytes / sp_cpu, 3),
         "chunker_mb_per_cpu_s": round(megabytes / chunk_cpu, 3),
         "chunker_vs_floor": round(floor_cpu / chunk_cpu, 3),
-        "validator_mb_per_cpu_s": round(megabytes / validate_cpu, 3),
-        "chunks": len(chunks),
-        "within_min_max_share": round(within / len(chunks), 4),
-        "chunk_types": dict(types),
-        "undersize_reasons": dict(reasons),
-        "violations": sum(violations.values()),
-        "violations_by_rule": dict(violations),
-        "byte_identical_runs": identical if args.repeat > 1 else None,
-        "peak_rss_mb": round(peak_rss_mb, 1),
+        "ingest_chunk_mb_per_cpu_s": round(megabytes / cli_cpu, 3),
+        "ingest_chunk_vs_floor": round(floor_cpu / cli_cpu, 3),
+        "ingest_chunk_records": lines,
+        "ingest_chunk_peak_rss_mb": round(cli_rss),
+        "ingest_chunk_rss_limit_mb": round(300 + 5 * megabytes),
+        "violations": len(
+            validate_chunks(document.chunks, document.text, settings, document.blocks).violations
+        ),
     }
-    if args.json:
-        print(json.dumps(report, indent=1))
-        return
-    for key, value in report.items():
-        print(f"{key:32s} {value}")
+
+
+def memory_variants(big: Path, directory: Path) -> dict[str, Any]:
+    """Peak RSS of `ingest chunk` on the big document with `<s>` literals, and with
+    half-width voiced marks (both once needed the 400 MB exact fallback)."""
+    text = big.read_text(encoding="utf-8")
+    paragraphs = text.split("\n\n")
+    variants = {
+        "with_special_literals": "\n\n".join(
+            p + " <s> </s>" if i % 50 == 0 else p for i, p in enumerate(paragraphs)
+        ),
+        "with_half_width_voiced_marks": "\n\n".join(
+            p + " ｶﾞｲﾄﾞ ﾊﾟﾋﾟﾌﾟ" if i % 50 == 0 else p for i, p in enumerate(paragraphs)
+        ),
+    }
+    result: dict[str, Any] = {}
+    for name, body in variants.items():
+        path = directory / f"{name}.md"
+        path.write_text(body, encoding="utf-8")
+        size = len(body.encode("utf-8")) / 1e6
+        _, rss, _ = _ingest_chunk(path)
+        result[name] = {"peak_rss_mb": round(rss), "limit_mb": round(300 + 5 * size)}
+    return result
 
 
 def measure_memory(path: Path) -> None:

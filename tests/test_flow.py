@@ -72,7 +72,9 @@ ENG_DOCUMENTS = (
     "html",
     "md",
 )
-NO_CHUNKS = ("eng_home",)
+# Every document has chunks: the home page's only text, a heading ("Welcome"), reaches
+# the index as a chunk of heading lines (issue 14: no text of a document is lost).
+NO_CHUNKS: tuple[str, ...] = ()
 CONTENT_STAGES = ("normalize", "chunk", "embed", "upsert")
 
 

@@ -1,0 +1,474 @@
+"""Chunking v2 (issue 14, SPEC §3.4-3.7): small sections merge, bound context, display
+math, table headers, overlap starts, nested blocks in lists, hierarchy, profiles.
+
+Every case is validated (SPEC §3.7), chunked twice for byte-identical output and its
+token counts recounted (`chunked`); the validator's new rules are shown to fail on
+chunks that break them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import random
+import re
+
+import openpyxl
+import pytest
+
+from chunking import Chunk, DocumentInfo, chunk_document, validate_chunks
+from chunking import parse as parse_module
+from chunking.blocks import Block, BlockType
+from chunking.chunker import context_header
+from chunking.overlap import overlap_start_ok
+from chunking.parse import parse_blocks
+from chunking.registry import SPLITTERS
+from chunking.tokens import TokenCounter
+from config.settings import ChunkingSettings, load_settings
+from normalizers.base import normalize_bytes
+from tests.chunk_helpers import chunked, paragraph
+
+SMALL = ChunkingSettings(
+    min_tokens=40, target_tokens=60, max_tokens=80, overlap_tokens=10, oversize_block_limit=120
+)  # type: ignore[call-arg]
+
+
+def _fences_balanced(text: str) -> bool:
+    return len(re.findall(r"^\s*```", text, re.MULTILINE)) % 2 == 0
+
+
+# --- small sections merge (§3.4, §3.5) ------------------------------------------------
+
+
+def test_small_sibling_sections_merge_under_their_parent(
+    counter: TokenCounter, chunking_settings: ChunkingSettings
+) -> None:
+    sections = "".join(f"## Step {i}\n\n{paragraph(counter, 45, i)}\n\n" for i in range(5))
+    text = f"# Guide\n\n{sections}# Other\n\n{paragraph(counter, 60, 7)}\n"
+    chunks = chunked(text, chunking_settings).chunks
+    merged = chunks[0]
+    # Five small sections merge into one chunk: its path is what they share, and the
+    # heading lines below it stay in md_text as Markdown headings.
+    assert merged.headings_path == ("Guide",)
+    assert [line for line in merged.md_text.split("\n") if line.startswith("#")] == [
+        f"## Step {i}" for i in range(5)
+    ]
+    assert merged.token_count >= chunking_settings.min_tokens
+    # An H2 run stops at the next H1: Other is a chunk of its own (nothing to merge with).
+    assert [c.chunk_path for c in chunks] == ["/Guide", "/Other"]
+    assert "# Other" not in merged.md_text
+    assert chunks[1].undersize_reason == "section_end"
+
+
+def test_merging_never_crosses_a_rule_nor_takes_a_table_or_code_chunk(
+    counter: TokenCounter, chunking_settings: ChunkingSettings
+) -> None:
+    table = "| key | value |\n|---|---|\n" + "\n".join(f"| k{i} | v{i} |" for i in range(5))
+    text = (
+        f"## A\n\n{paragraph(counter, 40, 0)}\n\n---\n\n"
+        f"## B\n\n{paragraph(counter, 40, 1)}\n\n"
+        f"## C\n\n{table}\n\n"
+        f"## D\n\n```\ncode()\n```\n"
+    )
+    chunks = chunked(text, chunking_settings).chunks
+    assert [c.chunk_type for c in chunks] == ["paragraph", "paragraph", "table", "code"]
+    assert chunks[0].chunk_path == "/A" and "## B" not in chunks[0].md_text
+    assert "|" not in chunks[1].md_text and "```" not in chunks[1].md_text
+    # Each is the last chunk of its section: a heading, a rule or the end follows.
+    assert [c.undersize_reason for c in chunks] == ["section_end"] * 4
+
+
+def test_a_small_section_takes_the_head_of_a_long_next_section(
+    counter: TokenCounter, chunking_settings: ChunkingSettings
+) -> None:
+    text = (
+        f"## Intro\n\n{paragraph(counter, 70, 0)}\n\n"
+        f"## Body\n\n" + "\n\n".join(paragraph(counter, 120, i) for i in range(1, 5)) + "\n"
+    )
+    chunks = chunked(text, chunking_settings).chunks
+    assert chunks[0].chunk_path == "/" and "\n\n## Body\n\n" in chunks[0].md_text
+    assert all(c.chunk_path == "/Body" for c in chunks[1:])
+    assert all(150 <= c.token_count <= 300 for c in chunks)
+
+
+def test_headings_without_content_keep_their_text(
+    counter: TokenCounter, chunking_settings: ChunkingSettings
+) -> None:
+    # A PDF whose body lines were detected as headings: each line is a heading followed
+    # directly by the next one; none of their text may be lost.
+    lines = [f"### Line {i} of the body text" for i in range(6)]
+    text = "# Report\n\n" + "\n\n".join(lines) + f"\n\n{paragraph(counter, 120, 0)}\n"
+    chunks = chunked(text, chunking_settings).chunks
+    indexed = "\n".join(c.md_text + "\n" + " ".join(c.headings_path) for c in chunks)
+    for line in lines:
+        assert line.lstrip("# ") in indexed
+    # Chapter headings above their first subsection stay in the path, not in md_text.
+    nested = chunked(
+        f"# Chapter 1.\n\n## Intro\n\n{paragraph(counter, 160, 1)}\n", chunking_settings
+    )
+    assert nested.chunks[0].headings_path == ("Chapter 1.", "Intro")
+    assert "#" not in nested.chunks[0].md_text
+
+
+def test_a_heading_with_nowhere_to_go_is_a_chunk_of_heading_lines(
+    chunking_settings: ChunkingSettings,
+) -> None:
+    chunks = chunked("Intro text.\n\n---\n\n## Appendix\n", chunking_settings).chunks
+    assert [c.md_text for c in chunks] == ["Intro text.", "## Appendix"]
+    assert chunks[1].undersize_reason == "heading_only"
+
+
+# --- bound context --------------------------------------------------------------------
+
+
+def test_caption_lead_in_and_output_bind_to_their_blocks(
+    counter: TokenCounter, chunking_settings: ChunkingSettings
+) -> None:
+    table = "| name | size |\n|---|---|\n" + "\n".join(f"| f{i} | {i} KB |" for i in range(6))
+    text = (
+        f"## Files\n\n{paragraph(counter, 200, 0)}\n\n"
+        f"Table 1: the files of a release.\n\n{table}\n\n"
+        "To run the sample:\n\n```python\nprint(compute(2))\n```\n\n"
+        "Output:\n\n```\n4\n```\n\n"
+        "The result doubles its input.\n"
+    )
+    chunks = chunked(text, chunking_settings).chunks
+    table_chunk = next(c for c in chunks if c.chunk_type == "table")
+    assert table_chunk.md_text.startswith("Table 1: the files of a release.\n\n| name | size |")
+    assert table_chunk.bound_context == "before"
+    # The issue's five fragments (intro, code, "Output:", output, follow-up) are one chunk.
+    code = [c for c in chunks if c.chunk_type == "code"]
+    assert len(code) == 1
+    assert code[0].md_text.startswith("To run the sample:\n\n```python")
+    assert code[0].md_text.endswith("```\n4\n```\n\nThe result doubles its input.")
+    assert code[0].bound_context == "both"
+    assert not any(c.chunk_type == "paragraph" and c.token_count < 20 for c in chunks)
+
+
+def test_only_short_paragraphs_bind(counter: TokenCounter) -> None:
+    settings = ChunkingSettings(bind_tokens=10)  # type: ignore[call-arg]
+    text = f"{paragraph(counter, 30, 0)}\n\n```\nrun()\n```\n"
+    chunks = chunked(text, settings).chunks
+    assert [c.chunk_type for c in chunks] == ["paragraph", "code"]
+    assert chunks[1].bound_context is None
+    assert load_settings(environ={"INGEST_CHUNKING__BIND_TOKENS": "10"}).chunking.bind_tokens == 10
+
+
+def test_bound_context_never_passes_the_oversize_limit(counter: TokenCounter) -> None:
+    body = "\n".join(f"value_{i} = compute(value_{i - 1}, step={i})" for i in range(1, 60))
+    code = f"```python\n{body}\n```"
+    assert SMALL.oversize_block_limit < counter.count(code)
+    text = f"The loop below:\n\n{code}\n\nIt ends here.\n"
+    chunks = chunked(text, SMALL).chunks
+    assert chunks[0].bound_context == "before" and chunks[-1].bound_context == "after"
+    assert all(c.token_count <= SMALL.max_tokens for c in chunks)
+    assert all(c.md_text.count("```") == 2 for c in chunks)
+
+
+# --- display math ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("opener", "closer"),
+    [("$$", "$$"), ("\\begin{equation}", "\\end{equation}"), ("\\begin{align*}", "\\end{align*}")],
+)
+def test_display_math_splits_into_valid_math_blocks(opener: str, closer: str) -> None:
+    lines = [
+        f"x_{{{i}}} &= \\sum_{{k=0}}^{{{i}}} a_k b_{{{i}-k}} + \\frac{{{i}}}{{2}} \\\\"
+        for i in range(40)
+    ]
+    text = f"Intro.\n\n{opener}\n" + "\n".join(lines) + f"\n{closer}\n\nAfter.\n"
+    document = chunked(text, SMALL)
+    pieces = [c for c in document.chunks if opener in c.md_text]
+    assert len(pieces) >= 3
+    body: list[str] = []
+    for chunk in pieces:
+        md = chunk.md_text[chunk.md_text.index(opener) :]
+        md = md[: md.index(closer, len(opener)) + len(closer)]
+        piece_lines = md.split("\n")
+        assert piece_lines[0] == opener and piece_lines[-1] == closer
+        body.extend(piece_lines[1:-1])
+    assert body == lines  # split between lines, nothing lost, nothing cut mid-line
+
+
+def test_math_kept_whole_up_to_the_oversize_limit(counter: TokenCounter) -> None:
+    formula = "$$\n" + "\n".join(f"y_{i} = {i} x^{i}" for i in range(14)) + "\n$$"
+    assert SMALL.max_tokens < counter.count(formula) <= SMALL.oversize_block_limit
+    chunks = chunked(f"{formula}\n", SMALL).chunks
+    assert [c.md_text for c in chunks] == [formula] and chunks[0].oversize
+
+
+# --- table headers --------------------------------------------------------------------
+
+
+def _table(header_cells: list[str], rows: int, width_words: int = 3) -> str:
+    header = "| " + " | ".join(header_cells) + " |"
+    delimiter = "|" + "---|" * len(header_cells)
+    body = [
+        "| "
+        + " | ".join(
+            " ".join(f"r{r}c{c}w{w}" for w in range(width_words)) for c in range(len(header_cells))
+        )
+        + " |"
+        for r in range(rows)
+    ]
+    return "\n".join([header, delimiter, *body])
+
+
+def test_a_header_over_a_quarter_of_a_piece_is_repeated_shortened(counter: TokenCounter) -> None:
+    cells = [f"Quarterly revenue column {i} in thousands of euros" for i in range(5)]
+    text = _table(cells, 30, 1) + "\n"
+    full = "\n".join(text.split("\n")[:2])
+    assert counter.count(full) > ChunkingSettings().max_tokens // 4  # type: ignore[call-arg]
+    chunks = chunked(text, ChunkingSettings()).chunks  # type: ignore[call-arg]
+    assert len(chunks) >= 2 and chunks[0].md_text.startswith(full)
+    for chunk in chunks[1:]:
+        short = "| " + " | ".join(["Quarterly"] * 5) + " |\n|" + "-|" * 5 + "\n"
+        assert chunk.md_text.startswith(short)
+        assert chunk.table_header == full
+
+
+def test_a_header_too_wide_to_repeat_is_recorded_beside_the_pieces() -> None:
+    cells = [f"Measurement {i} of the calibrated sensor array output" for i in range(12)]
+    text = _table(cells, 20, 1) + "\n"
+    full = "\n".join(text.split("\n")[:2])
+    chunks = chunked(text, ChunkingSettings()).chunks  # type: ignore[call-arg]
+    assert chunks[0].md_text.startswith(full) and chunks[0].table_header is None
+    for chunk in chunks[1:]:
+        assert chunk.table_header == full
+        assert all(line.startswith("| r") for line in chunk.md_text.split("\n"))
+
+
+def test_numeric_sheet_chunks_in_proportion_to_its_text(counter: TokenCounter) -> None:
+    """The workbook that took a machine down: a sheet of 270 x 85 integers. Its chunks
+    stay within twice what the text alone needs, and hold no more than its own tokens."""
+    workbook = openpyxl.Workbook()
+    sheet = workbook.active
+    rng = random.Random(14)
+    for _ in range(270):
+        sheet.append([rng.randint(0, 65535) for _ in range(85)])
+    buffer = io.BytesIO()
+    workbook.save(buffer)
+    normalized = normalize_bytes(buffer.getvalue(), "image-as-numbers.xlsx")
+    settings = ChunkingSettings()  # type: ignore[call-arg]
+    document = chunk_document(
+        normalized.markdown, DocumentInfo(document_id="x"), settings, anchors=normalized.anchors
+    )
+    assert validate_chunks(document.chunks, document.text, settings, document.blocks).ok
+    own = counter.count(document.text)
+    needs = -(-own // settings.max_tokens)
+    assert len(document.chunks) <= 2 * needs
+    assert sum(c.token_count for c in document.chunks) <= own * 1.05
+    assert all(c.token_count <= settings.oversize_block_limit for c in document.chunks)
+
+
+# --- overlap --------------------------------------------------------------------------
+
+
+def test_overlap_start_rule() -> None:
+    text = (
+        "First one. Second one here.\n- item one. Two.\n  continued line\n$$\nx = 1\n$$\nEnd. tail"
+    )
+    allowed = {"Second", "- item", "continued", "$$\nx", "End"}
+    refused = {"item one", "Two", "x = 1", "tail", "one here", "ne."}
+    for word in allowed:
+        assert overlap_start_ok(text, text.index(word)), word
+    for word in refused:
+        assert not overlap_start_ok(text, text.index(word)), word
+
+
+def test_overlap_of_a_chunk_after_a_list_starts_at_an_item(counter: TokenCounter) -> None:
+    items = "\n".join(f"- Item {i}: {paragraph(counter, 30, i)}" for i in range(12))
+    text = f"{paragraph(counter, 60, 0)}\n\n{items}\n\n{paragraph(counter, 200, 3)}\n"
+    chunks = chunked(text, chunking_settings := ChunkingSettings()).chunks  # type: ignore[call-arg]
+    prefixed = [c for c in chunks if c.overlap_prefix]
+    assert prefixed
+    for chunk in prefixed:
+        previous = chunks[chunk.ordinal - 1]
+        start = len(previous.md_text) - len(chunk.overlap_prefix)
+        assert overlap_start_ok(previous.md_text, start)
+        assert counter.count(chunk.overlap_prefix) <= chunking_settings.overlap_tokens
+
+
+# --- nested blocks in lists, rows, lines ----------------------------------------------
+
+
+@pytest.mark.parametrize("language", ["en", "ru"])
+def test_code_and_tables_inside_list_items_are_never_cut_inside(
+    counter: TokenCounter, language: str
+) -> None:
+    words = (
+        ["install", "the", "service", "then", "restart", "it"]
+        if language == "en"
+        else ["установите", "службу", "затем", "перезапустите", "её", "снова"]
+    )
+    intro = " ".join(words * 4)
+    code = "\n".join(f"   step_{i}({words[i % 6]!r})" for i in range(30))
+    table_rows = "\n".join(f"   | {words[i % 6]} {i} | {i * 7} |" for i in range(30))
+    text = (
+        f"1. {intro}:\n\n   ```python\n{code}\n   ```\n\n"
+        f"2. {intro}:\n\n   | key | value |\n   |---|---|\n{table_rows}\n\n"
+        f"3. {intro}.\n"
+    )
+    document = chunked(text, SMALL)
+    for chunk in document.chunks:
+        assert _fences_balanced(chunk.md_text), chunk.md_text
+        lines = chunk.md_text.split("\n")
+        rows = [i for i, line in enumerate(lines) if line.lstrip().startswith("|")]
+        if rows and chunk.table_header is None:
+            assert lines[rows[0] + 1].strip().startswith("|---"), chunk.md_text
+    code_pieces = [c for c in document.chunks if "```python" in c.md_text]
+    assert len(code_pieces) >= 2  # the code block was split by its own rule, as a block
+
+
+def test_pipe_rows_in_a_paragraph_are_never_cut_mid_row(counter: TokenCounter) -> None:
+    rows = [f"| row {i}. Value one. | Second cell. Long text {i} |" for i in range(60)]
+    text = "\n".join(rows) + "\n"  # no delimiter row: markdown-it reads a paragraph
+    assert [b.type for b in parse_blocks(text)] == [BlockType.PARAGRAPH]
+    document = chunked(text, SMALL)
+    assert len(document.chunks) > 3
+    for chunk in document.chunks:
+        assert all(line in rows for line in chunk.md_text.split("\n"))
+
+
+def test_list_items_are_cut_only_between_lines(counter: TokenCounter) -> None:
+    lines = [f"- {paragraph(counter, 25, i)}" for i in range(20)]
+    text = "\n".join(lines) + "\n"
+    for chunk in chunked(text, SMALL).chunks:
+        assert all(line in lines for line in chunk.md_text.split("\n"))
+
+
+# --- records, profiles, embed text ----------------------------------------------------
+
+
+def test_seed_002_packs_before_450_and_splits_blocks_only_above_520(counter: TokenCounter) -> None:
+    settings = load_settings({"chunking.profile": "seed-002"}).chunking
+    assert (settings.pack_max_tokens, settings.max_tokens) == (450, 520)
+    whole = paragraph(counter, 490, 0)
+    long = paragraph(counter, 900, 1)
+    assert 450 < counter.count(whole) <= 520 < counter.count(long)
+    chunks = chunked(
+        f"{whole}\n\n{long}\n\n{paragraph(counter, 300, 2)}\n\n{paragraph(counter, 300, 3)}\n",
+        settings,
+    ).chunks
+    assert chunks[0].md_text == whole  # one block up to the hard max stays whole
+    assert all(c.token_count <= 450 for c in chunks[1:])  # packing closes before 450
+    assert len([c for c in chunks if c.md_text in long]) >= 2
+    seed_000 = load_settings({"chunking.profile": "seed-000"}).chunking
+    assert (seed_000.min_tokens, seed_000.target_tokens, seed_000.max_tokens) == (120, 650, 900)
+    assert seed_000.overlap_tokens == 80
+
+
+def test_embed_text_names_the_title_once() -> None:
+    assert (
+        context_header("Storage design", ["Storage Design", "Layout"]) == "Storage Design > Layout"
+    )
+    assert context_header("storage-design.pdf", ["Storage design"]) == "Storage design"
+    assert context_header("Guide", ["Install"]) == "Guide > Install"
+    assert context_header(None, []) == ""
+
+
+def test_every_block_type_has_a_splitter() -> None:
+    content = {t for t in BlockType if t not in (BlockType.HEADING, BlockType.RULE)}
+    assert set(SPLITTERS) == content
+
+
+def test_large_documents_parse_in_segments_to_the_same_blocks(
+    counter: TokenCounter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parts = []
+    for i in range(40):
+        parts.append(f"# Part {i}\n\n{paragraph(counter, 40, i)}\n")
+        parts.append(
+            f"```\nunclosed {i}\n\n# not a heading {i}\n```\n" if i % 3 == 0 else "- a\n\n  b\n"
+        )
+        parts.append(
+            "<!--\n\n# commented heading\n\n-->\n" if i % 4 == 0 else "| a |\n|---|\n| 1 |\n"
+        )
+        parts.append("$$\n\n# math, not a heading\n$$\n" if i % 5 == 0 else "1. x\n\n2. y\n")
+    text = "\n".join(parts)
+
+    def shape(blocks: list[Block]) -> list[tuple[object, ...]]:
+        return [(b.type, b.start, b.end, b.heading_text, b.items) for b in blocks]
+
+    whole = shape(parse_blocks(text))
+    monkeypatch.setattr(parse_module, "SEGMENT_CHARS", 200)
+    assert shape(parse_blocks(text)) == whole
+    assert sum(b[0] is BlockType.HEADING for b in whole) == 40
+
+
+# --- the validator's new rules fail where they must -----------------------------------
+
+
+def _document(counter: TokenCounter) -> tuple[str, tuple[Chunk, ...], ChunkingSettings]:
+    settings = ChunkingSettings()  # type: ignore[call-arg]
+    text = (
+        f"# Guide\n\n{paragraph(counter, 250, 0)}\n\n{paragraph(counter, 250, 1)}\n\n"
+        f"## Small\n\n{paragraph(counter, 60, 2)}\n\n## Next\n\n{paragraph(counter, 60, 3)}\n\n"
+        "Example:\n\n```\nrun()\n```\n\n$$\nx = 1\n$$\n"
+    )
+    document = chunked(text, settings, title="Guide")
+    return document.text, document.chunks, settings
+
+
+def _rules(chunks: list[Chunk], text: str, settings: ChunkingSettings) -> set[str]:
+    return {v.rule for v in validate_chunks(chunks, text, settings).violations}
+
+
+def test_validator_catches_broken_hierarchy(counter: TokenCounter) -> None:
+    text, chunks, settings = _document(counter)
+    assert _rules(list(chunks), text, settings) == set()
+    broken = list(chunks)
+    broken[1] = dataclasses.replace(broken[1], section_id="0" * 64)
+    assert "section_id" in _rules(broken, text, settings)
+    broken = list(chunks)
+    broken[1] = dataclasses.replace(broken[1], prev_chunk_id=None)
+    assert "links" in _rules(broken, text, settings)
+    broken = list(chunks)
+    merged = next(i for i, c in enumerate(chunks) if "## Next" in c.md_text)
+    broken[merged] = dataclasses.replace(
+        broken[merged], headings_path=("Guide", "Small"), chunk_path="/Guide/Small"
+    )
+    assert "headings_path" in _rules(broken, text, settings)
+
+
+def test_validator_catches_lost_headings_bad_overlap_and_bound_context(
+    counter: TokenCounter,
+) -> None:
+    text, chunks, settings = _document(counter)
+    with_overlap = next(c for c in chunks if c.overlap_prefix)
+    previous = chunks[with_overlap.ordinal - 1]
+    cut = previous.md_text[-len(with_overlap.overlap_prefix) - 7 :]  # starts mid-sentence
+    broken = list(chunks)
+    broken[with_overlap.ordinal] = dataclasses.replace(with_overlap, overlap_prefix=cut.strip())
+    assert "overlap" in _rules(broken, text, settings)
+    code = next(c for c in chunks if c.chunk_type == "code")
+    broken = list(chunks)
+    broken[code.ordinal] = dataclasses.replace(code, bound_context="after")
+    assert "bound_context" in _rules(broken, text, settings)
+    merged = next(c for c in chunks if "## Next" in c.md_text)
+    broken = list(chunks)
+    md = merged.md_text.replace("## Next\n\n", "")
+    broken[merged.ordinal] = dataclasses.replace(merged, md_text=md)
+    assert "headings" in _rules(broken, text, settings)
+
+
+def test_validator_catches_cut_math_missing_table_headers_and_token_growth(
+    counter: TokenCounter,
+) -> None:
+    settings = SMALL
+    formula = "$$\n" + "\n".join(f"y_{i} = {i} x^{i} + {i}" for i in range(30)) + "\n$$"
+    text = f"{formula}\n"
+    chunks = list(chunked(text, settings).chunks)
+    assert len(chunks) >= 2
+    broken = [dataclasses.replace(chunks[0], md_text=chunks[0].md_text.removesuffix("$$").rstrip())]
+    broken += chunks[1:]
+    assert "math" in _rules(broken, text, settings)
+    table = "| a | b |\n|---|---|\n" + "\n".join(f"| {i} | value {i} here |" for i in range(40))
+    chunks = list(chunked(table + "\n", settings).chunks)
+    second = chunks[1]
+    body = "\n".join(second.md_text.split("\n")[2:])
+    broken = [*chunks[:1], dataclasses.replace(second, md_text=body), *chunks[2:]]
+    assert "table_header" in _rules(broken, table + "\n", settings)
+    padded = [dataclasses.replace(c, token_count=c.token_count * 3) for c in chunks]
+    assert "token_growth" in _rules(padded, table + "\n", settings)
