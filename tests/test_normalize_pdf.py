@@ -12,7 +12,8 @@ from bench.normalize import word_recall
 from config.errors import ErrorCode, IngestError
 from config.settings import LimitsSettings
 from normalizers.base import normalize_bytes
-from normalizers.pdf import _Char, _logical_text, _pdf_date
+from normalizers.pdf import _pdf_date
+from normalizers.pdf.extraction import Char, logical_text
 from tests import fixtures_pdf
 from tests.corpus import DOCLING
 
@@ -98,7 +99,7 @@ def test_right_to_left_line_in_logical_order_whatever_the_drawing_order() -> Non
     # "سلام R و Python عالم" drawn right to left: glyph boxes x-descending for Arabic,
     # a Latin run reading left to right inside, and a lam-alef ligature whose second
     # character MuPDF reports first with zero width.
-    def char(c: str, x0: float, x1: float) -> _Char:
+    def char(c: str, x0: float, x1: float) -> Char:
         return (c, (x0, 0.0, x1, 10.0), 10.0, False, False)
 
     visual = [
@@ -109,8 +110,8 @@ def test_right_to_left_line_in_logical_order_whatever_the_drawing_order() -> Non
         char("م", 73, 78), char("ا", 78, 81), char("ل", 81, 85), char("س", 85, 92),
     ]  # fmt: skip
     expected = "سلام كلا R و Python"
-    assert _logical_text(visual) == expected
-    assert _logical_text(list(reversed(visual))) == expected  # stream order does not matter
+    assert logical_text(visual) == expected
+    assert logical_text(list(reversed(visual))) == expected  # stream order does not matter
 
 
 def test_pdf_dates_to_iso_8601() -> None:
