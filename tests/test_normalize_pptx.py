@@ -133,7 +133,7 @@ Image: Bar chart of sales
 1. First
 2. Second
 
-Weekly visitors
+Weekly visitors (bar chart)
 
 |  | Visitors |
 | --- | --- |
