@@ -119,7 +119,15 @@ def _parse_xml(blob: bytes, part: str, ctx: NormalizeContext) -> etree._Element:
         raise ctx.fail(ErrorCode.CORRUPT, f"broken XML in {part}: {exc}") from None
 
 
-def prepare_package(data: bytes, ctx: NormalizeContext) -> bytes:
+@dataclass(frozen=True)
+class PreparedPackage:
+    data: bytes  # the rewritten package
+    # The text of every paragraph of the body and the notes, what the Markdown must hold
+    # (the self-check): the table of contents, deleted text and comments are not in it.
+    texts: tuple[str, ...]
+
+
+def prepare_package(data: bytes, ctx: NormalizeContext) -> PreparedPackage:
     """The package with styles and body rewritten for pandoc and media emptied."""
     with zipfile.ZipFile(io.BytesIO(data)) as source:
         names = source.namelist()
@@ -135,6 +143,10 @@ def prepare_package(data: bytes, ctx: NormalizeContext) -> bytes:
             numbering = _Numbering(numbering_xml, sheet)
         document = _parse_xml(source.read("word/document.xml"), "document.xml", ctx)
         _rewrite_body(document, sheet, numbering)
+        texts = [paragraph_text(p) for p in body_paragraphs(document)]
+        for notes in ("word/footnotes.xml", "word/endnotes.xml"):
+            if notes in names:
+                texts.extend(_note_texts(_parse_xml(source.read(notes), notes, ctx)))
         out = io.BytesIO()
         with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as target:
             for info in source.infolist():
@@ -149,7 +161,61 @@ def prepare_package(data: bytes, ctx: NormalizeContext) -> bytes:
                 else:
                     blob = source.read(info.filename)
                 target.writestr(info.filename, blob)
-    return out.getvalue()
+    return PreparedPackage(out.getvalue(), tuple(text for text in texts if text))
+
+
+_FALLBACK = f"{{{_MC_NS}}}Fallback"
+_NOTE_SEPARATORS = frozenset({"separator", "continuationSeparator", "continuationNotice"})
+
+
+def body_paragraphs(root: etree._Element) -> Iterator[etree._Element]:
+    """Every paragraph under `root` but those of an mc:Fallback (the old-format twin of
+    a drawing, which repeats its text)."""
+    for paragraph in root.iter(w("p")):
+        if not any(a.tag == _FALLBACK for a in paragraph.iterancestors()):
+            yield paragraph
+
+
+_NOTE_REFERENCES = (w("footnoteReference"), w("endnoteReference"))
+# Text that is not shown: deleted, or the old place of moved text (tracked changes).
+_REMOVED = (w("del"), w("moveFrom"))
+
+
+def paragraph_text(paragraph: etree._Element) -> str:
+    """The paragraph's visible text: its runs' text (inserted text included; deleted
+    and moved-away text left out), tabs and breaks as spaces, note references as
+    `[^id]`, ruby as "base(guide)"."""
+    special = list(paragraph.iter(w("ruby"), *_REMOVED))
+    skipped = {t for element in special for t in element.iter(w("t"))}
+    parts: list[str] = []
+    tags = (w("t"), w("tab"), w("br"), w("cr"), w("ruby"), *_NOTE_REFERENCES)
+    for node in paragraph.iter(*tags):
+        if node.tag == w("t"):
+            if node not in skipped:
+                parts.append(node.text or "")
+        elif node.tag == w("ruby"):
+            if node not in skipped:  # a ruby inside deleted text
+                parts.append(_ruby_text(node))
+        elif node.tag in _NOTE_REFERENCES:
+            parts.append(f"[^{node.get(w('id'), '')}]")
+        else:
+            parts.append(" ")
+    return "".join(parts)
+
+
+def _ruby_text(ruby: etree._Element) -> str:
+    base = "".join(t.text or "" for t in ruby.iterfind(f"{w('rubyBase')}//{w('t')}"))
+    guide = "".join(t.text or "" for t in ruby.iterfind(f"{w('rt')}//{w('t')}"))
+    return f"{base}({guide})" if guide else base
+
+
+def _note_texts(root: etree._Element) -> list[str]:
+    return [
+        paragraph_text(paragraph)
+        for note in root
+        if note.get(w("type")) not in _NOTE_SEPARATORS
+        for paragraph in body_paragraphs(note)
+    ]
 
 
 def _read_styles(root: etree._Element) -> _StyleSheet:
@@ -233,9 +299,11 @@ def _rename_styles(sheet: _StyleSheet) -> None:
 
 
 def _rewrite_body(document: etree._Element, sheet: _StyleSheet, numbering: _Numbering) -> None:
+    _unwrap(document, _WRAPPERS)
     _drop_table_of_contents(document, sheet)
     _hoist_text_boxes(document)
     _fill_grid_gaps(document)
+    _spell_out_table_looks(document)
     _apply_direct_outline_levels(document, sheet)
     _write_number_labels(document, sheet, numbering)
     _mark_code_paragraphs(document, sheet)
@@ -539,6 +607,42 @@ def _fill_grid_gaps(document: etree._Element) -> None:
                     row.append(cell)
                 else:
                     first_cell.addprevious(cell)
+
+
+# Elements that only wrap content pandoc would read without them, and with them drops
+# whole (custom XML around rows, cells and tables; bidi runs; simple fields).
+_WRAPPERS = frozenset(w(tag) for tag in ("customXml", "smartTag", "dir", "bdo", "fldSimple"))
+_WRAPPER_PROPERTIES = frozenset(w(tag) for tag in ("customXmlPr", "smartTagPr"))
+
+
+def _unwrap(root: etree._Element, tags: frozenset[str]) -> None:
+    """Replace every element with one of `tags` by its children (its properties
+    dropped), keeping document order; nested wrappers unwrap too."""
+    for element in [e for e in root.iter() if e.tag in tags]:
+        parent = element.getparent()
+        if parent is None:
+            continue
+        index = parent.index(element)
+        children = [c for c in element if c.tag not in _WRAPPER_PROPERTIES]
+        parent.remove(element)  # lxml keeps the wrapper's tail only with the wrapper
+        for offset, child in enumerate(children):
+            parent.insert(index + offset, child)
+
+
+_FIRST_ROW_LOOK = 0x0020  # tblLook's w:val bit for "header row"
+
+
+def _spell_out_table_looks(document: etree._Element) -> None:
+    """Word 2007 writes a table's look (header row or not) only as a bit field in
+    w:val, which pandoc misreads; the w:firstRow attribute says it plainly."""
+    for look in document.iter(w("tblLook")):
+        if look.get(w("firstRow")) is not None or look.get(w("val")) is None:
+            continue
+        try:
+            bits = int(look.get(w("val"), ""), 16)
+        except ValueError:
+            continue
+        look.set(w("firstRow"), "1" if bits & _FIRST_ROW_LOOK else "0")
 
 
 def _apply_direct_outline_levels(document: etree._Element, sheet: _StyleSheet) -> None:

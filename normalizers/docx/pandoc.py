@@ -23,6 +23,7 @@ import pypandoc
 
 from config.errors import ErrorCode
 from normalizers.base import NormalizeContext
+from normalizers.tables import NESTED_CELL_SEPARATOR, NESTED_ROW_SEPARATOR
 
 _WRITER = "gfm-raw_html-tex_math_gfm+tex_math_dollars"
 # Pandoc's heap may grow to a few times the (already limited) decompressed package size.
@@ -95,9 +96,9 @@ def run_pandoc(
     if result.returncode != 0:
         if "heap overflow" in stderr.lower() or "heap exhausted" in stderr.lower():
             raise ctx.fail(ErrorCode.TOO_LARGE, f"pandoc ran out of its {heap_bytes:,}-byte heap")
+        first_line = stderr.splitlines()[0][:500] if stderr else "no message"  # no backtrace
         raise ctx.fail(
-            ErrorCode.CORRUPT,
-            f"pandoc could not read it (exit {result.returncode}): {stderr[:500] or 'no message'}",
+            ErrorCode.CORRUPT, f"pandoc could not read it (exit {result.returncode}): {first_line}"
         )
     warnings = [line for line in stderr.splitlines() if line.startswith("[WARNING]")]
     return result.stdout, warnings
@@ -226,8 +227,11 @@ def _fenced_code(code: str) -> dict[str, Any]:
 
 def _simple_table(table: dict[str, Any]) -> list[dict[str, Any]]:
     """The caption's blocks, then a grid every row of which has every column, merged
-    cells repeated in each cell they cover, each cell one line, one header row."""
+    cells repeated in each cell they cover, each cell one line, one header row: the
+    first row where Word marks one (pandoc's table head), else an empty one, so that a
+    data row is never taken for column names."""
     _attr, caption, _colspecs, head, bodies, foot = table["c"]
+    has_header = bool(head[1])
     rows = list(head[1])
     for body in bodies:
         rows.extend(body[2])
@@ -254,6 +258,7 @@ def _simple_table(table: dict[str, Any]) -> list[dict[str, Any]]:
         [_NO_ATTR, [_simple_cell(grid.get((r, c), [])) for c in range(width)]]
         for r in range(len(rows))
     ]
+    empty_row = [_NO_ATTR, [_simple_cell([]) for _ in range(width)]]
     colspecs = [[{"t": "AlignDefault"}, {"t": "ColWidthDefault"}] for _ in range(width)]
     simple = {
         "t": "Table",
@@ -261,8 +266,8 @@ def _simple_table(table: dict[str, Any]) -> list[dict[str, Any]]:
             _NO_ATTR,
             [None, []],
             colspecs,
-            [_NO_ATTR, table_rows[:1]],
-            [[_NO_ATTR, 0, [], table_rows[1:]]],
+            [_NO_ATTR, table_rows[:1] if has_header else [empty_row]],
+            [[_NO_ATTR, 0, [], table_rows[1:] if has_header else table_rows]],
             [_NO_ATTR, []],
         ],
     }
@@ -312,12 +317,24 @@ def _block_inlines(block: dict[str, Any]) -> list[dict[str, Any]]:
             [{"t": "Plain", "c": term} for term, _ in content]
             + [b for _, definitions in content for d in definitions for b in d]
         )
-    if kind == "Table":  # a nested table, already simple: rows joined with " / "
+    if kind == "Table":  # a nested table, already simple: "a; b / c; d" (see tables.py)
         _a, _c, _s, head, bodies, _f = content
         rows = head[1] + [row for body in bodies for row in body[3]]
-        lines = [_join([_cell_inlines(cell[4]) for cell in row[1]], []) for row in rows]
-        return _join(lines, [{"t": "Str", "c": "/"}, {"t": "Space"}])
+        lines = [_row_inlines([_cell_inlines(cell[4]) for cell in row[1]]) for row in rows]
+        return _join(lines, [{"t": "Str", "c": NESTED_ROW_SEPARATOR.strip()}, {"t": "Space"}])
     return []
+
+
+def _row_inlines(cells: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """A nested table's row: its non-empty cells, `NESTED_CELL_SEPARATOR` between them."""
+    out: list[dict[str, Any]] = []
+    for cell in cells:
+        if not cell:
+            continue
+        if out:
+            out.extend([{"t": "Str", "c": NESTED_CELL_SEPARATOR.strip()}, {"t": "Space"}])
+        out.extend(cell)
+    return out
 
 
 def _join(
