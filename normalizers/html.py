@@ -6,6 +6,14 @@ inline runs become paragraphs, block elements render themselves. Subclasses add
 elements by overriding `kind`, `render_block` and `render_inline` (Confluence adds
 its `ac:`/`ri:` macros that way) and collect `LinkRecord`s through `add_link`.
 
+Parsing: libxml2's HTML parser predates HTML5 and takes the void elements it does not
+know (`embed`, `source`, `track`, `wbr`, `keygen`, ...) for containers, nesting all
+that follows inside them: `<p>A</p><embed src="y"><p>AFTER</p>` put AFTER inside the
+dropped `embed`. Their start tags are written self-closing before parsing, which
+libxml2 honours, so they hold nothing, as in a browser. `visible_text` reads the words
+a browser shows (by the walker's drop rules) from the raw tags, independently of
+libxml2's tree, and `normalize_html` warns when the Markdown lacks more than 2% of them.
+
 Safety: parsers never resolve entities or touch the network, and libxml2's own limits
 stay on (`huge_tree=False`), so billion-laughs and external-entity payloads expand to
 nothing. libxml2 stops parsing at 256 levels of nesting; input that hits this limit
@@ -18,6 +26,7 @@ unquoted blocks, so recursion and the Markdown parser downstream both stay bound
 from __future__ import annotations
 
 import codecs
+import html
 import re
 import textwrap
 from collections.abc import Iterable, Iterator
@@ -28,6 +37,7 @@ from lxml import etree
 from config.errors import ErrorCode
 from normalizers.base import LinkRecord, NormalizeContext, NormalizedDocument, register
 from normalizers.links import classify_href
+from normalizers.selfcheck import loss_warning, word_loss
 from normalizers.tables import gfm_table
 
 
@@ -44,6 +54,18 @@ _DROPPED = frozenset(
         "textarea", "option", "datalist", "dialog", "meta", "link", "base", "title",
     }
 )  # fmt: skip
+# HTML's void elements (never have content), obsolete ones included.
+VOID_ELEMENTS = frozenset(
+    {
+        "area", "base", "basefont", "bgsound", "br", "col", "embed", "frame", "hr", "image",
+        "img", "input", "keygen", "link", "meta", "param", "source", "spacer", "track", "wbr",
+    }
+)  # fmt: skip
+# A start tag (attribute values may hold ">") of a void element, self-closing or not.
+_VOID_START_TAG = re.compile(
+    r"<(" + "|".join(sorted(VOID_ELEMENTS)) + r")\b((?:[^>\"']|\"[^\"]*\"|'[^']*')*?)\s*/?>",
+    re.IGNORECASE,
+)
 # ARIA landmarks that mean what <nav>/<footer> mean, and search forms.
 _DROPPED_ROLES = frozenset({"navigation", "contentinfo", "search"})
 _CONTAINERS = frozenset(
@@ -639,8 +661,9 @@ def parse_html(text: str, ctx: NormalizeContext) -> etree._Element:
         huge_tree=False,
         recover=True,
     )
+    markup = _VOID_START_TAG.sub(r"<\1\2/>", _DTD_SUBSET.sub("", text))
     try:
-        root = etree.fromstring(_DTD_SUBSET.sub("", text).encode("utf-8"), parser)
+        root = etree.fromstring(markup.encode("utf-8"), parser)
     except etree.XMLSyntaxError as exc:
         raise ctx.fail(ErrorCode.CORRUPT, f"not parseable as HTML: {exc}") from None
     check_parser_limits(parser, ctx)
@@ -661,11 +684,67 @@ def check_parser_limits(parser: etree._FeedParser, ctx: NormalizeContext) -> Non
             )
 
 
+# Tokens of raw HTML: comments, raw-text elements whole, tags, text between.
+_TOKEN = re.compile(
+    r"<!--.*?(?:-->|$)"
+    r"|<(script|style|textarea|title|xmp|iframe|noembed|noframes|plaintext)\b[^>]*>.*?(?:</\1\s*>|$)"
+    r"|<(/?)([A-Za-z][^\s/>]*)((?:[^>\"']|\"[^\"]*\"|'[^']*')*)>"
+    r"|<![^>]*>|<\?[^>]*>",
+    re.DOTALL | re.IGNORECASE,
+)
+_QUOTED = re.compile(r"\"[^\"]*\"|'[^']*'")
+_HIDDEN_ATTRIBUTE = re.compile(r"(?:^|\s)hidden(?:\s*=|\s|/|$)", re.IGNORECASE)
+_ROLE = re.compile(r"\brole\s*=\s*[\"']?([\w-]+)", re.IGNORECASE)
+_NO_DISPLAY = re.compile(r"\bstyle\s*=\s*[\"'][^\"']*display\s*:\s*none", re.IGNORECASE)
+
+
+def visible_text(markup: str) -> str:
+    """The text a browser shows, by the walker's rules for what is not content (the
+    `_DROPPED` elements, `hidden`, `display:none`, navigation landmarks), read from the
+    tags themselves as a browser's tokenizer does, whatever tree a parser builds."""
+    parts: list[str] = []
+    stack: list[tuple[str, bool]] = []  # open elements: (name, hides its content)
+    hidden = 0  # how many open elements hide their content
+    position = 0
+    for token in _TOKEN.finditer(markup):
+        if not hidden:
+            parts.append(markup[position : token.start()])
+        position = token.end()
+        closing, name, attributes = token.group(2), token.group(3), token.group(4)
+        if name is None:
+            continue  # a comment, a raw-text element, a declaration
+        name = name.lower()
+        if name in _GAPPED or name == "br":
+            parts.append(" ")  # block boundaries part words; inline tags do not
+        if closing:
+            for depth in range(len(stack) - 1, -1, -1):
+                if stack[depth][0] == name:
+                    hidden -= sum(hides for _, hides in stack[depth:])
+                    del stack[depth:]
+                    break
+            continue
+        if name in VOID_ELEMENTS or attributes.rstrip().endswith("/"):
+            continue
+        role = _ROLE.search(attributes)
+        hides = (
+            name in _DROPPED
+            or _HIDDEN_ATTRIBUTE.search(_QUOTED.sub('""', attributes)) is not None
+            or _NO_DISPLAY.search(attributes) is not None
+            or (role is not None and role.group(1).lower() in _DROPPED_ROLES)
+        )
+        stack.append((name, hides))
+        hidden += hides
+    if not hidden:
+        parts.append(markup[position:])
+    return html.unescape("".join(parts))
+
+
 @register(
     "html", extensions=(".html", ".htm", ".xhtml"), mimes=("text/html", "application/xhtml+xml")
 )
 def normalize_html(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
-    root = parse_html(decode_html(data, ctx), ctx)
+    text = decode_html(data, ctx)
+    root = parse_html(text, ctx)
     base = root.find(".//base[@href]")
     base_href = base.get("href") if base is not None else None
     walker = MarkdownWalker(base_url=ctx.base_url or base_href)
@@ -677,6 +756,7 @@ def normalize_html(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
     }
     title = " ".join((root.findtext(".//title") or "").split())
     metadata = {key: meta[key] for key in ("description", "keywords") if meta.get(key)}
+    loss = loss_warning(word_loss([visible_text(text)], markdown), "the page's visible text")
     return NormalizedDocument(
         markdown=markdown,
         title=title or None,
@@ -684,4 +764,5 @@ def normalize_html(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
         language=root.get("lang") or None,
         metadata=metadata,
         links=tuple(walker.links),
+        warnings=(loss,) if loss else (),
     )

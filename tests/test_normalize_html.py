@@ -14,7 +14,8 @@ from markdown_it import MarkdownIt
 from chunking.text import normalize_markdown
 from config.errors import ErrorCode, IngestError
 from normalizers.base import NormalizeContext, NormalizedDocument, normalize_bytes
-from normalizers.html import normalize_html
+from normalizers.html import normalize_html, visible_text
+from normalizers.selfcheck import loss_warning, word_loss
 from tests.corpus import DOCLING
 from tests.word_recall import word_recall
 
@@ -284,3 +285,47 @@ def test_tag_soup_converts_without_a_library_exception(pieces: list[str]) -> Non
     # line runs and inner spaces; the pass must not change what the text says.
     normalized = normalize_markdown(doc.markdown).text
     assert normalized.split() == doc.markdown.split()
+
+
+# --- void elements libxml2 does not know, and the visible-text self-check ---------------
+
+
+def _html(body: str) -> NormalizedDocument:
+    return normalize_bytes(f"<html><body>{body}</body></html>".encode(), "page.html")
+
+
+@pytest.mark.parametrize(
+    "void",
+    ['<embed src="y">', '<source src="a.mp4">', '<track src="a.vtt">', "<wbr>", "<keygen>",
+     '<embed src="y" title="a > b">', '<embed src="y"/>', '<EMBED SRC="y">'],
+)  # fmt: skip
+def test_nothing_after_a_void_element_is_lost(void: str) -> None:
+    doc = _html(f"<p>Before</p>{void}<p>AFTER one</p><ul><li>AFTER two</li></ul>")
+    assert doc.markdown == "Before\n\nAFTER one\n\n- AFTER two\n"
+    assert doc.warnings == ()
+
+
+def test_a_word_break_inside_a_word_joins_it() -> None:
+    assert _html("<p>super<wbr>cali<wbr>fragilistic</p><p>next</p>").markdown == (
+        "supercalifragilistic\n\nnext\n"
+    )
+
+
+def test_visible_text_is_read_from_the_tags_not_the_tree() -> None:
+    page = (
+        "<head><title>T</title><style>p{}</style></head><nav>Menu</nav>"
+        '<p>One &amp; <b>t</b>wo</p><embed src="x"><p>Three</p>'
+        '<div hidden>secret</div><div style="display: none">gone</div>'
+        '<div role="navigation">links</div><div title="not hidden">Four</div><!-- note -->'
+    )
+    assert visible_text(page).split() == ["One", "&", "two", "Three", "Four"]
+
+
+def test_words_the_markdown_lacks_are_flagged() -> None:
+    # "A\n" is what the walker made of this page while libxml2 nested AFTER... in <embed>.
+    loss = word_loss([visible_text('<p>A</p><embed src="y"><p>AFTER all this</p>')], "A\n")
+    assert loss.lost == 3 and loss.total == 4 and loss.significant
+    assert loss_warning(loss, "the page's visible text") == (
+        "the Markdown lacks 3 of the 4 words of the page's visible text (75.0%), "
+        "e.g. after, all, this"
+    )
