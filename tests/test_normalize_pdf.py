@@ -63,6 +63,62 @@ def test_running_headers_footers_and_page_numbers_removed_page_anchors_kept() ->
         assert doc.markdown[anchor.offset :].startswith(f"Body of page {anchor.value} starts")
 
 
+def test_running_lines_naming_the_chapter_with_a_page_number_are_removed() -> None:
+    doc = normalize_bytes(fixtures_pdf.chapters_pdf(), "chapters.pdf")
+    # Odd pages: "Chapter 1. Getting started 1", a text that changes with the chapter.
+    for gone in ("started 1", "cache 3", "Storage Engines\n", "2 Storage"):
+        assert gone not in doc.markdown
+    assert doc.markdown.count("Text of page") == 4
+
+
+def test_a_heading_wrapped_into_two_blocks_is_one_heading() -> None:
+    doc = normalize_bytes(fixtures_pdf.chapters_pdf(), "chapters.pdf")
+    headings = [line for line in doc.markdown.splitlines() if line.startswith("#")]
+    assert headings == [
+        "## Front cover",
+        "# Storage Engines in Practice",
+        "## Getting started for engineers",  # the margin label "Chapter 1." follows it
+        "## Tuning the cache for engineers",
+    ]
+    assert "## Getting started for engineers\n\nChapter 1.\n\nText of page 1" in doc.markdown
+
+
+def test_title_is_the_documents_not_a_cover_label_or_a_default() -> None:
+    # The metadata title is a producer's default ("PowerPoint Presentation"); the cover
+    # opens with a small "Front cover" label above the real title.
+    doc = normalize_bytes(fixtures_pdf.chapters_pdf(), "chapters.pdf")
+    assert doc.title == "Storage Engines in Practice"
+
+
+def test_sample_storage_design_title_is_its_metadata_title() -> None:
+    path = Path(__file__).resolve().parents[1] / "samples/docs/architecture/storage-design.pdf"
+    doc = normalize_bytes(path.read_bytes(), path.name)
+    assert doc.title == "Storage Design: Order History"
+    # The first H1 is the same text; the chunker, not the normalizer, drops the repeat.
+    assert doc.markdown.startswith("# Storage Design: Order History\n")
+
+
+def test_a_larger_body_font_outweighed_by_small_print_stays_body_text() -> None:
+    doc = normalize_bytes(fixtures_pdf.large_body_pdf(), "model.pdf")
+    headings = [line for line in doc.markdown.splitlines() if line.startswith("#")]
+    assert headings == ["# Stage 1", "# Stage 2", "# Stage 3"]
+    assert (
+        "# Stage 2\n\nThe model reads its inputs once and keeps a summary of each in memory, "
+        "which the later stages consult instead of the raw data.\n\n"
+        "Input shape: the batch size, the sequence length, the hidden size\n\n"
+        "Output shape: the batch size and the number of classes it predicts\n\n"
+        "Memory: one summary per input, about the size of one hidden state\n\n"
+    ) in doc.markdown
+
+
+def test_a_merged_table_cell_is_repeated_in_every_slot_it_covers() -> None:
+    doc = normalize_bytes(fixtures_pdf.merged_header_table_pdf(), "merged.pdf")
+    assert doc.markdown == (
+        "| Model | Scores | Scores |\n| --- | --- | --- |\n| Model | low | high |\n"
+        "| alpha | 0.1 | 0.9 |\n| beta | 0.2 | 0.8 |\n"
+    )
+
+
 def test_hyphenated_line_break_joined_real_hyphen_kept() -> None:
     doc = normalize_bytes(fixtures_pdf.hyphenation_pdf(), "hyphen.pdf")
     assert doc.markdown == "The system keeps information about every well-Known item.\n"

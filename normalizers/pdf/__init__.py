@@ -65,7 +65,7 @@ def normalize_pdf(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
     drop_running_lines(pages)
     styles = document_styles(pages)
     markdown, anchors, first_heading = render(pages, styles)
-    title = (metadata.get("title") or "").strip() or first_heading
+    title = _metadata_title(metadata.get("title")) or first_heading
     return NormalizedDocument(
         markdown=markdown,
         title=title,
@@ -142,6 +142,19 @@ def _pdf_date(value: str | None) -> str | None:
     except ValueError:
         return None
     return stamp.isoformat()
+
+
+# Titles that producers write by default: they name the program, not the document.
+_DEFAULT_TITLE = re.compile(
+    r"^(?:untitled(?:\s*\d*)?|(?:powerpoint )?presentation\s*\d*|document\s*\d*|slide \d+"
+    r"|microsoft (?:word|powerpoint|excel) - .*)$",
+    re.IGNORECASE,
+)
+
+
+def _metadata_title(value: str | None) -> str | None:
+    title = " ".join((value or "").split())
+    return title if title and not _DEFAULT_TITLE.match(title) else None
 
 
 def _page_list(numbers: Sequence[int]) -> str:

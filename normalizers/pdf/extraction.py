@@ -351,6 +351,7 @@ def _tables(page: Any, raw_lines: Sequence[tuple[int, _Bbox, list[Char]]]) -> li
         for row in table.rows:
             in_row = [run for run in inside if _overlaps(run[0], row.bbox)]
             rows.append([_cell_text(cell, in_row) for cell in row.cells])
+        _fill_spans(rows, [row.cells for row in table.rows], [row.bbox for row in table.rows])
         if _is_rtl("".join(c[0] for _, chars in inside for c in chars)):
             rows = [row[::-1] for row in rows]  # a right-to-left table starts at the right
         markdown = _gfm_table(rows)
@@ -358,6 +359,40 @@ def _tables(page: Any, raw_lines: Sequence[tuple[int, _Bbox, list[Char]]]) -> li
             x0, y0, x1, y1 = table.bbox
             items.append(Item(x0, y0, x1, y1, table=markdown))
     return items
+
+
+def _fill_spans(
+    texts: list[list[str]], cells: Sequence[Sequence[_Bbox | None]], rows: Sequence[_Bbox]
+) -> None:
+    """Repeat a merged cell's text in every slot it covers (SPEC §2's merged cells
+    filled): the finder lists a covered slot as None, and the cell to its left or above
+    whose box reaches over the slot's centre is the one covering it."""
+    width = max((len(row) for row in cells), default=0)
+    centres: list[float | None] = []
+    for c in range(width):
+        xs = [(box[0] + box[2]) / 2 for row in cells if c < len(row) and (box := row[c])]
+        centres.append(sum(xs) / len(xs) if xs else None)
+    for r, row in enumerate(cells):
+        middle = (rows[r][1] + rows[r][3]) / 2
+        for c, cell in enumerate(row):
+            x = centres[c]
+            if cell is not None or x is None:
+                continue
+            left = _nearest([(r, cc, row[cc]) for cc in range(c - 1, -1, -1)])
+            above = _nearest(
+                [(rr, c, cells[rr][c]) for rr in range(r - 1, -1, -1) if c < len(cells[rr])]
+            )
+            if left is not None and left[2][0] <= x <= left[2][2]:
+                texts[r][c] = texts[left[0]][left[1]]
+            elif above is not None and above[2][1] <= middle <= above[2][3]:
+                texts[r][c] = texts[above[0]][above[1]]
+
+
+def _nearest(
+    slots: Sequence[tuple[int, int, _Bbox | None]],
+) -> tuple[int, int, _Bbox] | None:
+    """The first slot holding a cell: (row, column, box)."""
+    return next(((r, c, box) for r, c, box in slots if box is not None), None)
 
 
 def _overlaps(a: _Bbox, b: _Bbox) -> bool:

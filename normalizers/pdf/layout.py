@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from normalizers.pdf.extraction import Item, Line, Page
@@ -18,6 +18,12 @@ _PAGE_NUMBER = re.compile(
     re.IGNORECASE,
 )
 
+# A page number (arabic or roman) at either end of a running line: "Chapter 2. Roles 11",
+# "12 Annual report", "All rights reserved. iv".
+_PAGE_LABEL = re.compile(
+    r"^(?:\d{1,4}|[ivxlcdm]{1,6})\s+\S|\S\s+(?:\d{1,4}|[ivxlcdm]{1,6})$", re.IGNORECASE
+)
+_RUNNING_MAX_CHARS = 150
 # Share of the page height at its top and bottom where running headers/footers live.
 _MARGIN_BAND = 0.08
 # A line is running if its text (digits masked) recurs at the same height on this share
@@ -25,6 +31,10 @@ _MARGIN_BAND = 0.08
 # share of either is about half the pages or less.
 _RUNNING_SHARE = 0.3
 _HEADING_MAX_CHARS = 200
+# A font size holding more than this share of the characters, in lines longer than
+# this on average, is body text.
+_BODY_SHARE = 0.2
+_BODY_LINE_CHARS = 50
 
 
 @dataclass
@@ -38,7 +48,10 @@ class Styles:
 
 
 def drop_running_lines(pages: list[Page]) -> None:
-    """Remove page numbers and lines that repeat at the same height on most pages."""
+    """Remove page numbers, lines that repeat at the same height on most pages, and
+    running lines whose text changes from page to page (the chapter's name) but which
+    carry the page number at one end: a page's outermost line, in the margin band, no
+    larger than body text, at a height where other pages have such a line too."""
 
     def in_margin(line: Line, page: Page) -> bool:
         band = page.height * _MARGIN_BAND
@@ -52,6 +65,7 @@ def drop_running_lines(pages: list[Page]) -> None:
         seen.update({key(ln) for ln in page.lines if in_margin(ln, page)})
     threshold = max(2, math.ceil(_RUNNING_SHARE * len(pages)))
     running = {k for k, n in seen.items() if n >= threshold}
+    numbered = _numbered_running_lines(pages, in_margin)
     for page in pages:
         # A bare number is a page number in the margin band, or as the page's top- or
         # bottom-most line wherever the margins are (LaTeX sets it well above the band).
@@ -66,22 +80,66 @@ def drop_running_lines(pages: list[Page]) -> None:
             if not (
                 (in_margin(ln, page) and key(ln) in running)
                 or ((in_margin(ln, page) or id(ln) in edges) and _PAGE_NUMBER.match(ln.text))
+                or id(ln) in numbered
             )
         ]
 
 
-def document_styles(pages: Sequence[Page]) -> Styles:
+def _numbered_running_lines(
+    pages: Sequence[Page], in_margin: Callable[[Line, Page], bool]
+) -> set[int]:
+    """Ids of the running lines with a page number (see `drop_running_lines`)."""
+    body = _body_size(_size_weights(pages))
+    by_height: dict[tuple[str, int], list[Line]] = {}
+    for page in pages:
+        if not page.lines:
+            continue
+        top = min(page.lines, key=lambda ln: ln.y0)
+        bottom = max(page.lines, key=lambda ln: ln.y1)
+        for edge, line in (("top", top), ("bottom", bottom)):
+            if (
+                in_margin(line, page)
+                and line.size <= body
+                and len(line.text) <= _RUNNING_MAX_CHARS
+                and _PAGE_LABEL.search(line.text.strip())
+            ):
+                by_height.setdefault((edge, round(line.y0 / 4)), []).append(line)
+    return {id(line) for lines in by_height.values() if len(lines) >= 2 for line in lines}
+
+
+def _size_weights(pages: Sequence[Page]) -> Counter[float]:
+    """Characters set in each font size."""
     weights: Counter[float] = Counter()
-    emphasized_at_body = 0
     for page in pages:
         for ln in page.lines:
             weights[ln.size] += len(ln.text)
-    body = weights.most_common(1)[0][0] if weights else 0.0
+    return weights
+
+
+def _body_size(weights: Counter[float]) -> float:
+    """The font size most of the text is set in."""
+    return weights.most_common(1)[0][0] if weights else 0.0
+
+
+def document_styles(pages: Sequence[Page]) -> Styles:
+    weights = _size_weights(pages)
+    emphasized_at_body = 0
+    body = _body_size(weights)
     body_chars = weights.get(body, 0)
     for page in pages:
         emphasized_at_body += sum(
             len(ln.text) for ln in page.lines if ln.size == body and ln.emphasized
         )
+    # A size that sets a good share of the text in long lines is a second body text (a
+    # technical description whose larger body is outweighed by small print), never a
+    # heading size: headings are short and rarer than the text they head.
+    line_counts = Counter(ln.size for p in pages for ln in p.lines)
+    total = sum(weights.values())
+    bodies = {
+        size
+        for size, chars in weights.items()
+        if chars > _BODY_SHARE * total and chars / line_counts[size] > _BODY_LINE_CHARS
+    }
     # How many separate places (page, block) use each size for a heading-like line.
     uses = Counter(
         size
@@ -89,7 +147,7 @@ def document_styles(pages: Sequence[Page]) -> Styles:
             (ln.size, p.number, ln.block)
             for p in pages
             for ln in p.lines
-            if _bigger(ln.size, body) and heading_text(ln.text)
+            if _bigger(ln.size, body) and ln.size not in bodies and heading_text(ln.text)
         }
     )
     # Sizes ranked largest first. Where some sizes recur (section headings), display

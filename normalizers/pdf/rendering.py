@@ -19,21 +19,40 @@ _LETTERED_ITEM = re.compile(r"^\s*(\(?[a-zA-Z]\)|[a-z]\.)\s+(\S.*)$")
 _SENTENCE_END = (".", ":", ";", "!", "?")
 _TOC_ENTRY = re.compile(r" … \S{1,8}$")
 _HEADING_MAX_LINES = 3
+_HEADING_MAX_WORDS = 24
+# A line of this many words ending like a sentence is a sentence, whatever its size.
+_SENTENCE_MIN_WORDS = 8
+_SENTENCE_END_MARKS = (".", "!", "?", ";", ",")
 
 
 # --- rendering ----------------------------------------------------------------------
 
 
 def render(pages: Sequence[Page], styles: Styles) -> tuple[str, tuple[Anchor, ...], str | None]:
+    """The document's Markdown, its page anchors and the title its headings give: the
+    most important of the headings that open the document, before any other block (a
+    cover's "Front cover" label is a lesser heading than its title; a title set smaller
+    than the section headings still opens the document); without such headings, the
+    first level-1 heading."""
     out = AnchoredMarkdown("page")
-    first_heading: str | None = None
+    opening: list[str] = []  # the headings before the first other block
+    opened = False  # a block other than a heading came
+    first_top: str | None = None  # the first level-1 heading
     for page in pages:
         blocks = _page_blocks(page_items(page), styles)
-        if first_heading is None:
-            first_heading = next((b.lstrip("# ") for b in blocks if b.startswith("#")), None)
+        for block in blocks:
+            if first_top is None and block.startswith("# "):
+                first_top = block[2:]
+            opened = opened or not block.startswith("#")
+            if not opened:
+                opening.append(block)
         text = "\n\n".join(blocks)
         out.add(page.number, text + "\n\n" if text else "")
-    return out.markdown, out.anchors, first_heading
+    if not opening:
+        return out.markdown, out.anchors, first_top
+    top = min(len(block) - len(block.lstrip("#")) for block in opening)
+    title = next(block[top + 1 :] for block in opening if not block[top:].startswith("#"))
+    return out.markdown, out.anchors, title
 
 
 @dataclass
@@ -48,6 +67,12 @@ def _page_blocks(items: Iterable[Item], styles: Styles) -> list[str]:
     list_lines: list[str] = []
     code_lines: list[Line] = []
     state = _ListState()
+    # The last heading written (level, lines, index in `blocks`) and the one-line
+    # paragraphs written after it: the next heading continues it when it is the same
+    # heading wrapped into a block of its own, maybe with a margin label set between
+    # its lines ("Chapter 1." beside a chapter title), which then follows the heading.
+    heading: tuple[int, list[Line], int] | None = None
+    labels: list[Line] = []
 
     def flush() -> None:
         nonlocal list_lines, code_lines
@@ -76,13 +101,51 @@ def _page_blocks(items: Iterable[Item], styles: Styles) -> list[str]:
                 list_lines.append(_list_line(lines, state))
                 continue
             flush()
-            text = _join_lines(lines)
             if kind == "paragraph":
-                blocks.append(text)
-            else:
-                blocks.append("#" * int(kind[1:]) + " " + text)
+                blocks.append(_join_lines(lines))
+                if len(lines) == 1:
+                    labels.append(lines[0])
+                else:
+                    heading = None  # text, not a label: the heading is over
+                continue
+            level = int(kind[1:])
+            if heading is not None and _continues_heading(heading, labels, blocks, level, lines):
+                after = blocks[heading[2] + 1 :]
+                del blocks[heading[2] :]
+                lines = heading[1] + lines
+                blocks.append("#" * level + " " + _join_lines(lines))
+                blocks.extend(after)
+                heading, labels = (level, lines, heading[2]), []
+                continue
+            blocks.append("#" * level + " " + _join_lines(lines))
+            heading, labels = (level, lines, len(blocks) - 1), []
     flush()
     return blocks
+
+
+def _continues_heading(
+    heading: tuple[int, list[Line], int],
+    labels: list[Line],
+    blocks: list[str],
+    level: int,
+    lines: list[Line],
+) -> bool:
+    """Whether heading lines continue `heading`: same level and a similar size, starting
+    right below it (a title wrapped onto a second line MuPDF made a block of its own),
+    together no longer than a heading may be; what was written between them is no more
+    than one-line labels set beside the heading (between its first and next line)."""
+    previous_level, previous_lines, index = heading
+    last, first = previous_lines[-1], lines[0]
+    return (
+        previous_level == level
+        and index + len(labels) == len(blocks) - 1
+        and all(last.y0 <= (label.y0 + label.y1) / 2 <= first.y1 for label in labels)
+        and _similar_sizes(last.size, first.size)
+        # Lines' boxes overlap a little at tight leading; a heading's next line does not
+        # start a line's height below it.
+        and -0.5 < (first.y0 - last.y1) / max(last.y1 - last.y0, 1.0) < 0.8
+        and len(previous_lines) + len(lines) <= _HEADING_MAX_LINES
+    )
 
 
 def _units(lines: Sequence[Line], styles: Styles) -> list[tuple[str, list[Line]]]:
@@ -106,15 +169,35 @@ def _units(lines: Sequence[Line], styles: Styles) -> list[tuple[str, list[Line]]
             continues = continues and not _TOC_ENTRY.search(prev_lines[-1].text)
             if continues and not (
                 kind.startswith("h")
-                and (len(prev_lines) >= _HEADING_MAX_LINES or prev_lines[-1].size != ln.size)
+                and (
+                    len(prev_lines) >= _HEADING_MAX_LINES
+                    or not _similar_sizes(prev_lines[-1].size, ln.size)
+                )
             ):
                 prev_lines.append(ln)
                 continue
         units.append((kind, [ln]))
     return [
-        ("paragraph", ls) if k.startswith("h") and len(ls) > _HEADING_MAX_LINES else (k, ls)
+        ("paragraph", ls) if k.startswith("h") and not _heading_sized(ls) else (k, ls)
         for k, ls in units
     ]
+
+
+def _similar_sizes(a: float, b: float) -> bool:
+    """Sizes close enough for two lines of one heading (a title set a size smaller on
+    its second line)."""
+    return abs(a - b) <= 0.2 * max(a, b)
+
+
+def _heading_sized(lines: Sequence[Line]) -> bool:
+    """A heading is short: a few lines, a few words, and no sentence of many words."""
+    if len(lines) > _HEADING_MAX_LINES:
+        return False
+    text = _join_lines(lines)
+    words = len(text.split())
+    return words <= _HEADING_MAX_WORDS and not (
+        words >= _SENTENCE_MIN_WORDS and text.endswith(_SENTENCE_END_MARKS)
+    )
 
 
 def _heading_level(line: Line, styles: Styles, alone: bool) -> int | None:
