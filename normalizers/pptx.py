@@ -49,7 +49,7 @@ from normalizers.fallback import Reader, first_that_reads, office_round_trip
 from normalizers.legacy import PPTX_ROUND_TRIP
 from normalizers.ooxml import without_doctypes
 from normalizers.selfcheck import loss_warning, word_loss
-from normalizers.tables import escape_block_start, gfm_table, one_line
+from normalizers.tables import comment_line, escape_block_start, gfm_table, one_line
 
 PPTX_MIMES = (
     "application/vnd.openxmlformats-officedocument.presentationml.presentation",
@@ -65,6 +65,7 @@ _DGM = "{http://schemas.openxmlformats.org/drawingml/2006/diagram}"
 _DIAGRAM_REL_IDS, _DIAGRAM_POINT = f"{_DGM}relIds", f"{_DGM}pt"
 _DATA_MODEL_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}dm"
 _PARAGRAPH = qn("a:p")
+_BREAK = qn("a:br")
 _SAME_ROW_EMU = 228_600  # a quarter inch: tops closer than this are one row
 # Placeholders whose text is page furniture, left out of the self-check like the output.
 _FURNITURE = frozenset({"dt", "ftr", "sldNum", "hdr"})
@@ -134,7 +135,8 @@ def _own_text(root: Any) -> list[str]:
         placeholder = shape.find(_PLACEHOLDER_PATH) if shape is not None else None
         if placeholder is not None and placeholder.get("type") in _FURNITURE:
             continue
-        texts.append("".join(t.text or "" for t in paragraph.iter(qn("a:t"))))
+        parts = paragraph.iter(qn("a:t"), qn("a:br"))  # a line break parts words
+        texts.append("".join(" " if part.tag == _BREAK else part.text or "" for part in parts))
     return texts
 
 
@@ -384,8 +386,9 @@ def _comments(slide: Any, authors: dict[str, str]) -> str:
         root = parse_xml_part(rel.target_part.blob)
         for comment in root.iter(f"{{{_P_NS}}}cm"):  # legacy: replies name their parent
             kind = "Reply" if next(comment.iter(_PARENT_COMMENT), None) is not None else "Comment"
+            author = authors.get(comment.get("authorId", ""), "")
             text = comment.findtext(f"{{{_P_NS}}}text") or ""
-            lines.append(_comment_line(kind, authors.get(comment.get("authorId", ""), ""), text))
+            lines.append(comment_line(kind, author, comment.get("dt"), text))
         for comment in root.iter(f"{_MODERN}cm"):  # modern: replies nest in the comment
             for item in (comment, *comment.iter(f"{_MODERN}reply")):
                 paragraphs = item.find(f"{_MODERN}txBody")
@@ -395,13 +398,6 @@ def _comments(slide: Any, authors: dict[str, str]) -> str:
                     else ""
                 )
                 kind = "Reply" if item is not comment else "Comment"
-                lines.append(_comment_line(kind, authors.get(item.get("authorId", ""), ""), text))
+                author = authors.get(item.get("authorId", ""), "")
+                lines.append(comment_line(kind, author, item.get("created"), text))
     return "\n>\n".join("> " + line for line in lines if line)
-
-
-def _comment_line(kind: str, author: str, text: str) -> str:
-    text = one_line(text)
-    if not text:
-        return ""
-    by = f" by {one_line(author)}" if author.strip() else ""
-    return escape_block_start(f"{kind}{by}: {text}")

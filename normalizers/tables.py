@@ -76,3 +76,15 @@ def flat_table(rows: Sequence[Sequence[str]]) -> str:
     `NESTED_CELL_SEPARATOR`, rows by `NESTED_ROW_SEPARATOR`."""
     lines = (NESTED_CELL_SEPARATOR.join(cell for cell in row if cell) for row in rows)
     return NESTED_ROW_SEPARATOR.join(line for line in lines if line)
+
+
+def comment_line(kind: str, author: str, created: str | None, text: str) -> str:
+    """One review comment as a line: "Comment by Ann on 2024-05-01: text" (empty when
+    the comment has no text); the date is the day of an ISO 8601 timestamp."""
+    text = one_line(text)
+    if not text:
+        return ""
+    by = f" by {one_line(author)}" if author.strip() else ""
+    day = (created or "")[:10]
+    on = f" on {day}" if re.fullmatch(r"\d{4}-\d{2}-\d{2}", day) else ""
+    return escape_block_start(f"{kind}{by}{on}: {text}")

@@ -71,7 +71,13 @@ from normalizers.fallback import Reader, first_that_reads, office_round_trip
 from normalizers.legacy import XLSX_ROUND_TRIP
 from normalizers.ooxml import without_doctypes
 from normalizers.selfcheck import loss_warning, word_loss
-from normalizers.tables import escape_block_start, format_number, gfm_table, one_line
+from normalizers.tables import (
+    comment_line,
+    escape_block_start,
+    format_number,
+    gfm_table,
+    one_line,
+)
 
 XLSX_MIMES = (
     "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
@@ -371,7 +377,7 @@ def _sheet_comments(book: _Book, sheet_part: str, persons: dict[str, str]) -> st
             kind = "Reply" if comment.get("parentId") else f"Comment on {ref}"
             author = persons.get(comment.get("personId", ""), "")
             text = comment.findtext(f"{_THREADED}text") or ""
-            found.append((_cell_position(ref), _comment_line(kind, author, text)))
+            found.append((_cell_position(ref), comment_line(kind, author, comment.get("dT"), text)))
     for part in _related(book, sheet_part, "/comments"):
         root = parse_xml_part(book.archive.read(part))
         authors = [a.text or "" for a in root.iter(f"{_MAIN}author")]
@@ -384,7 +390,8 @@ def _sheet_comments(book: _Book, sheet_part: str, persons: dict[str, str]) -> st
             text = "".join(
                 t.text or "" for t in comment.iter(_TEXT) if t.getparent().tag != _PHONETIC
             )
-            found.append((_cell_position(ref), _comment_line(f"Comment on {ref}", author, text)))
+            line = comment_line(f"Comment on {ref}", _note_author(author), None, text)
+            found.append((_cell_position(ref), line))
     found.sort(key=lambda item: item[0])  # stable: replies stay after their comment
     return "\n>\n".join("> " + line for _, line in found if line)
 
@@ -397,12 +404,9 @@ def _cell_position(ref: str) -> tuple[int, int]:
     return row, col
 
 
-def _comment_line(kind: str, author: str, text: str) -> str:
-    text = one_line(text)
-    if not text:
-        return ""
-    by = f" by {one_line(author)}" if author.strip() and not author.startswith("tc=") else ""
-    return escape_block_start(f"{kind}{by}: {text}")
+def _note_author(author: str) -> str:
+    """A note's author; "tc={id}" is the placeholder Excel writes for threaded ones."""
+    return "" if author.startswith("tc=") else author
 
 
 # --- reading one sheet ---------------------------------------------------------------
