@@ -211,6 +211,7 @@ def test_corpus_word_recall(path: Path) -> None:
     reference = path.with_name(path.name + ".md").read_text(encoding="utf-8")
     recall = word_recall(reference, doc.markdown)
     assert recall >= RECALL_FLOOR[path.name], f"{path.name}: recall {recall:.3f}"
+    assert doc.warnings == ()  # pandoc kept every word of the paragraphs: no fallback
     for raw in ("<table", "<td", "<img", "<!--", "media/"):
         assert raw not in doc.markdown, f"{path.name}: raw {raw!r} in the output"
     assert elapsed < 10, f"{path.name}: {elapsed:.1f} s"

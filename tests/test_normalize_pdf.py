@@ -260,20 +260,22 @@ def test_too_many_pages() -> None:
 
 # Measured with bench/normalize.py (exact-LCS word recall against Docling's reference),
 # each floor set just below what this normalizer achieves. right_to_left_02's own text
-# layer maps glyphs wrongly (the reference is garbled too); right_to_left_03 is a form
-# whose checkbox marks Docling renders as words.
+# layer maps glyphs wrongly (the reference is garbled differently: MuPDF's character
+# stream has one "و" in "لخصوة" where Docling writes "لخصووة"), and its page number "11"
+# is removed as SPEC §2 asks; table_mislabeled_as_picture - Docling numbers checkbox
+# items "2." to "14." (the PDF draws boxes) and splits a Wingdings glyph pair "yy".
 RECALL_FLOORS = {
-    "2305.03393v1-pg9.pdf": 0.96,
+    "2305.03393v1-pg9.pdf": 0.99,
     "amt_handbook_sample.pdf": 0.98,
     "code_and_formula.pdf": 0.98,
     "multi_page.pdf": 0.99,
-    "normal_4pages.pdf": 0.96,
+    "normal_4pages.pdf": 0.97,
     "picture_classification.pdf": 0.99,
     "redp5110_sampled.pdf": 0.97,
     "right_to_left_01.pdf": 0.97,
-    "right_to_left_02.pdf": 0.85,
-    "right_to_left_03.pdf": 0.91,
-    "table_mislabeled_as_picture.pdf": 0.93,
+    "right_to_left_02.pdf": 0.86,
+    "right_to_left_03.pdf": 0.96,
+    "table_mislabeled_as_picture.pdf": 0.94,
 }
 
 
