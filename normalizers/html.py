@@ -10,9 +10,10 @@ Parsing: libxml2's HTML parser predates HTML5 and takes the void elements it doe
 know (`embed`, `source`, `track`, `wbr`, `keygen`, ...) for containers, nesting all
 that follows inside them: `<p>A</p><embed src="y"><p>AFTER</p>` put AFTER inside the
 dropped `embed`. Their start tags are written self-closing before parsing, which
-libxml2 honours, so they hold nothing, as in a browser. `visible_text` reads the words
-a browser shows (by the walker's drop rules) from the raw tags, independently of
-libxml2's tree, and `normalize_html` warns when the Markdown lacks more than 2% of them.
+libxml2 honours, so they hold nothing, as in a browser. `visible_text` is the text a
+browser shows of the parsed page (by the walker's drop rules, counting anything nested
+in a void element), and `normalize_html` warns when the Markdown lacks more than 2% of
+its words.
 
 Safety: parsers never resolve entities or touch the network, and libxml2's own limits
 stay on (`huge_tree=False`), so billion-laughs and external-entity payloads expand to
@@ -26,10 +27,9 @@ unquoted blocks, so recursion and the Markdown parser downstream both stay bound
 from __future__ import annotations
 
 import codecs
-import html
 import re
 import textwrap
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from enum import Enum
 
 from lxml import etree
@@ -92,6 +92,7 @@ _STAR = re.compile(r"(?<!\s)\*|\*(?!\s)")
 _UNDERSCORE = re.compile(r"(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
 _BACKSLASH = re.compile(r"\\(?=[!-/:-@\[-`{-~])")
 _TAG_LIKE = re.compile(r"<(?=[A-Za-z/!?])")
+_MARKDOWN_SPECIAL = re.compile(r"[\\`*_<]|\]\(")  # what escape_text may touch
 _LINE_MARKER = re.compile(r"^([#>+*\-]|\d{1,9}[.)])(?=\s|$)")
 _RULE_LIKE = re.compile(r"^(?:[-=*_~`]\s*){3,}$")
 _LIST_MARKER = re.compile(r"^(?:[-+*]|\d{1,9}[.)])(?: |$)")
@@ -115,6 +116,8 @@ def escape_text(text: str) -> str:
     """Escape what would turn plain text into Markdown syntax, and nothing more
     (every escape costs tokens): backslashes before punctuation, backticks,
     emphasis-capable `*`/`_`, `](` (a link), and `<` that would open HTML."""
+    if _MARKDOWN_SPECIAL.search(text) is None:  # most text: nothing to escape
+        return text
     text = _BACKSLASH.sub(r"\\\\", text)
     text = text.replace("`", "\\`")
     text = _STAR.sub(r"\\*", text)
@@ -206,16 +209,26 @@ def quote_blocks(blocks: list[str]) -> str:
     return "\n".join("> " + line if line else ">" for line in text.split("\n"))
 
 
-def plain_text(el: etree._Element, *, block_gaps: bool = False) -> str:
-    """All text under `el` (iteratively: safe at any depth), `<br>` as a newline;
-    with `block_gaps`, a space around every element that is not inline in HTML."""
+def _dropped_tag(node: etree._Element, tag: str) -> bool:
+    return tag in _DROPPED
+
+
+def plain_text(
+    el: etree._Element,
+    *,
+    block_gaps: bool = False,
+    skips: Callable[[etree._Element, str], bool] = _dropped_tag,
+) -> str:
+    """All text under `el` (iteratively: safe at any depth) but that of the elements
+    `skips` says are not content (`_DROPPED` ones), `<br>` as a newline; with
+    `block_gaps`, a space around every element that is not inline in HTML."""
     parts: list[str] = []
     walk = etree.iterwalk(el, events=("start", "end"))
     for event, node in walk:
         tag = node.tag.lower() if isinstance(node.tag, str) else ""
         gap = " " if block_gaps and tag in _GAPPED else ""
         if event == "start":
-            if tag in _DROPPED and node is not el:
+            if node is not el and skips(node, tag):
                 walk.skip_subtree()  # its "end" event still comes and adds the tail
                 continue
             parts.append("\n" if tag == "br" else gap + (node.text or "") if tag else "")
@@ -255,11 +268,7 @@ class MarkdownWalker:
         return el.tag.lower() if isinstance(el.tag, str) else ""
 
     def kind(self, el: etree._Element, tag: str) -> Kind:
-        if not tag or tag in _DROPPED or el.get("hidden") is not None:
-            return Kind.DROP
-        if str(el.get("role", "")).lower() in _DROPPED_ROLES:
-            return Kind.DROP
-        if "display:none" in el.get("style", "").replace(" ", "").lower():
+        if not tag or tag in _DROPPED or _hidden(el):
             return Kind.DROP
         if tag in _CONTAINERS or tag in _HEADINGS or tag in (
             "ul", "ol", "menu", "dl", "table", "pre", "blockquote", "hr", "listing", "xmp",
@@ -684,67 +693,32 @@ def check_parser_limits(parser: etree._FeedParser, ctx: NormalizeContext) -> Non
             )
 
 
-# Tokens of raw HTML: comments, raw-text elements whole, tags, text between.
-_TOKEN = re.compile(
-    r"<!--.*?(?:-->|$)"
-    r"|<(script|style|textarea|title|xmp|iframe|noembed|noframes|plaintext)\b[^>]*>.*?(?:</\1\s*>|$)"
-    r"|<(/?)([A-Za-z][^\s/>]*)((?:[^>\"']|\"[^\"]*\"|'[^']*')*)>"
-    r"|<![^>]*>|<\?[^>]*>",
-    re.DOTALL | re.IGNORECASE,
-)
-_QUOTED = re.compile(r"\"[^\"]*\"|'[^']*'")
-_HIDDEN_ATTRIBUTE = re.compile(r"(?:^|\s)hidden(?:\s*=|\s|/|$)", re.IGNORECASE)
-_ROLE = re.compile(r"\brole\s*=\s*[\"']?([\w-]+)", re.IGNORECASE)
-_NO_DISPLAY = re.compile(r"\bstyle\s*=\s*[\"'][^\"']*display\s*:\s*none", re.IGNORECASE)
+def visible_text(root: etree._Element) -> str:
+    """The text a browser shows of a parsed page, by the walker's rules for what is not
+    content, block elements parting words. Void elements' "children" count: a void
+    element holds nothing, so anything a parser nested inside one (libxml2 does with the
+    voids it does not know) is content that follows it on the page."""
+    return plain_text(root, block_gaps=True, skips=_hides_content)
 
 
-def visible_text(markup: str) -> str:
-    """The text a browser shows, by the walker's rules for what is not content (the
-    `_DROPPED` elements, `hidden`, `display:none`, navigation landmarks), read from the
-    tags themselves as a browser's tokenizer does, whatever tree a parser builds."""
-    parts: list[str] = []
-    stack: list[tuple[str, bool]] = []  # open elements: (name, hides its content)
-    hidden = 0  # how many open elements hide their content
-    position = 0
-    for token in _TOKEN.finditer(markup):
-        if not hidden:
-            parts.append(markup[position : token.start()])
-        position = token.end()
-        closing, name, attributes = token.group(2), token.group(3), token.group(4)
-        if name is None:
-            continue  # a comment, a raw-text element, a declaration
-        name = name.lower()
-        if name in _GAPPED or name == "br":
-            parts.append(" ")  # block boundaries part words; inline tags do not
-        if closing:
-            for depth in range(len(stack) - 1, -1, -1):
-                if stack[depth][0] == name:
-                    hidden -= sum(hides for _, hides in stack[depth:])
-                    del stack[depth:]
-                    break
-            continue
-        if name in VOID_ELEMENTS or attributes.rstrip().endswith("/"):
-            continue
-        role = _ROLE.search(attributes)
-        hides = (
-            name in _DROPPED
-            or _HIDDEN_ATTRIBUTE.search(_QUOTED.sub('""', attributes)) is not None
-            or _NO_DISPLAY.search(attributes) is not None
-            or (role is not None and role.group(1).lower() in _DROPPED_ROLES)
-        )
-        stack.append((name, hides))
-        hidden += hides
-    if not hidden:
-        parts.append(markup[position:])
-    return html.unescape("".join(parts))
+def _hides_content(node: etree._Element, tag: str) -> bool:
+    return tag not in VOID_ELEMENTS if tag in _DROPPED else _hidden(node)
+
+
+def _hidden(el: etree._Element) -> bool:
+    """Hidden by its attributes: `hidden`, `display:none`, a navigation landmark."""
+    return (
+        el.get("hidden") is not None
+        or str(el.get("role", "")).lower() in _DROPPED_ROLES
+        or "display:none" in el.get("style", "").replace(" ", "").lower()
+    )
 
 
 @register(
     "html", extensions=(".html", ".htm", ".xhtml"), mimes=("text/html", "application/xhtml+xml")
 )
 def normalize_html(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
-    text = decode_html(data, ctx)
-    root = parse_html(text, ctx)
+    root = parse_html(decode_html(data, ctx), ctx)
     base = root.find(".//base[@href]")
     base_href = base.get("href") if base is not None else None
     walker = MarkdownWalker(base_url=ctx.base_url or base_href)
@@ -756,7 +730,8 @@ def normalize_html(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
     }
     title = " ".join((root.findtext(".//title") or "").split())
     metadata = {key: meta[key] for key in ("description", "keywords") if meta.get(key)}
-    loss = loss_warning(word_loss([visible_text(text)], markdown), "the page's visible text")
+    body_text = visible_text(body if body is not None else root)
+    loss = loss_warning(word_loss([body_text], markdown), "the page's visible text")
     return NormalizedDocument(
         markdown=markdown,
         title=title or None,

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 _WORD = re.compile(r"[^\W_]+")
 _HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+# Emphasis and strike-through markers, which may sit inside a word.
+_EMPHASIS = re.compile(r"[*~]")
 # A file whose Markdown misses more than this share of its source's words is flagged.
 MAX_LOST_SHARE = 0.02
 _SHOWN = 8  # missing words named in a warning
@@ -49,8 +51,10 @@ def word_loss(source_texts: Iterable[str], markdown: str) -> Loss:
     """How many words of the source texts the Markdown lacks (counted with repeats)."""
     source: Counter[str] = Counter()
     for text in source_texts:
-        source.update(words(text))
-    found = Counter(words(markdown))
+        source.update(_WORD.findall(text.lower()))
+    # Both sides come from the same text, so no Unicode normalization; "**t**wo" is the
+    # word "two".
+    found = Counter(_WORD.findall(_EMPHASIS.sub("", markdown).lower()))
     missing = source - found
     examples = tuple(word for word, _ in missing.most_common(_SHOWN))
     return Loss(sum(missing.values()), sum(source.values()), examples)
