@@ -39,7 +39,7 @@ def without_doctypes(data: bytes, ctx: NormalizeContext) -> bytes:
     the cost of a peek into each XML part, when no part has a DOCTYPE."""
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         infos = archive.infolist()
-        doomed = {info.filename for info in infos if _has_doctype(archive, info)}
+        doomed = {info.filename for info in infos if _has_doctype(data, archive, info)}
         if not doomed:
             return data
         out = io.BytesIO()
@@ -52,15 +52,16 @@ def without_doctypes(data: bytes, ctx: NormalizeContext) -> bytes:
     return out.getvalue()
 
 
-def _has_doctype(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> bool:
+def _has_doctype(data: bytes, archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> bool:
     if not info.filename.lower().endswith(_XML_SUFFIXES):
         return False
-    with archive.open(info) as part:
-        head = part.read(_PEEK_BYTES)
+    # The first bytes inflated straight from the entry's compressed data: opening every
+    # part through zipfile would cost more than reading most decks.
+    head = _inflate(data, info, _PEEK_BYTES)
+    root = _ROOT_START.search(head)
+    if root is None and len(head) >= _PEEK_BYTES:  # a long prolog: a DOCTYPE may follow
+        head = archive.read(info)
         root = _ROOT_START.search(head)
-        if root is None:  # a long prolog: a DOCTYPE may still come
-            head += part.read()
-            root = _ROOT_START.search(head)
     prolog = head[: root.start()] if root else head
     return re.search(rb"<!DOCTYPE", prolog, re.IGNORECASE) is not None
 
@@ -113,14 +114,8 @@ def check_true_sizes(data: bytes, ctx: NormalizeContext) -> None:
 
 
 def _inflated_size(data: bytes, info: zipfile.ZipInfo, cap: int) -> int:
-    header = info.header_offset
-    if header + _LOCAL_HEADER.size > len(data):
-        return 0
-    signature, name_length, extra_length = _LOCAL_HEADER.unpack_from(data, header)
-    if signature != b"PK\x03\x04":
-        return 0
-    start = header + _LOCAL_HEADER.size + name_length + extra_length
-    raw = data[start : start + info.compress_size]
+    """How many bytes the entry's compressed data inflates to, counted up to past `cap`."""
+    raw = _compressed(data, info)
     if info.compress_type == zipfile.ZIP_STORED:
         return len(raw)
     if info.compress_type != zipfile.ZIP_DEFLATED:
@@ -135,3 +130,28 @@ def _inflated_size(data: bytes, info: zipfile.ZipInfo, cap: int) -> int:
     except zlib.error:
         pass  # damaged data inflates no further than this
     return size
+
+
+def _inflate(data: bytes, info: zipfile.ZipInfo, length: int) -> bytes:
+    """The entry's first `length` bytes, inflated (as far as the data allows)."""
+    raw = _compressed(data, info)
+    if info.compress_type == zipfile.ZIP_STORED:
+        return raw[:length]
+    if info.compress_type != zipfile.ZIP_DEFLATED:
+        return b""
+    try:
+        return zlib.decompressobj(-zlib.MAX_WBITS).decompress(raw, length)
+    except zlib.error:
+        return b""
+
+
+def _compressed(data: bytes, info: zipfile.ZipInfo) -> bytes:
+    """The entry's compressed bytes, found through its local header."""
+    header = info.header_offset
+    if header + _LOCAL_HEADER.size > len(data):
+        return b""
+    signature, name_length, extra_length = _LOCAL_HEADER.unpack_from(data, header)
+    if signature != b"PK\x03\x04":
+        return b""
+    start = header + _LOCAL_HEADER.size + name_length + extra_length
+    return data[start : start + info.compress_size]

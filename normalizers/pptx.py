@@ -172,7 +172,7 @@ def _reading_order(shapes: Iterable[Any]) -> list[Any]:
     unplaced: list[Any] = []
     for shape in shapes:
         try:
-            top, left = shape.top, shape.left
+            top, left = _position(shape)
         except Exception:  # an unreadable shape: its own conversion reports it
             top = left = None
         if top is None or left is None:
@@ -188,6 +188,25 @@ def _reading_order(shapes: Iterable[Any]) -> list[Any]:
             rows.append([item])
     ordered = [item[2] for row in rows for item in sorted(row, key=lambda item: item[1])]
     return ordered + unplaced
+
+
+# Where a shape's own offset is written: shapes and pictures, graphic frames, groups.
+_OFFSETS = (
+    f"{qn('p:spPr')}/{qn('a:xfrm')}/{qn('a:off')}",
+    f"{qn('p:grpSpPr')}/{qn('a:xfrm')}/{qn('a:off')}",
+    f"{qn('p:xfrm')}/{qn('a:off')}",
+)
+
+
+def _position(shape: Any) -> tuple[Any, Any]:
+    """(top, left) in EMU: the shape's own offset, read from its XML; python-pptx's
+    `top`/`left` (which look up the layout for a placeholder, once per attribute) only
+    for a shape that has none of its own."""
+    for path in _OFFSETS:
+        offset = shape.element.find(path)
+        if offset is not None and offset.get("x") is not None and offset.get("y") is not None:
+            return int(offset.get("y")), int(offset.get("x"))
+    return shape.top, shape.left
 
 
 def _shape(shape: Any, where: str, warnings: list[str]) -> list[str]:

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from docx.opc.constants import RELATIONSHIP_TYPE as RT
-from docx.opc.package import OpcPackage
+from docx.opc.coreprops import CoreProperties
+from docx.oxml import parse_xml as parse_docx_xml
 from lxml import etree
 
 from normalizers.base import (
@@ -136,28 +137,41 @@ class _Properties:
 
 def _core_properties(data: bytes) -> _Properties:
     """Title, author, dates (ISO 8601) and language from docProps/core.xml through
-    python-docx, the page count Word last saved from docProps/app.xml."""
-    package = OpcPackage.open(io.BytesIO(data))
+    python-docx's CoreProperties (that part alone: opening the whole package would parse
+    every part and read every picture), the page count Word last saved from
+    docProps/app.xml."""
     props = _Properties()
-    # python-docx invents defaults ("Word Document", now) when the part is missing.
-    if any(rel.reltype == RT.CORE_PROPERTIES for rel in package.rels.values()):
-        core = package.core_properties
-        props.title = core.title.strip() or None
-        props.author = core.author.strip() or None
-        props.created = iso_datetime(core.created)
-        props.modified = iso_datetime(core.modified)
-        props.language = core.language.strip() or None
-        for key in ("subject", "keywords", "category", "last_modified_by"):
-            value = getattr(core, key).strip()
-            if value:
-                props.extra[key] = value
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
-        if "docProps/app.xml" in archive.namelist():
+        names = set(archive.namelist())
+        core_part = _core_part(archive) if "_rels/.rels" in names else None
+        # python-docx invents defaults ("Word Document", now) when the part is missing.
+        if core_part in names:
+            core = CoreProperties(parse_docx_xml(archive.read(core_part)))
+            props.title = core.title.strip() or None
+            props.author = core.author.strip() or None
+            props.created = iso_datetime(core.created)
+            props.modified = iso_datetime(core.modified)
+            props.language = core.language.strip() or None
+            for key in ("subject", "keywords", "category", "last_modified_by"):
+                value = getattr(core, key).strip()
+                if value:
+                    props.extra[key] = value
+        if "docProps/app.xml" in names:
             app = etree.fromstring(archive.read("docProps/app.xml"), XML_PARSER)
             pages = app.findtext("{*}Pages")
             props.pages = int(pages) if pages and pages.strip().isdigit() else None
-        if props.language is None and "word/styles.xml" in archive.namelist():
+        if props.language is None and "word/styles.xml" in names:
             styles = etree.fromstring(archive.read("word/styles.xml"), XML_PARSER)
             lang = styles.find(f"{w('docDefaults')}//{w('lang')}")
             props.language = lang.get(w("val")) if lang is not None else None
     return props
+
+
+def _core_part(archive: zipfile.ZipFile) -> str | None:
+    """The zip path of the core properties part, from the package relationships."""
+    rels = etree.fromstring(archive.read("_rels/.rels"), XML_PARSER)
+    for rel in rels:
+        if rel.get("Type") == RT.CORE_PROPERTIES:
+            target: str = rel.get("Target", "")
+            return target.lstrip("/")
+    return None

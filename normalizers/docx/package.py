@@ -143,7 +143,7 @@ def prepare_package(data: bytes, ctx: NormalizeContext) -> PreparedPackage:
             numbering = _Numbering(numbering_xml, sheet)
         document = _parse_xml(source.read("word/document.xml"), "document.xml", ctx)
         _rewrite_body(document, sheet, numbering)
-        texts = [paragraph_text(p) for p in body_paragraphs(document)]
+        texts = paragraph_texts(document)
         for notes in ("word/footnotes.xml", "word/endnotes.xml"):
             if notes in names:
                 texts.extend(_note_texts(_parse_xml(source.read(notes), notes, ctx)))
@@ -171,36 +171,51 @@ _NOTE_SEPARATORS = frozenset({"separator", "continuationSeparator", "continuatio
 def body_paragraphs(root: etree._Element) -> Iterator[etree._Element]:
     """Every paragraph under `root` but those of an mc:Fallback (the old-format twin of
     a drawing, which repeats its text)."""
-    for paragraph in root.iter(w("p")):
-        if not any(a.tag == _FALLBACK for a in paragraph.iterancestors()):
-            yield paragraph
+    twins = {p for fallback in root.iter(_FALLBACK) for p in fallback.iter(w("p"))}
+    return (paragraph for paragraph in root.iter(w("p")) if paragraph not in twins)
+
+
+def paragraph_texts(root: etree._Element) -> list[str]:
+    """`paragraph_text` of every paragraph under `root` (`body_paragraphs`)."""
+    hidden = _hidden_text(root)
+    return [paragraph_text(paragraph, hidden) for paragraph in body_paragraphs(root)]
 
 
 _NOTE_REFERENCES = (w("footnoteReference"), w("endnoteReference"))
 # Text that is not shown: deleted, or the old place of moved text (tracked changes).
 _REMOVED = (w("del"), w("moveFrom"))
+_TEXT_TAGS = (w("t"), w("tab"), w("br"), w("cr"), w("ruby"), *_NOTE_REFERENCES)
 
 
-def paragraph_text(paragraph: etree._Element) -> str:
+def paragraph_text(paragraph: etree._Element, hidden: set[etree._Element] | None = None) -> str:
     """The paragraph's visible text: its runs' text (inserted text included; deleted
     and moved-away text left out), tabs and breaks as spaces, note references as
-    `[^id]`, ruby as "base(guide)"."""
-    special = list(paragraph.iter(w("ruby"), *_REMOVED))
-    skipped = {t for element in special for t in element.iter(w("t"))}
+    `[^id]`, ruby as "base(guide)". `hidden`: `_hidden_text` of the paragraph or of a
+    part holding it."""
+    if hidden is None:
+        hidden = _hidden_text(paragraph)
     parts: list[str] = []
-    tags = (w("t"), w("tab"), w("br"), w("cr"), w("ruby"), *_NOTE_REFERENCES)
-    for node in paragraph.iter(*tags):
+    for node in paragraph.iter(*_TEXT_TAGS):
         if node.tag == w("t"):
-            if node not in skipped:
+            if node not in hidden:
                 parts.append(node.text or "")
         elif node.tag == w("ruby"):
-            if node not in skipped:  # a ruby inside deleted text
+            if node not in hidden:  # a ruby inside deleted text
                 parts.append(_ruby_text(node))
         elif node.tag in _NOTE_REFERENCES:
             parts.append(f"[^{node.get(w('id'), '')}]")
         else:
             parts.append(" ")
     return "".join(parts)
+
+
+def _hidden_text(root: etree._Element) -> set[etree._Element]:
+    """The w:t (and w:ruby) elements whose text is not read as such: removed text, and
+    ruby parts (`_ruby_text` reads them)."""
+    hidden: set[etree._Element] = set()
+    for element in root.iter(w("ruby"), *_REMOVED):
+        hidden.update(element.iterdescendants(w("t"), w("ruby")))
+    return hidden
 
 
 def _ruby_text(ruby: etree._Element) -> str:
@@ -211,10 +226,10 @@ def _ruby_text(ruby: etree._Element) -> str:
 
 def _note_texts(root: etree._Element) -> list[str]:
     return [
-        paragraph_text(paragraph)
+        text
         for note in root
         if note.get(w("type")) not in _NOTE_SEPARATORS
-        for paragraph in body_paragraphs(note)
+        for text in paragraph_texts(note)
     ]
 
 
@@ -618,7 +633,7 @@ _WRAPPER_PROPERTIES = frozenset(w(tag) for tag in ("customXmlPr", "smartTagPr"))
 def _unwrap(root: etree._Element, tags: frozenset[str]) -> None:
     """Replace every element with one of `tags` by its children (its properties
     dropped), keeping document order; nested wrappers unwrap too."""
-    for element in [e for e in root.iter() if e.tag in tags]:
+    for element in list(root.iter(*tags)):
         parent = element.getparent()
         if parent is None:
             continue
