@@ -8,7 +8,7 @@ import itertools
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -146,14 +146,14 @@ def _rows(runs: Sequence[_Char_run]) -> list[_Char_run]:
                     chars.append((" ", (end, y0, x0, y1), run_chars[0][2], False, False))
             chars.extend(run_chars)
             previous = run_chars
-        box = (
-            min(r[0][0] for r in row),
-            min(r[0][1] for r in row),
-            max(r[0][2] for r in row),
-            max(r[0][3] for r in row),
-        )
-        joined.append((box, chars))
+        joined.append((_bounds(r[0] for r in row), chars))
     return joined
+
+
+def _bounds(boxes: Iterable[_Bbox]) -> _Bbox:
+    """The box around `boxes` (at least one)."""
+    x0s, y0s, x1s, y1s = zip(*boxes, strict=True)
+    return min(x0s), min(y0s), max(x1s), max(y1s)
 
 
 def _has_rtl(chars: Sequence[Char]) -> bool:
@@ -413,13 +413,7 @@ def _cell_text(cell: _Bbox | None, runs: Sequence[_Char_run]) -> str:
             if x0 <= (c[1][0] + c[1][2]) / 2 <= x1 and y0 <= (c[1][1] + c[1][3]) / 2 <= y1
         ]
         if picked:
-            picked_box = (
-                min(c[1][0] for c in picked),
-                min(c[1][1] for c in picked),
-                max(c[1][2] for c in picked),
-                max(c[1][3] for c in picked),
-            )
-            picked_runs.append((picked_box, picked))
+            picked_runs.append((_bounds(c[1] for c in picked), picked))
     return " ".join(_chars_text(chars) for _, chars in _rows(picked_runs))
 
 
