@@ -61,9 +61,12 @@ VOID_ELEMENTS = frozenset(
         "img", "input", "keygen", "link", "meta", "param", "source", "spacer", "track", "wbr",
     }
 )  # fmt: skip
-# A start tag (attribute values may hold ">") of a void element, self-closing or not.
+# The void elements libxml2 does not know (it nests what follows inside them), and a
+# start tag of one (attribute values may hold ">"), self-closing or not.
+_UNKNOWN_VOIDS = ("bgsound", "embed", "image", "keygen", "source", "spacer", "track", "wbr")
+_UNKNOWN_VOID_TAG = re.compile(r"<(?:" + "|".join(_UNKNOWN_VOIDS) + r")\b", re.IGNORECASE)
 _VOID_START_TAG = re.compile(
-    r"<(" + "|".join(sorted(VOID_ELEMENTS)) + r")\b((?:[^>\"']|\"[^\"]*\"|'[^']*')*?)\s*/?>",
+    r"<(" + "|".join(_UNKNOWN_VOIDS) + r")\b((?:[^>\"']|\"[^\"]*\"|'[^']*')*?)\s*/?>",
     re.IGNORECASE,
 )
 # ARIA landmarks that mean what <nav>/<footer> mean, and search forms.
@@ -305,7 +308,9 @@ class MarkdownWalker:
         return blocks
 
     def text(self, raw: str) -> str:
-        return escape_text(_WHITESPACE.sub(" ", raw))
+        if not raw.isprintable() or "  " in raw:  # line breaks, tabs, no-break or runs
+            raw = _WHITESPACE.sub(" ", raw)
+        return escape_text(raw)
 
     def paragraphs(self, inline: str) -> list[str]:
         lines = [" ".join(line.split()) for line in inline.split("\n")]
@@ -670,7 +675,9 @@ def parse_html(text: str, ctx: NormalizeContext) -> etree._Element:
         huge_tree=False,
         recover=True,
     )
-    markup = _VOID_START_TAG.sub(r"<\1\2/>", _DTD_SUBSET.sub("", text))
+    markup = _DTD_SUBSET.sub("", text)
+    if _UNKNOWN_VOID_TAG.search(markup):
+        markup = _VOID_START_TAG.sub(r"<\1\2/>", markup)
     try:
         root = etree.fromstring(markup.encode("utf-8"), parser)
     except etree.XMLSyntaxError as exc:
