@@ -36,6 +36,7 @@ Markdown (`normalizers.selfcheck`).
 from __future__ import annotations
 
 import io
+import posixpath
 import re
 import warnings
 from collections.abc import Sequence
@@ -45,7 +46,7 @@ from typing import IO, Any
 from zipfile import ZipFile
 
 from lxml import etree
-from openpyxl.packaging.relationship import get_dependents, get_rels_path
+from openpyxl.packaging.relationship import get_rels_path
 from openpyxl.reader.excel import ExcelReader
 from openpyxl.styles.numbers import BUILTIN_FORMATS_MAX_SIZE, builtin_format_code
 from openpyxl.styles.stylesheet import apply_stylesheet
@@ -84,7 +85,6 @@ XLSX_MIMES = (
     "application/vnd.ms-excel.sheet.macroEnabled.12",
 )
 
-_REL = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/"
 _MAIN = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
 _ROW, _CELL, _VALUE, _INLINE = f"{_MAIN}row", f"{_MAIN}c", f"{_MAIN}v", f"{_MAIN}is"
 _TEXT, _PHONETIC, _MERGE = f"{_MAIN}t", f"{_MAIN}rPh", f"{_MAIN}mergeCell"
@@ -180,9 +180,10 @@ def _convert_workbook(reader: Any, ctx: NormalizeContext) -> NormalizedDocument:
         is_chartsheet = rel.Type.endswith("/chartsheet")
         grid = {} if is_chartsheet else _read_grid(book, rel.target, sheet.name, ctx, strings)
         placed = [(b[0], b[2], 0, _block_markdown(grid, b)) for b in _blocks(grid)]
-        placed.extend((row, col, 1, chart) for row, col, chart in _sheet_charts(book, rel.target))
+        links = _links(book, rel.target)
+        placed.extend((row, col, 1, chart) for row, col, chart in _sheet_charts(book, links))
         blocks = [markdown for *_, markdown in sorted(placed, key=lambda p: p[:3])]
-        comments = _sheet_comments(book, rel.target, persons)
+        comments = _sheet_comments(book, links, persons)
         out.add(sheet.name, _section(sheet.name, blocks + ([comments] if comments else [])))
         sheets.append(sheet.name)
     props = workbook.properties
@@ -315,12 +316,42 @@ def _format_code(workbook: Any, style: Any) -> str:
     return custom[index] if index < len(custom) else ""
 
 
-def _sheet_charts(book: _Book, sheet_part: str) -> list[tuple[int, int, str]]:
+@dataclass(frozen=True)
+class _Link:
+    type: str  # the relationship type
+    target: str  # zip path of the part linked to
+    id: str
+
+
+def _links(book: _Book, part: str) -> list[_Link]:
+    """The relationships of `part`, read with lxml (openpyxl's descriptor-based reader
+    costs more than a small sheet), targets resolved to zip paths."""
+    rels_path = get_rels_path(part)
+    if rels_path not in book.parts:
+        return []
+    folder = posixpath.dirname(part)
+    links = []
+    for rel in parse_xml_part(book.archive.read(rels_path)):
+        target = rel.get("Target", "")
+        if rel.get("TargetMode") == "External" or not target:
+            continue
+        path = target.lstrip("/") if target.startswith("/") else posixpath.join(folder, target)
+        links.append(_Link(rel.get("Type", ""), posixpath.normpath(path), rel.get("Id", "")))
+    return [link for link in links if link.target in book.parts]
+
+
+def _related(links: list[_Link], rel_type: str) -> list[str]:
+    """Targets of the links whose type ends with `rel_type` (the type's namespace
+    differs between Office versions)."""
+    return [link.target for link in links if link.type.endswith(rel_type)]
+
+
+def _sheet_charts(book: _Book, links: list[_Link]) -> list[tuple[int, int, str]]:
     """Charts drawn on the sheet (title and cached data), each with the 1-based row and
     column of the cell its drawing is anchored at (1, 1 without one: a chartsheet)."""
     charts: list[tuple[int, int, str]] = []
-    for drawing in _related(book, sheet_part, _REL + "drawing"):
-        targets = _relationship_targets(book, drawing)
+    for drawing in _related(links, "/drawing"):
+        targets = {link.id: link.target for link in _links(book, drawing)}
         for anchor in parse_xml_part(book.archive.read(drawing)):
             start = anchor.find(f"{_XDR}from")
             row = int(start.findtext(f"{_XDR}row") or 0) + 1 if start is not None else 1
@@ -331,23 +362,6 @@ def _sheet_charts(book: _Book, sheet_part: str) -> list[tuple[int, int, str]]:
                 if text:
                     charts.append((row, col, text))
     return charts
-
-
-def _related(book: _Book, part: str, rel_type: str) -> list[str]:
-    """Zip paths of the parts that `part` links to with relationships whose type ends
-    with `rel_type` (the type's namespace differs between Office versions)."""
-    rels_path = get_rels_path(part)
-    if rels_path not in book.parts:
-        return []
-    rels = get_dependents(book.archive, rels_path)
-    return [r.target for r in rels if r.Type.endswith(rel_type) and r.target in book.parts]
-
-
-def _relationship_targets(book: _Book, part: str) -> dict[str, str]:
-    rels_path = get_rels_path(part)
-    if rels_path not in book.parts:
-        return {}
-    return {r.id: r.target for r in get_dependents(book.archive, rels_path) if r.id}
 
 
 # --- comments ------------------------------------------------------------------------
@@ -363,13 +377,13 @@ def _persons(book: _Book, parts: list[str]) -> dict[str, str]:
     }
 
 
-def _sheet_comments(book: _Book, sheet_part: str, persons: dict[str, str]) -> str:
+def _sheet_comments(book: _Book, links: list[_Link], persons: dict[str, str]) -> str:
     """The sheet's cell comments as one block quote, in cell order: notes (legacy
     comments) and threaded comments with their replies. Excel writes a note for every
     threaded comment too, for older versions, holding a boilerplate copy: skipped."""
     found: list[tuple[tuple[int, int], str]] = []
     threaded: set[str] = set()
-    for part in _related(book, sheet_part, "/threadedComment"):
+    for part in _related(links, "/threadedComment"):
         root = parse_xml_part(book.archive.read(part))
         for comment in root.iter(f"{_THREADED}threadedComment"):
             threaded.add(comment.get("id", ""))
@@ -378,7 +392,7 @@ def _sheet_comments(book: _Book, sheet_part: str, persons: dict[str, str]) -> st
             author = persons.get(comment.get("personId", ""), "")
             text = comment.findtext(f"{_THREADED}text") or ""
             found.append((_cell_position(ref), comment_line(kind, author, comment.get("dT"), text)))
-    for part in _related(book, sheet_part, "/comments"):
+    for part in _related(links, "/comments"):
         root = parse_xml_part(book.archive.read(part))
         authors = [a.text or "" for a in root.iter(f"{_MAIN}author")]
         for comment in root.iter(_COMMENT):
