@@ -78,7 +78,7 @@ def office_round_trip(conversion: Conversion, then: Reader) -> Reader:
             ValueError,
             NotImplementedError,
         ):
-            data = without_doctypes(data, ctx)
+            data = without_doctypes(data)
         return then.read(convert_with_libreoffice(data, conversion, ctx), ctx)
 
     return Reader(f"a LibreOffice round trip and {then.name}", read)

@@ -34,17 +34,19 @@ _PEEK_BYTES = 4096
 _MAX_ENTITY_TEXT = 1000  # longer declared texts are dropped like undeclared ones
 
 
-def without_doctypes(data: bytes, ctx: NormalizeContext) -> bytes:
-    """The package with DOCTYPEs removed (see above). The bytes come back unchanged, at
-    the cost of a peek into each XML part, when no part has a DOCTYPE."""
+def without_doctypes(data: bytes, parts: tuple[str, ...] = ()) -> bytes:
+    """The package with DOCTYPEs removed (see above) from the parts whose names start
+    with one of `parts` (the parts holding text a reader takes; all parts without
+    `parts`). The bytes come back unchanged, at the cost of a peek into each of those
+    parts, when none has a DOCTYPE."""
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
-        infos = archive.infolist()
+        infos = [info for info in archive.infolist() if info.filename.startswith(parts or "")]
         doomed = {info.filename for info in infos if _has_doctype(data, archive, info)}
         if not doomed:
             return data
         out = io.BytesIO()
         with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as target:
-            for info in infos:
+            for info in archive.infolist():
                 blob = archive.read(info)
                 if info.filename in doomed:
                     blob = _without_doctype(blob)

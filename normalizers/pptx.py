@@ -65,6 +65,9 @@ _DGM = "{http://schemas.openxmlformats.org/drawingml/2006/diagram}"
 _DIAGRAM_REL_IDS, _DIAGRAM_POINT = f"{_DGM}relIds", f"{_DGM}pt"
 _DATA_MODEL_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}dm"
 _PARAGRAPH = qn("a:p")
+# The parts whose text the deck's Markdown holds (DOCTYPEs are removed from these).
+_TEXT_PARTS = ("ppt/slides/", "ppt/notesSlides/", "ppt/comments/", "ppt/charts/",
+               "ppt/diagrams/", "ppt/authors", "ppt/commentAuthors")  # fmt: skip
 _BREAK = qn("a:br")
 _SAME_ROW_EMU = 228_600  # a quarter inch: tops closer than this are one row
 # Placeholders whose text is page furniture, left out of the self-check like the output.
@@ -83,7 +86,7 @@ def normalize_pptx(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
 
 
 def _read_with_python_pptx(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
-    deck = Presentation(io.BytesIO(without_doctypes(data, ctx)))
+    deck = Presentation(io.BytesIO(without_doctypes(data, _TEXT_PARTS)))
     out = AnchoredMarkdown("slide")
     warnings: list[str] = []
     texts: list[str] = []  # the slides' and notes' own text, for the self-check
@@ -199,14 +202,15 @@ _OFFSETS = (
 
 
 def _position(shape: Any) -> tuple[Any, Any]:
-    """(top, left) in EMU: the shape's own offset, read from its XML; python-pptx's
-    `top`/`left` (which look up the layout for a placeholder, once per attribute) only
-    for a shape that has none of its own."""
+    """(top, left) in EMU: the shape's own offset, read from its XML, else that of the
+    layout (or master) placeholder it inherits from, looked up once (python-pptx's
+    `top` and `left` look it up once each)."""
     for path in _OFFSETS:
         offset = shape.element.find(path)
         if offset is not None and offset.get("x") is not None and offset.get("y") is not None:
             return int(offset.get("y")), int(offset.get("x"))
-    return shape.top, shape.left
+    base = getattr(shape, "_base_placeholder", None) if shape.is_placeholder else None
+    return _position(base) if base is not None else (shape.top, shape.left)
 
 
 def _shape(shape: Any, where: str, warnings: list[str]) -> list[str]:

@@ -89,6 +89,9 @@ _MAIN = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
 _ROW, _CELL, _VALUE, _INLINE = f"{_MAIN}row", f"{_MAIN}c", f"{_MAIN}v", f"{_MAIN}is"
 _TEXT, _PHONETIC, _MERGE = f"{_MAIN}t", f"{_MAIN}rPh", f"{_MAIN}mergeCell"
 _COMMENT = f"{_MAIN}comment"
+# The parts whose text the workbook's Markdown holds (DOCTYPEs are removed from these).
+_TEXT_PARTS = ("xl/sharedStrings", "xl/worksheets/", "xl/comments", "xl/threadedComments/",
+               "xl/charts/", "xl/persons/", "xl/drawings/", "xl/workbook")  # fmt: skip
 _REVISION_UID = "{http://schemas.microsoft.com/office/spreadsheetml/2014/revision}uid"
 _THREADED = "{http://schemas.microsoft.com/office/spreadsheetml/2018/threadedcomments}"
 _XDR = "{http://schemas.openxmlformats.org/drawingml/2006/spreadsheetDrawing}"
@@ -130,7 +133,7 @@ def _read_with_openpyxl(data: bytes, ctx: NormalizeContext) -> NormalizedDocumen
         # openpyxl warns about every extension it does not model (data validation, slicers)
         warnings.simplefilter("ignore")
         reader = ExcelReader(
-            io.BytesIO(without_doctypes(data, ctx)), read_only=True, data_only=True
+            io.BytesIO(without_doctypes(data, _TEXT_PARTS)), read_only=True, data_only=True
         )
         try:
             reader.read_manifest()
@@ -213,7 +216,7 @@ def _read_with_calamine(data: bytes, ctx: NormalizeContext) -> NormalizedDocumen
     ranges filled; the blocks come out as from openpyxl, without charts or comments."""
     from python_calamine import CalamineWorkbook, SheetTypeEnum, SheetVisibleEnum
 
-    data = without_doctypes(data, ctx)
+    data = without_doctypes(data, _TEXT_PARTS)
     _check_used_ranges(data, ctx)
     workbook = CalamineWorkbook.from_filelike(io.BytesIO(data))
     out = AnchoredMarkdown("sheet")

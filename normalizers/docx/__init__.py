@@ -47,6 +47,8 @@ DOCX_MIME = "application/vnd.openxmlformats-officedocument.wordprocessingml.docu
 DOCM_MIME = "application/vnd.ms-word.document.macroEnabled.12"
 
 
+# The parts whose text the document's Markdown holds (DOCTYPEs are removed from these).
+_TEXT_PARTS = ("word/",)
 _FIRST_HEADING = re.compile(r"^# (.+)$", re.MULTILINE)
 _ESCAPE = re.compile(r"\\(.)")
 _CHECKED = "the document's paragraphs"
@@ -59,7 +61,7 @@ def normalize_docx(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
 
 
 def _read_with_pandoc(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
-    prepared = prepare_package(without_doctypes(data, ctx), ctx)
+    prepared = prepare_package(without_doctypes(data, _TEXT_PARTS), ctx)
     body = pandoc_markdown(prepared.data, ctx)
     markdown, title, warnings = body.markdown, body.first_heading, list(body.warnings)
     loss = word_loss(prepared.texts, markdown)
@@ -81,7 +83,7 @@ def _read_with_pandoc(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
 
 
 def _read_with_python_docx(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
-    prepared = prepare_package(without_doctypes(data, ctx), ctx)
+    prepared = prepare_package(without_doctypes(data, _TEXT_PARTS), ctx)
     markdown = walk_markdown(prepared.data)
     note = loss_warning(word_loss(prepared.texts, markdown), _CHECKED)
     return _document(data, markdown, _first_heading(markdown), [note] if note else [])
