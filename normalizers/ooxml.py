@@ -96,22 +96,24 @@ def _without_doctype(blob: bytes) -> bytes:
 
 _LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, ..., name length, extra length
 _CHUNK = 1 << 20
+_SIZE_SLACK = 1 << 20  # what a damaged deflate stream may add before it looks crafted
 
 
 def check_true_sizes(data: bytes, ctx: NormalizeContext) -> None:
-    """Refuse a package an entry of which inflates past the size the zip declares for it.
-    Python's zipfile stops at the declared size (the checksum then fails), but an
-    office suite that reads past a bad checksum inflates the whole stream: a header
-    that understates the size is a crafted zip bomb, not damage. Each entry's
-    compressed bytes are inflated once, at most to its declared size plus one chunk."""
+    """Refuse a package an entry of which inflates far past the size the zip declares
+    for it. Python's zipfile stops at the declared size (the checksum then fails), but
+    an office suite that reads past a bad checksum inflates the whole stream: a header
+    that understates the size by megabytes is a crafted zip bomb. A damaged stream
+    (bit rot) may inflate a little past its size; LibreOffice reads those. Each entry's
+    compressed bytes are inflated once, at most to its declared size plus the slack."""
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         for info in archive.infolist():
-            inflated = _inflated_size(data, info, info.file_size + _CHUNK)
-            if inflated > info.file_size:
+            allowed = info.file_size + _SIZE_SLACK
+            if _inflated_size(data, info, allowed) > allowed:
                 raise ctx.fail(
                     ErrorCode.CORRUPT,
-                    f"{info.filename} inflates past the {info.file_size:,} bytes the zip "
-                    "declares for it (a crafted zip)",
+                    f"{info.filename} inflates megabytes past the {info.file_size:,} bytes "
+                    "the zip declares for it (a crafted zip)",
                 )
 
 
