@@ -5,11 +5,12 @@
 Normalizes every file of the Docling corpus (`tests/corpus/docling/<format>/`) and a
 seeded mutation set drawn with `bench.fuzz.cases` (the same byte flips, truncations and
 broken zip entries; `--mutations` cases spread evenly over the formats). Every file
-that ends `CORRUPT` is then handed to LibreOffice headless (`soffice --convert-to`, the
-import filter forced as in `normalizers.legacy`, so a damaged file is not "opened" as
-plain text): the target is that none of them converts, i.e. no file that a user's
-office suite opens is reported `CORRUPT`. Prints the outcome codes per set and format
-and every CORRUPT file LibreOffice opened, with both messages.
+that ends `CORRUPT` is then handed to LibreOffice headless (`soffice --convert-to pdf`,
+the import filter forced as in `normalizers.legacy`, so a damaged file is not "opened"
+as plain text): the target is that none of them converts, i.e. no file that a user's
+office suite opens is reported `CORRUPT`. The PDF LibreOffice writes also tells whether
+it showed any text (a damaged file may open as blank pages). Prints the outcome codes
+per set and format and every CORRUPT file LibreOffice opened, with both messages.
 """
 
 from __future__ import annotations
@@ -25,16 +26,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bench.fuzz import SEED_FILES, cases, run_case
+from bench.normalize import open_pdf
 from normalizers.legacy import find_soffice
 from tests.corpus import DOCLING
 
-# What LibreOffice is asked to do with each format: its import filter and an export.
+# What LibreOffice is asked to do with each format: its import filter and a PDF export.
 _OFFICE = {
-    "docx": ("MS Word 2007 XML", "docx:MS Word 2007 XML"),
-    "xlsx": ("Calc MS Excel 2007 XML", "xlsx:Calc MS Excel 2007 XML"),
-    "pptx": ("Impress MS PowerPoint 2007 XML", "pptx:Impress MS PowerPoint 2007 XML"),
-    "pdf": ("draw_pdf_import", "odg"),
-    "html": ("HTML (StarWriter)", "odt"),
+    "docx": ("MS Word 2007 XML", "pdf:writer_pdf_Export"),
+    "xlsx": ("Calc MS Excel 2007 XML", "pdf:calc_pdf_Export"),
+    "pptx": ("Impress MS PowerPoint 2007 XML", "pdf:impress_pdf_Export"),
+    "pdf": ("draw_pdf_import", "pdf:draw_pdf_Export"),
+    "html": ("HTML (StarWriter)", "pdf:writer_pdf_Export"),
 }
 
 
@@ -46,11 +48,13 @@ class Case:
     code: str  # "ok" or the error code
     message: str = ""
     office_opens: bool | None = None  # asked only for CORRUPT files
+    office_shows_text: bool | None = None  # and whether what it opened holds any text
     office_seconds: float = 0.0
 
 
-def office_opens(data: bytes, fmt: str, workdir: Path) -> bool:
-    """Whether LibreOffice converts the bytes (a non-empty output file)."""
+def office_opens(data: bytes, fmt: str, workdir: Path) -> tuple[bool, bool]:
+    """Whether LibreOffice converts the bytes (a non-empty PDF), and whether that PDF
+    holds any text."""
     soffice = find_soffice()
     if soffice is None:
         raise SystemExit("LibreOffice (soffice) is not installed")
@@ -75,8 +79,12 @@ def office_opens(data: bytes, fmt: str, workdir: Path) -> bool:
     try:
         subprocess.run(command, capture_output=True, timeout=120, check=False)
     except subprocess.TimeoutExpired:
-        return False
-    return any(p.stat().st_size > 0 for p in out.glob("case.*"))
+        return False, False
+    converted = out / "case.pdf"
+    if not converted.is_file() or converted.stat().st_size == 0:
+        return False, False
+    with open_pdf(converted) as pdf:
+        return True, any(page.get_text().strip() for page in pdf)
 
 
 def corpus_cases() -> list[tuple[str, str, bytes]]:
@@ -116,7 +124,7 @@ def run(count: int, seed: int) -> list[Case]:
                 case = Case(corpus, fmt, name, code, outcome.detail[:300])
                 if code == "CORRUPT":
                     started = time.perf_counter()
-                    case.office_opens = office_opens(data, fmt, workdir)
+                    case.office_opens, case.office_shows_text = office_opens(data, fmt, workdir)
                     case.office_seconds = time.perf_counter() - started
                 results.append(case)
     return results
@@ -137,14 +145,16 @@ def main(argv: list[str] | None = None) -> int:
                 mine = [c for c in results if c.corpus == corpus and c.fmt == fmt]
                 codes = Counter(c.code for c in mine)
                 opened = sum(1 for c in mine if c.office_opens)
+                shown = sum(1 for c in mine if c.office_shows_text)
                 print(
                     f"{corpus:8} {fmt:5} files={len(mine):4} "
                     + " ".join(f"{k}={v}" for k, v in sorted(codes.items()))
-                    + f" | CORRUPT that LibreOffice opens: {opened}"
+                    + f" | CORRUPT that LibreOffice opens: {opened} (with text: {shown})"
                 )
         for c in results:
             if c.office_opens:
-                print(f"  OPENS  {c.corpus}/{c.fmt}/{c.name}: {c.message}")
+                text = "with text" if c.office_shows_text else "blank"
+                print(f"  OPENS ({text}) {c.corpus}/{c.fmt}/{c.name}: {c.message}")
     bad = sum(1 for c in results if c.office_opens or c.code == "CRASH")
     print(f"CORRUPT files LibreOffice opens, and crashes: {bad}")
     return 1 if bad else 0
