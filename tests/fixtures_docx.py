@@ -274,10 +274,11 @@ def nested_table_docx() -> bytes:
 
 
 def header_less_tables_docx() -> bytes:
-    """Three 2x2 tables: Word's "Header Row" off (w:firstRow="0"), off as Word 2007
-    writes it (only the w:val bit field, 0x0020 clear), and on (python-docx's default)."""
+    """Four 2x2 tables: Word's "Header Row" off (w:firstRow="0"), off as Word 2007
+    writes it (only the w:val bit field, 0x0020 clear), on (python-docx's default), and
+    no table look at all (as LibreOffice writes tables)."""
     document = docx.Document()
-    for label in ("off", "bits", "on"):
+    for label in ("off", "bits", "on", "none"):
         table = document.add_table(rows=2, cols=2)
         for r, row in enumerate(table.rows):
             for c, cell in enumerate(row.cells):
@@ -289,6 +290,8 @@ def header_less_tables_docx() -> bytes:
             for name in list(look.attrib):
                 del look.attrib[name]
             look.set(f"{{{W_NS}}}val", "0480")
+        elif label == "none":
+            look.getparent().remove(look)
     return to_bytes(document)
 
 

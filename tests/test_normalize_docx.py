@@ -149,7 +149,9 @@ def test_a_table_without_a_header_row_gets_an_empty_one() -> None:
     assert doc.markdown == (
         "|       |       |\n|-------|-------|\n| off00 | off01 |\n| off10 | off11 |\n\n"
         "|        |        |\n|--------|--------|\n| bits00 | bits01 |\n| bits10 | bits11 |\n\n"
-        "| on00 | on01 |\n|------|------|\n| on10 | on11 |\n"
+        "| on00 | on01 |\n|------|------|\n| on10 | on11 |\n\n"
+        # No look at all: nothing says the first row is no header, so it stays one.
+        "| none00 | none01 |\n|--------|--------|\n| none10 | none11 |\n"
     )
 
 

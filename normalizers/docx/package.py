@@ -187,11 +187,17 @@ _REMOVED = (w("del"), w("moveFrom"))
 _TEXT_TAGS = (w("t"), w("tab"), w("br"), w("cr"), w("ruby"), *_NOTE_REFERENCES)
 
 
-def paragraph_text(paragraph: etree._Element, hidden: set[etree._Element] | None = None) -> str:
+def paragraph_text(
+    paragraph: etree._Element,
+    hidden: set[etree._Element] | None = None,
+    *,
+    note_marks: bool = False,
+) -> str:
     """The paragraph's visible text: its runs' text (inserted text included; deleted
-    and moved-away text left out), tabs and breaks as spaces, note references as
-    `[^id]`, ruby as "base(guide)". `hidden`: `_hidden_text` of the paragraph or of a
-    part holding it."""
+    and moved-away text left out), tabs and breaks as spaces, ruby as "base(guide)";
+    with `note_marks`, note references as `[^id]` (the ids are no words of the text:
+    Markdown numbers notes its own way). `hidden`: `_hidden_text` of the paragraph or of
+    a part holding it."""
     if hidden is None:
         hidden = _hidden_text(paragraph)
     parts: list[str] = []
@@ -203,7 +209,7 @@ def paragraph_text(paragraph: etree._Element, hidden: set[etree._Element] | None
             if node not in hidden:  # a ruby inside deleted text
                 parts.append(_ruby_text(node))
         elif node.tag in _NOTE_REFERENCES:
-            parts.append(f"[^{node.get(w('id'), '')}]")
+            parts.append(f"[^{node.get(w('id'), '')}]" if note_marks else " ")
         else:
             parts.append(" ")
     return "".join(parts)
@@ -648,9 +654,19 @@ _FIRST_ROW_LOOK = 0x0020  # tblLook's w:val bit for "header row"
 
 
 def _spell_out_table_looks(document: etree._Element) -> None:
-    """Word 2007 writes a table's look (header row or not) only as a bit field in
-    w:val, which pandoc misreads; the w:firstRow attribute says it plainly."""
-    for look in document.iter(w("tblLook")):
+    """Say plainly in w:firstRow whether a table has a header row, for pandoc (which
+    reads only that attribute) and the walk: Word 2007 writes the look only as a bit
+    field in w:val; a table without any look (LibreOffice writes none) keeps its first
+    row as the header, as no mark says otherwise."""
+    for table in document.iter(w("tbl")):
+        properties = table.find(w("tblPr"))
+        if properties is None:
+            properties = etree.Element(w("tblPr"))
+            table.insert(0, properties)
+        look = properties.find(w("tblLook"))
+        if look is None:
+            etree.SubElement(properties, w("tblLook")).set(w("firstRow"), "1")
+            continue
         if look.get(w("firstRow")) is not None or look.get(w("val")) is None:
             continue
         try:

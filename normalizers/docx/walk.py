@@ -46,7 +46,7 @@ def _blocks(content: Iterable[Paragraph | Table]) -> Iterator[str]:
     code: list[str] = []
     for item in content:
         if isinstance(item, Paragraph) and _style_name(item) == _CODE_STYLE:
-            code.append(paragraph_text(item._p))
+            code.append(paragraph_text(item._p, note_marks=True))
             continue
         if code:
             yield fenced_code("\n".join(code))
@@ -67,7 +67,7 @@ def _style_name(paragraph: Paragraph) -> str:
 
 
 def _paragraph(paragraph: Paragraph) -> str:
-    text = escape_text(one_line(paragraph_text(paragraph._p)))
+    text = escape_text(one_line(paragraph_text(paragraph._p, note_marks=True)))
     if not text:
         return ""
     heading = _HEADING_STYLE.match(_style_name(paragraph))
@@ -116,7 +116,7 @@ def _cell_text(cell: _Cell) -> str:
         if isinstance(item, Table):
             parts.append(flat_table([[_cell_text(c) for c in row.cells] for row in item.rows]))
         else:
-            parts.append(escape_text(one_line(paragraph_text(item._p))))
+            parts.append(escape_text(one_line(paragraph_text(item._p, note_marks=True))))
     return " ".join(part for part in parts if part)
 
 
