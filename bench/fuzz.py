@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from config.errors import ErrorCode, IngestError
+from config.settings import LimitsSettings
 from normalizers.base import NormalizedDocument, normalize_bytes
 from tests.corpus import DOCLING
 
@@ -123,12 +124,12 @@ class Outcome:
     detail: str = ""
 
 
-def run_case(name: str, data: bytes) -> Outcome:
+def run_case(name: str, data: bytes, limits: LimitsSettings | None = None) -> Outcome:
     """Normalize one case; classify the outcome. A crash is any exception but a well-formed
     `IngestError` (valid code, message naming the file)."""
     start = time.perf_counter()
     try:
-        doc = normalize_bytes(data, name)
+        doc = normalize_bytes(data, name, limits=limits)
     except IngestError as exc:
         seconds = time.perf_counter() - start
         if not isinstance(exc.code, ErrorCode) or name not in str(exc):

@@ -10,9 +10,10 @@ format), and prints per format and converter:
 - files OK / failed (with error codes);
 - word recall against Docling's reference Markdown: the share of the reference's words
   found in ours *in order*, i.e. the exact longest common subsequence (LCS) of the two
-  word sequences over the reference's length. Words are maximal runs of Unicode letters
-  and digits, NFKC-normalized and lowercased, so markup (`#`, `|`, `-`, escaped `\\_`)
-  is never a word; Docling's `<!-- image -->` placeholders are dropped;
+  word sequences over the reference's length. Words are those of the normalizers'
+  self-check (`normalizers.selfcheck.words`: maximal runs of Unicode letters and digits,
+  NFKC-normalized and lowercased, so markup is never a word; Docling's `<!-- image -->`
+  placeholders are dropped);
 - tables found (GFM tables in the output) vs tables in the reference;
 - headings found (ATX headings) vs headings in the reference;
 - pages per CPU-second (PDF) or files per CPU-second (other formats); CPU time is
@@ -34,25 +35,19 @@ import subprocess
 import sys
 import tempfile
 import time
-import unicodedata
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from normalizers.selfcheck import words
+
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "tests" / "corpus" / "docling"
 
-_WORD = re.compile(r"[^\W_]+")
-_HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 _TABLE_DELIMITER = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)+\|?\s*$", re.MULTILINE)
 _HEADING = re.compile(r"^ {0,3}#{1,6}\s+\S", re.MULTILINE)
-
-
-def words(markdown: str) -> list[str]:
-    text = _HTML_COMMENT.sub(" ", unicodedata.normalize("NFKC", markdown))
-    return _WORD.findall(text.lower())
 
 
 def lcs_length(a: list[str], b: list[str]) -> int:

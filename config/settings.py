@@ -155,6 +155,8 @@ class LimitsSettings(StrictModel):
     document_timeout_s: float = Field(600.0, gt=0)
     include_hidden_sheets: bool = False
     ocr: bool = False
+    # An OOXML file no library reads goes through LibreOffice before it is CORRUPT.
+    office_round_trip: bool = True
 
 
 class QdrantSettings(StrictModel):

@@ -1,7 +1,9 @@
 """DrawingML charts (the `c:chartSpace` part shared by XLSX and PPTX) as Markdown: the
-chart title, then its cached data as a GFM table (categories down, one column per
-series). Read from the XML so every chart type works, including those python-pptx
-and openpyxl do not model (3-D bars, surface charts).
+chart title with the kind of chart ("Sales by region (bar chart)"), then its cached
+data as a GFM table (categories down, one column per series). Read from the XML so
+every chart type works, including those python-pptx and openpyxl do not model (3-D
+bars, surface charts). The kind is what a reader of the page sees first and the only
+sign that the table below is a chart's data.
 """
 
 from __future__ import annotations
@@ -14,6 +16,19 @@ _C = "http://schemas.openxmlformats.org/drawingml/2006/chart"
 _A = "http://schemas.openxmlformats.org/drawingml/2006/main"
 _NS = {"c": _C, "a": _A}
 _SAFE_XML = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=False)
+# Plot elements (`c:plotArea` children) by the kind of chart they draw.
+_KINDS = {
+    **dict.fromkeys(("barChart", "bar3DChart"), "bar"),
+    **dict.fromkeys(("lineChart", "line3DChart"), "line"),
+    **dict.fromkeys(("pieChart", "pie3DChart", "ofPieChart"), "pie"),
+    **dict.fromkeys(("areaChart", "area3DChart"), "area"),
+    **dict.fromkeys(("surfaceChart", "surface3DChart"), "surface"),
+    "doughnutChart": "doughnut",
+    "scatterChart": "scatter",
+    "bubbleChart": "bubble",
+    "radarChart": "radar",
+    "stockChart": "stock",
+}
 
 
 def parse_xml_part(data: bytes) -> etree._Element:
@@ -37,7 +52,9 @@ def chart_markdown(chart_space: etree._Element) -> str:
         for index, label in labels.items():
             categories.setdefault(index, label)
         columns.append(_points(ser, "c:val") or _points(ser, "c:yVal"))
-    parts = [title] if title else []
+    kind = _kind(chart_space)
+    caption = f"{title} ({kind})" if title and kind else title or kind.capitalize()
+    parts = [caption] if caption else []
     if any(columns):  # a chart saved without cached data has only its title
         count = max([*(max(c, default=-1) for c in columns), max(categories, default=-1)]) + 1
         rows = [
@@ -46,6 +63,16 @@ def chart_markdown(chart_space: etree._Element) -> str:
         ]
         parts.append(gfm_table(["", *names], rows))
     return "\n\n".join(parts)
+
+
+def _kind(chart_space: etree._Element) -> str:
+    """ "bar chart", "bar and line chart", ...; empty for an unknown plot type."""
+    kinds: list[str] = []
+    for plot in chart_space.iterfind("c:chart/c:plotArea/*", _NS):
+        kind = _KINDS.get(etree.QName(plot).localname)
+        if kind and kind not in kinds:
+            kinds.append(kind)
+    return " and ".join(kinds) + " chart" if kinds else ""
 
 
 def _points(ser: etree._Element, tag: str) -> dict[int, str]:

@@ -6,6 +6,15 @@ inline runs become paragraphs, block elements render themselves. Subclasses add
 elements by overriding `kind`, `render_block` and `render_inline` (Confluence adds
 its `ac:`/`ri:` macros that way) and collect `LinkRecord`s through `add_link`.
 
+Parsing: libxml2's HTML parser predates HTML5 and takes the void elements it does not
+know (`embed`, `source`, `track`, `wbr`, `keygen`, ...) for containers, nesting all
+that follows inside them: `<p>A</p><embed src="y"><p>AFTER</p>` put AFTER inside the
+dropped `embed`. Their start tags are written self-closing before parsing, which
+libxml2 honours, so they hold nothing, as in a browser. `visible_text` is the text a
+browser shows of the parsed page (by the walker's drop rules, counting anything nested
+in a void element), and `normalize_html` warns when the Markdown lacks more than 2% of
+its words.
+
 Safety: parsers never resolve entities or touch the network, and libxml2's own limits
 stay on (`huge_tree=False`), so billion-laughs and external-entity payloads expand to
 nothing. libxml2 stops parsing at 256 levels of nesting; input that hits this limit
@@ -20,7 +29,7 @@ from __future__ import annotations
 import codecs
 import re
 import textwrap
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from enum import Enum
 
 from lxml import etree
@@ -28,6 +37,7 @@ from lxml import etree
 from config.errors import ErrorCode
 from normalizers.base import LinkRecord, NormalizeContext, NormalizedDocument, register
 from normalizers.links import classify_href
+from normalizers.selfcheck import loss_warning, word_loss
 from normalizers.tables import gfm_table
 
 
@@ -44,6 +54,21 @@ _DROPPED = frozenset(
         "textarea", "option", "datalist", "dialog", "meta", "link", "base", "title",
     }
 )  # fmt: skip
+# HTML's void elements (never have content), obsolete ones included.
+VOID_ELEMENTS = frozenset(
+    {
+        "area", "base", "basefont", "bgsound", "br", "col", "embed", "frame", "hr", "image",
+        "img", "input", "keygen", "link", "meta", "param", "source", "spacer", "track", "wbr",
+    }
+)  # fmt: skip
+# The void elements libxml2 does not know (it nests what follows inside them), and a
+# start tag of one (attribute values may hold ">"), self-closing or not.
+_UNKNOWN_VOIDS = ("bgsound", "embed", "image", "keygen", "source", "spacer", "track", "wbr")
+_UNKNOWN_VOID_TAG = re.compile(r"<(?:" + "|".join(_UNKNOWN_VOIDS) + r")\b", re.IGNORECASE)
+_VOID_START_TAG = re.compile(
+    r"<(" + "|".join(_UNKNOWN_VOIDS) + r")\b((?:[^>\"']|\"[^\"]*\"|'[^']*')*?)\s*/?>",
+    re.IGNORECASE,
+)
 # ARIA landmarks that mean what <nav>/<footer> mean, and search forms.
 _DROPPED_ROLES = frozenset({"navigation", "contentinfo", "search"})
 _CONTAINERS = frozenset(
@@ -70,6 +95,7 @@ _STAR = re.compile(r"(?<!\s)\*|\*(?!\s)")
 _UNDERSCORE = re.compile(r"(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
 _BACKSLASH = re.compile(r"\\(?=[!-/:-@\[-`{-~])")
 _TAG_LIKE = re.compile(r"<(?=[A-Za-z/!?])")
+_MARKDOWN_SPECIAL = re.compile(r"[\\`*_<]|\]\(")  # what escape_text may touch
 _LINE_MARKER = re.compile(r"^([#>+*\-]|\d{1,9}[.)])(?=\s|$)")
 _RULE_LIKE = re.compile(r"^(?:[-=*_~`]\s*){3,}$")
 _LIST_MARKER = re.compile(r"^(?:[-+*]|\d{1,9}[.)])(?: |$)")
@@ -93,6 +119,8 @@ def escape_text(text: str) -> str:
     """Escape what would turn plain text into Markdown syntax, and nothing more
     (every escape costs tokens): backslashes before punctuation, backticks,
     emphasis-capable `*`/`_`, `](` (a link), and `<` that would open HTML."""
+    if _MARKDOWN_SPECIAL.search(text) is None:  # most text: nothing to escape
+        return text
     text = _BACKSLASH.sub(r"\\\\", text)
     text = text.replace("`", "\\`")
     text = _STAR.sub(r"\\*", text)
@@ -184,16 +212,26 @@ def quote_blocks(blocks: list[str]) -> str:
     return "\n".join("> " + line if line else ">" for line in text.split("\n"))
 
 
-def plain_text(el: etree._Element, *, block_gaps: bool = False) -> str:
-    """All text under `el` (iteratively: safe at any depth), `<br>` as a newline;
-    with `block_gaps`, a space around every element that is not inline in HTML."""
+def _dropped_tag(node: etree._Element, tag: str) -> bool:
+    return tag in _DROPPED
+
+
+def plain_text(
+    el: etree._Element,
+    *,
+    block_gaps: bool = False,
+    skips: Callable[[etree._Element, str], bool] = _dropped_tag,
+) -> str:
+    """All text under `el` (iteratively: safe at any depth) but that of the elements
+    `skips` says are not content (`_DROPPED` ones), `<br>` as a newline; with
+    `block_gaps`, a space around every element that is not inline in HTML."""
     parts: list[str] = []
     walk = etree.iterwalk(el, events=("start", "end"))
     for event, node in walk:
         tag = node.tag.lower() if isinstance(node.tag, str) else ""
         gap = " " if block_gaps and tag in _GAPPED else ""
         if event == "start":
-            if tag in _DROPPED and node is not el:
+            if node is not el and skips(node, tag):
                 walk.skip_subtree()  # its "end" event still comes and adds the tail
                 continue
             parts.append("\n" if tag == "br" else gap + (node.text or "") if tag else "")
@@ -233,11 +271,7 @@ class MarkdownWalker:
         return el.tag.lower() if isinstance(el.tag, str) else ""
 
     def kind(self, el: etree._Element, tag: str) -> Kind:
-        if not tag or tag in _DROPPED or el.get("hidden") is not None:
-            return Kind.DROP
-        if str(el.get("role", "")).lower() in _DROPPED_ROLES:
-            return Kind.DROP
-        if "display:none" in el.get("style", "").replace(" ", "").lower():
+        if not tag or tag in _DROPPED or _hidden(el):
             return Kind.DROP
         if tag in _CONTAINERS or tag in _HEADINGS or tag in (
             "ul", "ol", "menu", "dl", "table", "pre", "blockquote", "hr", "listing", "xmp",
@@ -274,7 +308,9 @@ class MarkdownWalker:
         return blocks
 
     def text(self, raw: str) -> str:
-        return escape_text(_WHITESPACE.sub(" ", raw))
+        if not raw.isprintable() or "  " in raw:  # line breaks, tabs, no-break or runs
+            raw = _WHITESPACE.sub(" ", raw)
+        return escape_text(raw)
 
     def paragraphs(self, inline: str) -> list[str]:
         lines = [" ".join(line.split()) for line in inline.split("\n")]
@@ -639,8 +675,11 @@ def parse_html(text: str, ctx: NormalizeContext) -> etree._Element:
         huge_tree=False,
         recover=True,
     )
+    markup = _DTD_SUBSET.sub("", text)
+    if _UNKNOWN_VOID_TAG.search(markup):
+        markup = _VOID_START_TAG.sub(r"<\1\2/>", markup)
     try:
-        root = etree.fromstring(_DTD_SUBSET.sub("", text).encode("utf-8"), parser)
+        root = etree.fromstring(markup.encode("utf-8"), parser)
     except etree.XMLSyntaxError as exc:
         raise ctx.fail(ErrorCode.CORRUPT, f"not parseable as HTML: {exc}") from None
     check_parser_limits(parser, ctx)
@@ -661,6 +700,27 @@ def check_parser_limits(parser: etree._FeedParser, ctx: NormalizeContext) -> Non
             )
 
 
+def visible_text(root: etree._Element) -> str:
+    """The text a browser shows of a parsed page, by the walker's rules for what is not
+    content, block elements parting words. Void elements' "children" count: a void
+    element holds nothing, so anything a parser nested inside one (libxml2 does with the
+    voids it does not know) is content that follows it on the page."""
+    return plain_text(root, block_gaps=True, skips=_hides_content)
+
+
+def _hides_content(node: etree._Element, tag: str) -> bool:
+    return tag not in VOID_ELEMENTS if tag in _DROPPED else _hidden(node)
+
+
+def _hidden(el: etree._Element) -> bool:
+    """Hidden by its attributes: `hidden`, `display:none`, a navigation landmark."""
+    return (
+        el.get("hidden") is not None
+        or str(el.get("role", "")).lower() in _DROPPED_ROLES
+        or "display:none" in el.get("style", "").replace(" ", "").lower()
+    )
+
+
 @register(
     "html", extensions=(".html", ".htm", ".xhtml"), mimes=("text/html", "application/xhtml+xml")
 )
@@ -677,6 +737,8 @@ def normalize_html(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
     }
     title = " ".join((root.findtext(".//title") or "").split())
     metadata = {key: meta[key] for key in ("description", "keywords") if meta.get(key)}
+    body_text = visible_text(body if body is not None else root)
+    loss = loss_warning(word_loss([body_text], markdown), "the page's visible text")
     return NormalizedDocument(
         markdown=markdown,
         title=title or None,
@@ -684,4 +746,5 @@ def normalize_html(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
         language=root.get("lang") or None,
         metadata=metadata,
         links=tuple(walker.links),
+        warnings=(loss,) if loss else (),
     )

@@ -45,6 +45,14 @@ class Conversion:
 DOC_TO_DOCX = Conversion(".doc", "MS Word 97", "docx", "docx:MS Word 2007 XML")
 XLS_TO_XLSX = Conversion(".xls", "MS Excel 97", "xlsx", "xlsx:Calc MS Excel 2007 XML")
 PPT_TO_PPTX = Conversion(".ppt", "MS PowerPoint 97", "pptx", "pptx:Impress MS PowerPoint 2007 XML")
+# OOXML saved again by LibreOffice: the last resort of `normalizers.fallback`.
+DOCX_ROUND_TRIP = Conversion(".docx", "MS Word 2007 XML", "docx", "docx:MS Word 2007 XML")
+XLSX_ROUND_TRIP = Conversion(
+    ".xlsx", "Calc MS Excel 2007 XML", "xlsx", "xlsx:Calc MS Excel 2007 XML"
+)
+PPTX_ROUND_TRIP = Conversion(
+    ".pptx", "Impress MS PowerPoint 2007 XML", "pptx", "pptx:Impress MS PowerPoint 2007 XML"
+)
 
 
 def find_soffice() -> str | None:

@@ -13,8 +13,14 @@ file's z-order is the order shapes were added, often not the order they are read
   file name is not alt text);
 - speaker notes as a block quote opening with `Notes:` at the end of the slide section.
   A block quote rather than a `### Notes` heading keeps the notes inside the slide's
-  section (same `headings_path`) instead of opening a tiny section of their own.
+  section (same `headings_path`) instead of opening a tiny section of their own;
+- review comments (legacy and modern, replies after their comment) as a last block
+  quote, each line naming its author.
 A shape python-pptx cannot read is skipped with a warning; the deck still converts.
+The words of the slides' and notes' own text (`a:t`, without the date, footer and
+slide number placeholders) are checked against the Markdown (`normalizers.selfcheck`).
+A deck python-pptx cannot open goes through a LibreOffice round trip
+(`normalizers.fallback`) before it is reported CORRUPT.
 """
 
 from __future__ import annotations
@@ -39,7 +45,11 @@ from normalizers.base import (
     register,
 )
 from normalizers.charts import chart_markdown, parse_xml_part
-from normalizers.tables import escape_block_start, gfm_table, one_line
+from normalizers.fallback import Reader, first_that_reads, office_round_trip
+from normalizers.legacy import PPTX_ROUND_TRIP
+from normalizers.ooxml import without_doctypes
+from normalizers.selfcheck import loss_warning, word_loss
+from normalizers.tables import comment_line, escape_block_start, gfm_table, one_line
 
 PPTX_MIMES = (
     "application/vnd.openxmlformats-officedocument.presentationml.presentation",
@@ -55,16 +65,32 @@ _DGM = "{http://schemas.openxmlformats.org/drawingml/2006/diagram}"
 _DIAGRAM_REL_IDS, _DIAGRAM_POINT = f"{_DGM}relIds", f"{_DGM}pt"
 _DATA_MODEL_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}dm"
 _PARAGRAPH = qn("a:p")
+# The parts whose text the deck's Markdown holds (DOCTYPEs are removed from these).
+_TEXT_PARTS = ("ppt/slides/", "ppt/notesSlides/", "ppt/comments/", "ppt/charts/",
+               "ppt/diagrams/", "ppt/authors", "ppt/commentAuthors")  # fmt: skip
+_BREAK = qn("a:br")
 _SAME_ROW_EMU = 228_600  # a quarter inch: tops closer than this are one row
+# Placeholders whose text is page furniture, left out of the self-check like the output.
+_FURNITURE = frozenset({"dt", "ftr", "sldNum", "hdr"})
+_PLACEHOLDER_PATH = f"{qn('p:nvSpPr')}/{qn('p:nvPr')}/{qn('p:ph')}"
+_P_NS = "http://schemas.openxmlformats.org/presentationml/2006/main"
+_MODERN = "{http://schemas.microsoft.com/office/powerpoint/2018/8/main}"
+_PARENT_COMMENT = "{http://schemas.microsoft.com/office/powerpoint/2012/main}parentCm"
 _FILE_NAME = re.compile(r"[\w\-. ]+\.(?:png|jpe?g|gif|bmp|tiff?|emf|wmf|svg|webp)", re.IGNORECASE)
 
 
 @register("pptx", extensions=(".pptx", ".pptm"), mimes=PPTX_MIMES)
 def normalize_pptx(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
-    check_zip_limits(data, ctx)
-    deck = Presentation(io.BytesIO(data))
+    check_zip_limits(data, ctx)  # a broken zip directory or a zip bomb ends here
+    return first_that_reads(_READERS, data, ctx)
+
+
+def _read_with_python_pptx(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
+    deck = Presentation(io.BytesIO(without_doctypes(data, _TEXT_PARTS)))
     out = AnchoredMarkdown("slide")
     warnings: list[str] = []
+    texts: list[str] = []  # the slides' and notes' own text, for the self-check
+    authors = _comment_authors(deck)
     first_title: str | None = None
     for number, slide in enumerate(deck.slides, 1):
         title_shape = _title_shape(slide)
@@ -75,8 +101,17 @@ def normalize_pptx(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
         notes = _notes(slide, number, warnings)
         if notes:
             blocks.append(notes)
+        comments = _comments(slide, authors)
+        if comments:
+            blocks.append(comments)
         heading = f"## Slide {number}: {title}" if title else f"## Slide {number}"
         out.add(number, "\n\n".join([heading, *blocks]) + "\n\n")
+        texts.extend(_own_text(slide.element))
+        if slide.has_notes_slide:
+            texts.extend(_own_text(slide.notes_slide.element))
+    note = loss_warning(word_loss(texts, out.markdown), "the slides' text")
+    if note:
+        warnings.append(note)
     props = deck.core_properties
     return NormalizedDocument(
         markdown=out.markdown,
@@ -89,6 +124,23 @@ def normalize_pptx(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
         anchors=out.anchors,
         warnings=tuple(warnings),
     )
+
+
+_PYTHON_PPTX = Reader("python-pptx", _read_with_python_pptx)
+_READERS = (_PYTHON_PPTX, office_round_trip(PPTX_ROUND_TRIP, _PYTHON_PPTX))
+
+
+def _own_text(root: Any) -> list[str]:
+    """The text of every paragraph of a slide (or notes) part, page furniture out."""
+    texts = []
+    for paragraph in root.iter(_PARAGRAPH):
+        shape = next(paragraph.iterancestors(qn("p:sp")), None)
+        placeholder = shape.find(_PLACEHOLDER_PATH) if shape is not None else None
+        if placeholder is not None and placeholder.get("type") in _FURNITURE:
+            continue
+        parts = paragraph.iter(qn("a:t"), qn("a:br"))  # a line break parts words
+        texts.append("".join(" " if part.tag == _BREAK else part.text or "" for part in parts))
+    return texts
 
 
 def _title_shape(slide: Any) -> Any:
@@ -123,7 +175,7 @@ def _reading_order(shapes: Iterable[Any]) -> list[Any]:
     unplaced: list[Any] = []
     for shape in shapes:
         try:
-            top, left = shape.top, shape.left
+            top, left = _position(shape)
         except Exception:  # an unreadable shape: its own conversion reports it
             top = left = None
         if top is None or left is None:
@@ -139,6 +191,26 @@ def _reading_order(shapes: Iterable[Any]) -> list[Any]:
             rows.append([item])
     ordered = [item[2] for row in rows for item in sorted(row, key=lambda item: item[1])]
     return ordered + unplaced
+
+
+# Where a shape's own offset is written: shapes and pictures, graphic frames, groups.
+_OFFSETS = (
+    f"{qn('p:spPr')}/{qn('a:xfrm')}/{qn('a:off')}",
+    f"{qn('p:grpSpPr')}/{qn('a:xfrm')}/{qn('a:off')}",
+    f"{qn('p:xfrm')}/{qn('a:off')}",
+)
+
+
+def _position(shape: Any) -> tuple[Any, Any]:
+    """(top, left) in EMU: the shape's own offset, read from its XML, else that of the
+    layout (or master) placeholder it inherits from, looked up once (python-pptx's
+    `top` and `left` look it up once each)."""
+    for path in _OFFSETS:
+        offset = shape.element.find(path)
+        if offset is not None and offset.get("x") is not None and offset.get("y") is not None:
+            return int(offset.get("y")), int(offset.get("x"))
+    base = getattr(shape, "_base_placeholder", None) if shape.is_placeholder else None
+    return _position(base) if base is not None else (shape.top, shape.left)
 
 
 def _shape(shape: Any, where: str, warnings: list[str]) -> list[str]:
@@ -311,3 +383,44 @@ def _notes(slide: Any, number: int, warnings: list[str]) -> str:
         return ""
     paragraphs[0] = "Notes: " + paragraphs[0]
     return "\n>\n".join("> " + p for p in paragraphs)
+
+
+# --- review comments ---------------------------------------------------------------------
+
+
+def _comment_authors(deck: Any) -> dict[str, str]:
+    """Comment author id -> name, from the legacy and the modern authors parts."""
+    authors: dict[str, str] = {}
+    for rel in deck.part.rels.values():
+        if rel.is_external or not rel.reltype.endswith(("/commentAuthors", "/authors")):
+            continue
+        for author in parse_xml_part(rel.target_part.blob):
+            if author.get("id") is not None:
+                authors[author.get("id")] = author.get("name", "")
+    return authors
+
+
+def _comments(slide: Any, authors: dict[str, str]) -> str:
+    """The slide's review comments as one block quote, replies after their comment."""
+    lines: list[str] = []
+    for rel in slide.part.rels.values():
+        if rel.is_external or not rel.reltype.endswith("/comments"):
+            continue
+        root = parse_xml_part(rel.target_part.blob)
+        for comment in root.iter(f"{{{_P_NS}}}cm"):  # legacy: replies name their parent
+            kind = "Reply" if next(comment.iter(_PARENT_COMMENT), None) is not None else "Comment"
+            author = authors.get(comment.get("authorId", ""), "")
+            text = comment.findtext(f"{{{_P_NS}}}text") or ""
+            lines.append(comment_line(kind, author, comment.get("dt"), text))
+        for comment in root.iter(f"{_MODERN}cm"):  # modern: replies nest in the comment
+            for item in (comment, *comment.iter(f"{_MODERN}reply")):
+                paragraphs = item.find(f"{_MODERN}txBody")
+                text = (
+                    " ".join("".join(p.itertext()) for p in paragraphs.iter(_PARAGRAPH))
+                    if paragraphs is not None
+                    else ""
+                )
+                kind = "Reply" if item is not comment else "Comment"
+                author = authors.get(item.get("authorId", ""), "")
+                lines.append(comment_line(kind, author, item.get("created"), text))
+    return "\n>\n".join("> " + line for line in lines if line)

@@ -12,6 +12,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+# A table inside a table cell, flattened into the cell's one line: "a; b / c; d".
+NESTED_CELL_SEPARATOR = "; "
+NESTED_ROW_SEPARATOR = " / "
 _LINE_BREAKS = re.compile(r"\s*(?:\r\n|[\r\n\v\f\u2028\u2029])\s*")
 # Text that Markdown would read as a heading, quote, list item or table row.
 _BLOCK_START = re.compile(r"^(#{1,6}(?=\s|$)|>|[-+*](?=\s)|\d{1,9}(?=[.)](?:\s|$))|\|)")
@@ -66,3 +69,22 @@ def gfm_table(header: Sequence[str], rows: Sequence[Sequence[str]] = ()) -> str:
     out = [line(header), "|" + " --- |" * width]
     out.extend(line(row) for row in rows)
     return "\n".join(out)
+
+
+def flat_table(rows: Sequence[Sequence[str]]) -> str:
+    """A table as one line for a cell of another table: non-empty cells joined by
+    `NESTED_CELL_SEPARATOR`, rows by `NESTED_ROW_SEPARATOR`."""
+    lines = (NESTED_CELL_SEPARATOR.join(cell for cell in row if cell) for row in rows)
+    return NESTED_ROW_SEPARATOR.join(line for line in lines if line)
+
+
+def comment_line(kind: str, author: str, created: str | None, text: str) -> str:
+    """One review comment as a line: "Comment by Ann on 2024-05-01: text" (empty when
+    the comment has no text); the date is the day of an ISO 8601 timestamp."""
+    text = one_line(text)
+    if not text:
+        return ""
+    by = f" by {one_line(author)}" if author.strip() else ""
+    day = (created or "")[:10]
+    on = f" on {day}" if re.fullmatch(r"\d{4}-\d{2}-\d{2}", day) else ""
+    return escape_block_start(f"{kind}{by}{on}: {text}")

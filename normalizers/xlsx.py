@@ -18,15 +18,26 @@ splits into rectangular blocks of cells separated by empty rows and columns (see
 `_blocks`), which come out top to bottom, then left to right. Per block:
 - a first row holding one value only (a title, usually a merged label across the block)
   becomes a paragraph above the table;
-- a block of a single cell is a paragraph, not a one-cell table;
+- a block holding one value only (a single cell, a merged range) is a paragraph, not a
+  table;
 - the header is the block's first row, unless that row holds only numbers, dates or
   booleans (it is data then): the column letters become the header.
-Charts (on a sheet, or a chartsheet) follow the sheet's tables as title + cached data.
+Charts (on a sheet, or a chartsheet) are title + cached data, placed among the blocks
+where they are drawn (their anchor cell); cell comments (notes, and threaded comments
+with their replies) close the sheet's section as a block quote.
+
+Readers, best first (`normalizers.fallback`): openpyxl's workbook parts as above; when
+openpyxl rejects the workbook (unusual style records, say), python-calamine reads the
+cell values (merged cells filled; no charts, comments or number formats); last, a
+LibreOffice round trip. The words of the cell strings are checked against the
+Markdown (`normalizers.selfcheck`).
 """
 
 from __future__ import annotations
 
 import io
+import posixpath
+import re
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,11 +46,16 @@ from typing import IO, Any
 from zipfile import ZipFile
 
 from lxml import etree
-from openpyxl.packaging.relationship import get_dependents, get_rels_path
+from openpyxl.packaging.relationship import get_rels_path
 from openpyxl.reader.excel import ExcelReader
 from openpyxl.styles.numbers import BUILTIN_FORMATS_MAX_SIZE, builtin_format_code
 from openpyxl.styles.stylesheet import apply_stylesheet
-from openpyxl.utils import column_index_from_string, get_column_letter, range_boundaries
+from openpyxl.utils import (
+    column_index_from_string,
+    coordinate_to_tuple,
+    get_column_letter,
+    range_boundaries,
+)
 from openpyxl.utils.datetime import from_excel, from_ISO8601
 
 from config.errors import ErrorCode
@@ -52,17 +68,41 @@ from normalizers.base import (
     register,
 )
 from normalizers.charts import chart_markdown, parse_xml_part
-from normalizers.tables import escape_block_start, format_number, gfm_table, one_line
+from normalizers.fallback import Reader, first_that_reads, office_round_trip
+from normalizers.legacy import XLSX_ROUND_TRIP
+from normalizers.ooxml import without_doctypes
+from normalizers.selfcheck import loss_warning, word_loss
+from normalizers.tables import (
+    comment_line,
+    escape_block_start,
+    format_number,
+    gfm_table,
+    one_line,
+)
 
 XLSX_MIMES = (
     "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
     "application/vnd.ms-excel.sheet.macroEnabled.12",
 )
 
-_REL = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/"
 _MAIN = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
 _ROW, _CELL, _VALUE, _INLINE = f"{_MAIN}row", f"{_MAIN}c", f"{_MAIN}v", f"{_MAIN}is"
 _TEXT, _PHONETIC, _MERGE = f"{_MAIN}t", f"{_MAIN}rPh", f"{_MAIN}mergeCell"
+_COMMENT = f"{_MAIN}comment"
+# The parts whose text the workbook's Markdown holds (DOCTYPEs are removed from these).
+_TEXT_PARTS = ("xl/sharedStrings", "xl/worksheets/", "xl/comments", "xl/threadedComments/",
+               "xl/charts/", "xl/persons/", "xl/drawings/", "xl/workbook")  # fmt: skip
+_REVISION_UID = "{http://schemas.microsoft.com/office/spreadsheetml/2014/revision}uid"
+_THREADED = "{http://schemas.microsoft.com/office/spreadsheetml/2018/threadedcomments}"
+_XDR = "{http://schemas.openxmlformats.org/drawingml/2006/spreadsheetDrawing}"
+_CHART_REF = "{http://schemas.openxmlformats.org/drawingml/2006/chart}chart"
+_REL_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
+# A date and time written as Excel shows it, "2024-01-05 14:30:00": ISO 8601's date and
+# time with RFC 3339's readable space for its "T", which would glue the day to the hour.
+_DATE_TIME_SEPARATOR = " "
+# Number format codes that show a time of day: h or s outside quotes, escapes, [colours].
+_FORMAT_LITERALS = re.compile(r'"[^"]*"|\\.|\[[^\]]*\]')
+_TIME_CODES = re.compile(r"[hs]", re.IGNORECASE)
 
 Grid = dict[int, dict[int, Any]]  # row -> column -> value; only non-empty cells
 Block = tuple[int, int, int, int]  # first row, last row, first column, last column
@@ -77,17 +117,24 @@ class _Book:
     shared_strings: Sequence[str]
     epoch: datetime
     date_styles: frozenset[int]
+    time_styles: frozenset[int]  # date styles that show the time of day
     timedelta_styles: frozenset[int]
     percent_styles: frozenset[int]
 
 
 @register("xlsx", extensions=(".xlsx", ".xlsm"), mimes=XLSX_MIMES)
 def normalize_xlsx(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
-    check_zip_limits(data, ctx)
+    check_zip_limits(data, ctx)  # a broken zip directory or a zip bomb ends here
+    return first_that_reads(_READERS, data, ctx)
+
+
+def _read_with_openpyxl(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
     with warnings.catch_warnings():
         # openpyxl warns about every extension it does not model (data validation, slicers)
         warnings.simplefilter("ignore")
-        reader = ExcelReader(io.BytesIO(data), read_only=True, data_only=True)
+        reader = ExcelReader(
+            io.BytesIO(without_doctypes(data, _TEXT_PARTS)), read_only=True, data_only=True
+        )
         try:
             reader.read_manifest()
             reader.read_strings()
@@ -101,12 +148,20 @@ def normalize_xlsx(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
 
 def _convert_workbook(reader: Any, ctx: NormalizeContext) -> NormalizedDocument:
     workbook = reader.wb
+    date_styles = frozenset(workbook._date_formats)
     book = _Book(
         archive=reader.archive,
         parts=frozenset(reader.valid_files),
         shared_strings=reader.shared_strings,
         epoch=workbook.epoch,
-        date_styles=frozenset(workbook._date_formats),
+        date_styles=date_styles,
+        time_styles=frozenset(
+            i
+            for i in date_styles
+            if _TIME_CODES.search(
+                _FORMAT_LITERALS.sub("", _format_code(workbook, workbook._cell_styles[i]))
+            )
+        ),
         timedelta_styles=frozenset(workbook._timedelta_formats),
         percent_styles=frozenset(
             i
@@ -114,20 +169,28 @@ def _convert_workbook(reader: Any, ctx: NormalizeContext) -> NormalizedDocument:
             if "%" in _format_code(workbook, style)
         ),
     )
+    persons = _persons(
+        book, [r.target for r in reader.parser.rels.values() if r.Type.endswith("/person")]
+    )
     out = AnchoredMarkdown("sheet")
     sheets: list[str] = []
+    strings: list[str] = []  # the cells' own text, for the self-check
     for sheet, rel in reader.parser.find_sheets():
         if rel.target not in book.parts:
             continue
         if sheet.state not in (None, "visible") and not ctx.limits.include_hidden_sheets:
             continue
         is_chartsheet = rel.Type.endswith("/chartsheet")
-        grid = {} if is_chartsheet else _read_grid(book, rel.target, sheet.name, ctx)
-        blocks = [_block_markdown(grid, block) for block in _blocks(grid)]
-        body = "\n\n".join(blocks + _sheet_charts(book, rel.target))
-        out.add(sheet.name, f"## {sheet.name}\n\n{body}\n\n" if body else f"## {sheet.name}\n\n")
+        grid = {} if is_chartsheet else _read_grid(book, rel.target, sheet.name, ctx, strings)
+        placed = [(b[0], b[2], 0, _block_markdown(grid, b)) for b in _blocks(grid)]
+        links = _links(book, rel.target)
+        placed.extend((row, col, 1, chart) for row, col, chart in _sheet_charts(book, links))
+        blocks = [markdown for *_, markdown in sorted(placed, key=lambda p: p[:3])]
+        comments = _sheet_comments(book, links, persons)
+        out.add(sheet.name, _section(sheet.name, blocks + ([comments] if comments else [])))
         sheets.append(sheet.name)
     props = workbook.properties
+    loss = loss_warning(word_loss(strings, out.markdown), "the cells' text")
     return NormalizedDocument(
         markdown=out.markdown,
         title=props.title or None,
@@ -136,7 +199,115 @@ def _convert_workbook(reader: Any, ctx: NormalizeContext) -> NormalizedDocument:
         updated_at=iso_datetime(props.modified),
         metadata={"sheets": sheets},
         anchors=out.anchors,
+        warnings=(loss,) if loss else (),
     )
+
+
+def _section(sheet: str, blocks: list[str]) -> str:
+    body = "\n\n".join(blocks)
+    return f"## {sheet}\n\n{body}\n\n" if body else f"## {sheet}\n\n"
+
+
+# --- the values-only fallback -----------------------------------------------------------
+
+
+def _read_with_calamine(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
+    """Cell values through python-calamine (its own parser of every part), merged
+    ranges filled; the blocks come out as from openpyxl, without charts or comments."""
+    from python_calamine import CalamineWorkbook, SheetTypeEnum, SheetVisibleEnum
+
+    data = without_doctypes(data, _TEXT_PARTS)
+    _check_used_ranges(data, ctx)
+    workbook = CalamineWorkbook.from_filelike(io.BytesIO(data))
+    out = AnchoredMarkdown("sheet")
+    sheets: list[str] = []
+    strings: list[str] = []
+    for meta in workbook.sheets_metadata:
+        if meta.visible != SheetVisibleEnum.Visible and not ctx.limits.include_hidden_sheets:
+            continue
+        grid: Grid = {}
+        if meta.typ == SheetTypeEnum.WorkSheet:
+            grid = _calamine_grid(workbook.get_sheet_by_name(meta.name), meta.name, ctx, strings)
+        out.add(meta.name, _section(meta.name, [_block_markdown(grid, b) for b in _blocks(grid)]))
+        sheets.append(meta.name)
+    loss = loss_warning(word_loss(strings, out.markdown), "the cells' text")
+    return NormalizedDocument(
+        markdown=out.markdown,
+        metadata={"sheets": sheets},
+        anchors=out.anchors,
+        warnings=(loss,) if loss else (),
+    )
+
+
+def _calamine_grid(sheet: Any, name: str, ctx: NormalizeContext, strings: list[str]) -> Grid:
+    top, left = sheet.start or (0, 0)  # 0-based; to_python() starts at the first used cell
+    grid: Grid = {}
+    count = 0
+    for r, row in enumerate(sheet.to_python(), start=top + 1):
+        values = {c: v for c, v in enumerate(row, start=left + 1) if _present(v)}
+        if values:
+            count += len(values)
+            if count > ctx.limits.max_sheet_cells:
+                raise _too_many_cells(ctx, name, ctx.limits.max_sheet_cells)
+            grid[r] = values
+            strings.extend(v for v in values.values() if isinstance(v, str))
+    merges = [
+        (r0 + 1, r1 + 1, c0 + 1, c1 + 1) for (r0, c0), (r1, c1) in sheet.merged_cell_ranges or ()
+    ]
+    _fill_merges(grid, merges, count, name, ctx)
+    return grid
+
+
+def _check_used_ranges(data: bytes, ctx: NormalizeContext) -> None:
+    """python-calamine holds a sheet's whole used range in memory, empty cells included
+    (two cells at A1 and Z200000 take 350 MB): refuse a worksheet whose range spans more
+    cells than limits.max_sheet_cells before it loads. One streaming pass over the
+    cell references of each worksheet part."""
+    limit = ctx.limits.max_sheet_cells
+    with ZipFile(io.BytesIO(data)) as archive:
+        for name in archive.namelist():
+            if not (name.startswith("xl/worksheets/") and name.endswith(".xml")):
+                continue
+            with archive.open(name) as source:
+                rows, cols = _used_range(source)
+            if rows * cols > limit:
+                raise ctx.fail(
+                    ErrorCode.TOO_LARGE,
+                    f"{name} spans {rows:,} x {cols:,} cells, over limits.max_sheet_cells "
+                    f"({limit:,}) for the values-only reader (openpyxl could not read it)",
+                )
+
+
+def _used_range(source: IO[bytes]) -> tuple[int, int]:
+    """(rows, columns) of the box around a worksheet's cells."""
+    low_row = low_col = 1 << 31
+    high_row = high_col = 0
+    row = column = 0
+    events = etree.iterparse(
+        source, events=("start", "end"), tag=(_ROW, _CELL), resolve_entities=False, no_network=True
+    )
+    for event, element in events:
+        if element.tag == _ROW:
+            if event == "start":
+                row, column = int(element.get("r") or row + 1), 0
+                continue
+            element.clear()
+            while element.getprevious() is not None:
+                del element.getparent()[0]
+        elif event == "end":
+            ref = element.get("r")
+            column = column_index_from_string(ref.rstrip("0123456789")) if ref else column + 1
+            low_row, high_row = min(low_row, row), max(high_row, row)
+            low_col, high_col = min(low_col, column), max(high_col, column)
+    return (high_row - low_row + 1, high_col - low_col + 1) if high_row else (0, 0)
+
+
+_OPENPYXL = Reader("openpyxl", _read_with_openpyxl)
+_READERS = (
+    _OPENPYXL,
+    Reader("python-calamine (cell values only)", _read_with_calamine),
+    office_round_trip(XLSX_ROUND_TRIP, _OPENPYXL),
+)
 
 
 def _format_code(workbook: Any, style: Any) -> str:
@@ -148,34 +319,124 @@ def _format_code(workbook: Any, style: Any) -> str:
     return custom[index] if index < len(custom) else ""
 
 
-def _sheet_charts(book: _Book, sheet_part: str) -> list[str]:
-    """Charts drawn on the sheet (title and cached data), after its tables."""
-    charts: list[str] = []
-    for drawing in _related(book, sheet_part, "drawing"):
-        for chart in _related(book, drawing, "chart"):
-            text = chart_markdown(parse_xml_part(book.archive.read(chart)))
-            if text:
-                charts.append(text)
-    return charts
+@dataclass(frozen=True)
+class _Link:
+    type: str  # the relationship type
+    target: str  # zip path of the part linked to
+    id: str
 
 
-def _related(book: _Book, part: str, kind: str) -> list[str]:
-    """Zip paths of the parts that `part` links to with relationships of type `kind`."""
+def _links(book: _Book, part: str) -> list[_Link]:
+    """The relationships of `part`, read with lxml (openpyxl's descriptor-based reader
+    costs more than a small sheet), targets resolved to zip paths."""
     rels_path = get_rels_path(part)
     if rels_path not in book.parts:
         return []
-    rels = get_dependents(book.archive, rels_path).find(_REL + kind)
-    return [r.target for r in rels if r.target in book.parts]
+    folder = posixpath.dirname(part)
+    links = []
+    for rel in parse_xml_part(book.archive.read(rels_path)):
+        target = rel.get("Target", "")
+        if rel.get("TargetMode") == "External" or not target:
+            continue
+        path = target.lstrip("/") if target.startswith("/") else posixpath.join(folder, target)
+        links.append(_Link(rel.get("Type", ""), posixpath.normpath(path), rel.get("Id", "")))
+    return [link for link in links if link.target in book.parts]
+
+
+def _related(links: list[_Link], rel_type: str) -> list[str]:
+    """Targets of the links whose type ends with `rel_type` (the type's namespace
+    differs between Office versions)."""
+    return [link.target for link in links if link.type.endswith(rel_type)]
+
+
+def _sheet_charts(book: _Book, links: list[_Link]) -> list[tuple[int, int, str]]:
+    """Charts drawn on the sheet (title and cached data), each with the 1-based row and
+    column of the cell its drawing is anchored at (1, 1 without one: a chartsheet)."""
+    charts: list[tuple[int, int, str]] = []
+    for drawing in _related(links, "/drawing"):
+        targets = {link.id: link.target for link in _links(book, drawing)}
+        for anchor in parse_xml_part(book.archive.read(drawing)):
+            start = anchor.find(f"{_XDR}from")
+            row = int(start.findtext(f"{_XDR}row") or 0) + 1 if start is not None else 1
+            col = int(start.findtext(f"{_XDR}col") or 0) + 1 if start is not None else 1
+            for reference in anchor.iter(_CHART_REF):
+                chart = targets.get(reference.get(_REL_ID, ""))
+                text = chart_markdown(parse_xml_part(book.archive.read(chart))) if chart else ""
+                if text:
+                    charts.append((row, col, text))
+    return charts
+
+
+# --- comments ------------------------------------------------------------------------
+
+
+def _persons(book: _Book, parts: list[str]) -> dict[str, str]:
+    """Threaded comments' authors: person id -> display name."""
+    return {
+        person.get("id", ""): person.get("displayName", "")
+        for part in parts
+        if part in book.parts
+        for person in parse_xml_part(book.archive.read(part)).iter(f"{_THREADED}person")
+    }
+
+
+def _sheet_comments(book: _Book, links: list[_Link], persons: dict[str, str]) -> str:
+    """The sheet's cell comments as one block quote, in cell order: notes (legacy
+    comments) and threaded comments with their replies. Excel writes a note for every
+    threaded comment too, for older versions, holding a boilerplate copy: skipped."""
+    found: list[tuple[tuple[int, int], str]] = []
+    threaded: set[str] = set()
+    for part in _related(links, "/threadedComment"):
+        root = parse_xml_part(book.archive.read(part))
+        for comment in root.iter(f"{_THREADED}threadedComment"):
+            threaded.add(comment.get("id", ""))
+            ref = comment.get("ref", "")
+            kind = "Reply" if comment.get("parentId") else f"Comment on {ref}"
+            author = persons.get(comment.get("personId", ""), "")
+            text = comment.findtext(f"{_THREADED}text") or ""
+            found.append((_cell_position(ref), comment_line(kind, author, comment.get("dT"), text)))
+    for part in _related(links, "/comments"):
+        root = parse_xml_part(book.archive.read(part))
+        authors = [a.text or "" for a in root.iter(f"{_MAIN}author")]
+        for comment in root.iter(_COMMENT):
+            if comment.get(_REVISION_UID) in threaded:
+                continue
+            ref = comment.get("ref", "")
+            author_id = int(comment.get("authorId") or 0)
+            author = authors[author_id] if 0 <= author_id < len(authors) else ""
+            text = "".join(
+                t.text or "" for t in comment.iter(_TEXT) if t.getparent().tag != _PHONETIC
+            )
+            line = comment_line(f"Comment on {ref}", _note_author(author), None, text)
+            found.append((_cell_position(ref), line))
+    found.sort(key=lambda item: item[0])  # stable: replies stay after their comment
+    return "\n>\n".join("> " + line for _, line in found if line)
+
+
+def _cell_position(ref: str) -> tuple[int, int]:
+    try:
+        row, col = coordinate_to_tuple(ref)
+    except (ValueError, TypeError):
+        return (0, 0)
+    return row, col
+
+
+def _note_author(author: str) -> str:
+    """A note's author; "tc={id}" is the placeholder Excel writes for threaded ones."""
+    return "" if author.startswith("tc=") else author
 
 
 # --- reading one sheet ---------------------------------------------------------------
 
 
-def _read_grid(book: _Book, part: str, sheet: str, ctx: NormalizeContext) -> Grid:
-    """Stream the sheet's XML once: non-empty cells, then merged ranges filled."""
+def _read_grid(
+    book: _Book, part: str, sheet: str, ctx: NormalizeContext, strings: list[str]
+) -> Grid:
+    """Stream the sheet's XML once: non-empty cells, then merged ranges filled. The
+    text cells' values are added to `strings` (merged copies not counted)."""
     limit = ctx.limits.max_sheet_cells
     grid: Grid = {}
-    merges: list[str] = []
+    merges: list[Block] = []
     count = 0
     with book.archive.open(part) as source:
         for row_index, values in _rows(source, book, merges):
@@ -184,22 +445,33 @@ def _read_grid(book: _Book, part: str, sheet: str, ctx: NormalizeContext) -> Gri
                 if count > limit:
                     raise _too_many_cells(ctx, sheet, limit)
                 grid[row_index] = values
-    for ref in merges:
-        count += _fill_merge(grid, ref, room=limit - count)
-        if count > limit:
-            raise _too_many_cells(ctx, sheet, limit)
+                strings.extend(v for v in values.values() if isinstance(v, str))
+    _fill_merges(grid, merges, count, sheet, ctx)
     return grid
 
 
-def _rows(source: IO[bytes], book: _Book, merges: list[str]) -> Any:
-    """Yield (row number, {column: value}) for each `<row>`; collect merge refs."""
+def _fill_merges(
+    grid: Grid, merges: list[Block], count: int, sheet: str, ctx: NormalizeContext
+) -> None:
+    """Fill every merged range, counting the copies against the sheet's cell limit
+    (`count` cells it holds already)."""
+    limit = ctx.limits.max_sheet_cells
+    for merge in merges:
+        count += _fill_merge(grid, merge, room=limit - count)
+        if count > limit:
+            raise _too_many_cells(ctx, sheet, limit)
+
+
+def _rows(source: IO[bytes], book: _Book, merges: list[Block]) -> Any:
+    """Yield (row number, {column: value}) for each `<row>`; collect merged ranges."""
     events = etree.iterparse(
         source, events=("end",), tag=(_ROW, _MERGE), resolve_entities=False, no_network=True
     )
     row_index = 0
     for _, element in events:
         if element.tag == _MERGE:
-            merges.append(element.get("ref", ""))
+            min_col, min_row, max_col, max_row = range_boundaries(element.get("ref", ""))
+            merges.append((min_row, max_row, min_col, max_col))
             continue
         row_index = int(element.get("r") or row_index + 1)
         values: dict[int, Any] = {}
@@ -240,9 +512,12 @@ def _cell_value(cell: Any, book: _Book) -> Any:
     style = int(cell.get("s", 0))
     if style in book.date_styles:
         try:
-            return from_excel(number, book.epoch, timedelta=style in book.timedelta_styles)
+            value = from_excel(number, book.epoch, timedelta=style in book.timedelta_styles)
         except (OverflowError, ValueError):
             return number  # a serial outside the calendar: keep the number
+        if style in book.time_styles and isinstance(value, datetime):
+            return _DateAndTime.combine(value.date(), value.time())
+        return value
     if style in book.percent_styles:
         return _Percent(number)
     return number
@@ -252,15 +527,19 @@ class _Percent(float):
     """A number shown as a percentage (0.25 in a `0%` cell reads "25%")."""
 
 
+class _DateAndTime(datetime):
+    """A date whose number format shows the time, midnight included ("00:00:00")."""
+
+
 def _present(value: Any) -> bool:
     return value is not None and not (isinstance(value, str) and not value.strip())
 
 
-def _fill_merge(grid: Grid, ref: str, room: int) -> int:
+def _fill_merge(grid: Grid, merge: Block, room: int) -> int:
     """Copy a merged range's top-left value into every cell of it; returns cells added.
     A range with more cells than `room` is not filled (one spanning a whole sheet would
     take minutes): its size is returned, which puts the sheet over its cell limit."""
-    min_col, min_row, max_col, max_row = range_boundaries(ref)
+    min_row, max_row, min_col, max_col = merge
     value = grid.get(min_row, {}).get(min_col)
     if value is None:
         return 0
@@ -393,14 +672,14 @@ def _block_markdown(grid: Grid, block: Block) -> str:
         [grid.get(r, {}).get(c) for c in range(first_col, last_col + 1)]
         for r in range(first_row, last_row + 1)
     ]
+    distinct = {_cell_text(v) for row in rows for v in row if v is not None}
+    if len(distinct) == 1:  # a single cell, or a merged range filled with its value
+        return _paragraph(distinct.pop())
     out: list[str] = []
     distinct_first = {_cell_text(v) for v in rows[0] if v is not None}
-    if len(rows) > 1 and len(distinct_first) == 1 and len(rows[0]) > 1:
+    if len(distinct_first) == 1 and len(rows[0]) > 1:
         out.append(_paragraph(distinct_first.pop()))  # a title above the table
         rows = rows[1:]
-    if len(rows) == 1 and len(rows[0]) == 1:
-        out.append(_paragraph(_cell_text(rows[0][0])))
-        return "\n\n".join(out)
     texts = [[_cell_text(v) for v in row] for row in rows]
     if all(_is_data(v) for v in rows[0] if v is not None):
         header = [get_column_letter(c) for c in range(first_col, last_col + 1)]
@@ -430,9 +709,10 @@ def _cell_text(value: Any) -> str:
     if isinstance(value, float):
         return format_number(value)
     if isinstance(value, datetime):
-        if value.time() == time(0):
+        if value.time() == time(0) and not isinstance(value, _DateAndTime):
             return value.date().isoformat()
-        return value.isoformat(timespec="milliseconds" if value.microsecond else "seconds")
+        timespec = "milliseconds" if value.microsecond else "seconds"
+        return value.isoformat(sep=_DATE_TIME_SEPARATOR, timespec=timespec)
     if isinstance(value, date | time):
         return value.isoformat()
     return str(value)

@@ -24,7 +24,7 @@ from config.settings import Settings
 from indexing.cache import config_hash
 
 # Bump when a stage's output changes for the same input (invalidates caches and state).
-NORMALIZE_STAGE_VERSION = "1"
+NORMALIZE_STAGE_VERSION = "2"
 CHUNK_STAGE_VERSION = "2"
 
 

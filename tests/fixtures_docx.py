@@ -45,7 +45,7 @@ def to_bytes(document: Document) -> bytes:
 
 def _p(xml: str) -> str:
     """A body-level element with the namespaces declared."""
-    return re.sub(r"^<w:(\w+)>", lambda m: f"<w:{m.group(1)} {_NS_DECL}>", xml, count=1)
+    return re.sub(r"^<w:(\w+)", lambda m: f"<w:{m.group(1)} {_NS_DECL}", xml, count=1)
 
 
 def _append_body_xml(document: Document, xml: str) -> None:
@@ -253,5 +253,106 @@ def revisions_docx() -> bytes:
         '<v:shape id="box1" type="#_x0000_t202" style="width:200pt;height:40pt">'
         "<v:textbox><w:txbxContent><w:p><w:r><w:t>Inside the text box</w:t></w:r></w:p>"
         "</w:txbxContent></v:textbox></v:shape></w:pict></w:r></w:p>",
+    )
+    return to_bytes(document)
+
+
+def nested_table_docx() -> bytes:
+    """Outer table AAA | BBB; the BBB cell holds a table whose right column is one cell
+    spanning both rows: CCC | DDD over EEE | (DDD)."""
+    document = docx.Document()
+    outer = document.add_table(rows=1, cols=2)
+    outer.cell(0, 0).text = "AAA"
+    host = outer.cell(0, 1)
+    host.text = "BBB"  # before the nested table: setting a cell's text replaces it all
+    inner = host.add_table(rows=2, cols=2)
+    inner.cell(0, 0).text = "CCC"
+    inner.cell(0, 1).merge(inner.cell(1, 1)).text = "DDD"
+    inner.cell(1, 0).text = "EEE"
+    document.add_paragraph("After.")
+    return to_bytes(document)
+
+
+def header_less_tables_docx() -> bytes:
+    """Four 2x2 tables: Word's "Header Row" off (w:firstRow="0"), off as Word 2007
+    writes it (only the w:val bit field, 0x0020 clear), on (python-docx's default), and
+    no table look at all (as LibreOffice writes tables)."""
+    document = docx.Document()
+    for label in ("off", "bits", "on", "none"):
+        table = document.add_table(rows=2, cols=2)
+        for r, row in enumerate(table.rows):
+            for c, cell in enumerate(row.cells):
+                cell.text = f"{label}{r}{c}"
+        look = table._tbl.tblPr.find(f"{{{W_NS}}}tblLook")
+        if label == "off":
+            look.set(f"{{{W_NS}}}firstRow", "0")
+        elif label == "bits":
+            for name in list(look.attrib):
+                del look.attrib[name]
+            look.set(f"{{{W_NS}}}val", "0480")
+        elif label == "none":
+            look.getparent().remove(look)
+    return to_bytes(document)
+
+
+def wrapped_content_docx() -> bytes:
+    """Text pandoc drops whole: custom XML around a paragraph, a run, a table row and a
+    cell; a right-to-left run in w:dir; a simple field's result."""
+    document = docx.Document()
+    document.add_paragraph("Start.")
+
+    def row(*texts: str) -> str:
+        return (
+            "<w:tr>"
+            + "".join(f"<w:tc><w:p><w:r><w:t>{t}</w:t></w:r></w:p></w:tc>" for t in texts)
+            + "</w:tr>"
+        )
+
+    _append_body_xml(
+        document,
+        '<w:customXml w:element="block"><w:p><w:r><w:t>Custom block text.</w:t></w:r></w:p>'
+        "</w:customXml>",
+    )
+    _append_body_xml(
+        document,
+        '<w:p><w:r><w:t xml:space="preserve">Before </w:t></w:r><w:customXml w:element="i">'
+        '<w:r><w:t>custom inline</w:t></w:r></w:customXml><w:r><w:t xml:space="preserve"> '
+        'and </w:t></w:r><w:dir w:val="rtl"><w:r><w:t>שלום</w:t></w:r></w:dir>'
+        '<w:r><w:t xml:space="preserve"> on page </w:t></w:r><w:fldSimple w:instr="PAGE">'
+        "<w:r><w:t>7</w:t></w:r></w:fldSimple><w:r><w:t>.</w:t></w:r></w:p>",
+    )
+    _append_body_xml(
+        document,
+        '<w:tbl><w:tblPr><w:tblLook w:firstRow="1"/></w:tblPr><w:tblGrid><w:gridCol/>'
+        "<w:gridCol/></w:tblGrid>"
+        + row("Name", "Value")
+        + '<w:customXml w:element="r">'
+        + row("wrapped row", "11")
+        + "</w:customXml>"
+        + '<w:tr><w:customXml w:element="c"><w:tc><w:p><w:r><w:t>wrapped cell</w:t></w:r>'
+        "</w:p></w:tc></w:customXml><w:tc><w:p><w:r><w:t>12</w:t></w:r></w:p></w:tc></w:tr>"
+        "</w:tbl>",
+    )
+    return to_bytes(document)
+
+
+def ruby_docx() -> bytes:
+    """A Japanese paragraph whose words carry ruby (furigana), which pandoc drops."""
+    document = docx.Document()
+
+    def ruby(base: str, guide: str) -> str:
+        return (
+            f"<w:r><w:ruby><w:rubyPr/><w:rt><w:r><w:t>{guide}</w:t></w:r></w:rt>"
+            f"<w:rubyBase><w:r><w:t>{base}</w:t></w:r></w:rubyBase></w:ruby></w:r>"
+        )
+
+    _append_body_xml(
+        document,
+        "<w:p>"
+        + ruby("漢字", "かんじ")
+        + "<w:r><w:t>と</w:t></w:r>"
+        + ruby("仮名", "かな")
+        + ruby("東京", "とうきょう")
+        + "</w:p>",
     )
     return to_bytes(document)

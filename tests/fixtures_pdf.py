@@ -186,3 +186,82 @@ ZERO_PAGE_PDF = (
     b"2 0 obj<</Type/Pages/Kids[]/Count 0>>endobj\n"
     b"trailer<</Root 1 0 R>>\n%%EOF\n"
 )
+
+
+def chapters_pdf() -> bytes:
+    """A report of three chapters on six pages: a cover with a small "Front cover" label
+    above the title, a chapter title wrapped onto a second line (its own MuPDF block)
+    with a margin label between, and running footers that name the current chapter and
+    end with the page number, alternating with the book's title on even pages."""
+    doc = new_doc()
+    cover = doc.new_page()
+    cover.insert_text((400, 40), "Front cover", fontsize=14, fontname="hebo")
+    lines(cover, 72, 200, ["Storage Engines in Practice"], fontsize=30, fontname="hebo")
+    chapters = [("Chapter 1. Getting started", 2), ("Chapter 2. Tuning the cache", 2)]
+    number = 1
+    for chapter, count in chapters:
+        for first in [True] + [False] * (count - 1):
+            page = doc.new_page()
+            y = 100.0
+            if first:
+                title = chapter.split(". ", 1)[1]
+                page.insert_text((72, y), f"{title} for", fontsize=24, fontname="hebo")
+                page.insert_text((20, y + 14), chapter.split(". ")[0] + ".", fontsize=7)
+                page.insert_text((72, y + 30), "engineers", fontsize=24, fontname="hebo")
+                y += 70
+            y = lines(page, 72, y, [f"Text of page {number} about {chapter[11:]}."])
+            lines(page, 72, y, BODY)
+            footer = f"{chapter} {number}" if number % 2 else f"{number} Storage Engines"
+            page.insert_text((72 if number % 2 == 0 else 300, 810), footer, fontsize=9)
+            number += 1
+    doc.set_metadata({"title": "PowerPoint Presentation"})  # a producer's default
+    return to_bytes(doc)
+
+
+def large_body_pdf() -> bytes:
+    """Body text set at 13 pt, larger than usual, outweighed by 8 pt small print (a long
+    footnote apparatus), with real headings at 18 pt: a paragraph, and one-line entries
+    that end without a full stop, each its own block."""
+    doc = new_doc()
+    paragraph = [
+        "The model reads its inputs once and keeps a summary of each in memory,",
+        "which the later stages consult instead of the raw data.",
+    ]
+    entries = [
+        "Input shape: the batch size, the sequence length, the hidden size",
+        "Output shape: the batch size and the number of classes it predicts",
+        "Memory: one summary per input, about the size of one hidden state",
+    ]
+    small = "Note: measured on the reference machine with the default settings enabled."
+    for n in range(1, 4):
+        page = doc.new_page()
+        y = lines(page, 72, 72, [f"Stage {n}"], fontsize=18, fontname="hebo")
+        y = lines(page, 72, y + 8, paragraph, fontsize=13)
+        for entry in entries:
+            y = lines(page, 72, y + 14, [entry], fontsize=13)
+        lines(page, 72, y + 20, [small] * 14, fontsize=8)
+    return to_bytes(doc)
+
+
+def merged_header_table_pdf() -> bytes:
+    """A ruled table whose header cell "Scores" spans two columns, over "low" and "high",
+    and whose "Model" cell spans the two header rows."""
+    doc = new_doc()
+    page = doc.new_page()
+    x0, top, width, height = 72.0, 100.0, 100.0, 24.0
+    xs = [x0 + i * width for i in range(4)]
+    ys = [top + i * height for i in range(5)]
+    page.draw_line((xs[0], ys[0]), (xs[3], ys[0]))
+    page.draw_line((xs[1], ys[1]), (xs[3], ys[1]))  # under "Scores" only: "Model" spans down
+    for y in ys[2:]:
+        page.draw_line((xs[0], y), (xs[3], y))
+    for i, x in enumerate(xs):
+        start = ys[1] if i == 2 else ys[0]  # no line inside "Scores": it spans columns
+        page.draw_line((x, start), (x, ys[4]))
+    cells = [
+        (0, 0, "Model"), (0, 1, "Scores"), (1, 1, "low"), (1, 2, "high"),
+        (2, 0, "alpha"), (2, 1, "0.1"), (2, 2, "0.9"), (3, 0, "beta"), (3, 1, "0.2"), (3, 2, "0.8"),
+    ]  # fmt: skip
+    for r, c, text in cells:
+        page.insert_text((xs[c] + 4, ys[r] + 16), text, fontsize=10)
+    return to_bytes(doc)

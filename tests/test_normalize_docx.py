@@ -134,6 +134,77 @@ def test_footnote_tracked_changes_comment_and_text_box() -> None:
     assert "Reviewer remark" not in doc.markdown
 
 
+def test_nested_table_keeps_every_word_inside_the_outer_cell() -> None:
+    doc = normalize(fixtures_docx.nested_table_docx())
+    # The inner table flattened into its cell: "; " between cells, " / " between rows,
+    # the cell spanning both rows repeated in each.
+    assert doc.markdown == (
+        "| AAA | BBB CCC; DDD / EEE; DDD |\n|-----|-------------------------|\n\nAfter.\n"
+    )
+    assert doc.warnings == ()
+
+
+def test_a_table_without_a_header_row_gets_an_empty_one() -> None:
+    doc = normalize(fixtures_docx.header_less_tables_docx())
+    assert doc.markdown == (
+        "|       |       |\n|-------|-------|\n| off00 | off01 |\n| off10 | off11 |\n\n"
+        "|        |        |\n|--------|--------|\n| bits00 | bits01 |\n| bits10 | bits11 |\n\n"
+        "| on00 | on01 |\n|------|------|\n| on10 | on11 |\n\n"
+        # No look at all: nothing says the first row is no header, so it stays one.
+        "| none00 | none01 |\n|--------|--------|\n| none10 | none11 |\n"
+    )
+
+
+def test_text_in_wrappers_pandoc_drops_is_kept() -> None:
+    doc = normalize(fixtures_docx.wrapped_content_docx())
+    assert doc.markdown == (
+        "Start.\n\nCustom block text.\n\n"
+        "Before custom inline and שלום on page 7.\n\n"
+        "| Name         | Value |\n"
+        "|--------------|-------|\n"
+        "| wrapped row  | 11    |\n"
+        "| wrapped cell | 12    |\n"
+    )
+    assert doc.warnings == ()  # pandoc read it all: no fallback, no loss
+
+
+def test_words_pandoc_drops_send_the_body_to_python_docx() -> None:
+    doc = normalize(fixtures_docx.ruby_docx(), "ruby.docx")
+    assert doc.markdown == "漢字(かんじ)と仮名(かな)東京(とうきょう)\n"
+    assert len(doc.warnings) == 1
+    assert doc.warnings[0].startswith("read with python-docx's walk: pandoc's Markdown lacked")
+
+
+def test_a_part_pandoc_cannot_decode_is_read_by_python_docx() -> None:
+    """XML may be UTF-16 (any XML parser reads it); pandoc reads only UTF-8."""
+    source = zipfile.ZipFile(io.BytesIO(fixtures_docx.revisions_docx()))
+    out = io.BytesIO()
+    with source, zipfile.ZipFile(out, "w") as target:
+        for name in source.namelist():
+            blob = source.read(name)
+            if name == "word/footnotes.xml":
+                body = blob.decode("utf-8").split("?>", 1)[-1]
+                blob = ('<?xml version="1.0" encoding="UTF-16"?>' + body).encode("utf-16")
+            target.writestr(name, blob)
+    doc = normalize(out.getvalue(), "utf16.docx")
+    assert doc.markdown == (
+        "Footnoted claim[^1].\n\nThe budget is twenty euros.\n\nCommented sentence.\n\n"
+        "Boxed:\n\nInside the text box\n\n[^1]: The source of the claim.\n"
+    )
+    assert doc.warnings[0].startswith("read with python-docx's walk because pandoc: pandoc")
+    assert doc.metadata["reader"] == "python-docx's walk"
+
+
+def test_a_package_no_reader_opens_is_corrupt_naming_every_reader() -> None:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        archive.writestr("[Content_Types].xml", "<Types/>")
+        archive.writestr("word/document.xml", '<?xml version="1.0"?><notword/>')
+    error = assert_fails(ErrorCode.CORRUPT, out.getvalue(), "odd.docx")
+    for reader in ("pandoc:", "python-docx's walk:", "a LibreOffice round trip and pandoc:"):
+        assert reader in error.message
+
+
 @pytest.mark.parametrize("path", sorted(CORPUS.glob("*.docx")), ids=lambda p: p.name)
 def test_corpus_word_recall(path: Path) -> None:
     started = time.perf_counter()
@@ -142,6 +213,7 @@ def test_corpus_word_recall(path: Path) -> None:
     reference = path.with_name(path.name + ".md").read_text(encoding="utf-8")
     recall = word_recall(reference, doc.markdown)
     assert recall >= RECALL_FLOOR[path.name], f"{path.name}: recall {recall:.3f}"
+    assert doc.warnings == ()  # pandoc kept every word of the paragraphs: no fallback
     for raw in ("<table", "<td", "<img", "<!--", "media/"):
         assert raw not in doc.markdown, f"{path.name}: raw {raw!r} in the output"
     assert elapsed < 10, f"{path.name}: {elapsed:.1f} s"
@@ -171,15 +243,6 @@ def assert_fails(code: ErrorCode, data: bytes, name: str, **limits: float) -> In
 def test_truncated_docx_is_corrupt() -> None:
     data = fixtures_docx.merged_table_docx()
     assert_fails(ErrorCode.CORRUPT, data[: len(data) // 2], "truncated.docx")
-
-
-def test_package_pandoc_cannot_read_is_corrupt() -> None:
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w") as archive:
-        archive.writestr("[Content_Types].xml", "<Types/>")
-        archive.writestr("word/document.xml", '<?xml version="1.0"?><notword/>')
-    error = assert_fails(ErrorCode.CORRUPT, out.getvalue(), "odd.docx")
-    assert "pandoc" in error.message
 
 
 def test_broken_document_xml_is_corrupt() -> None:
