@@ -67,7 +67,7 @@ def indexed(store_factory: Any, tiny_embedder: BgeM3Embedder, tmp_path: Path) ->
 
 
 def token_set(embedder: BgeM3Embedder, text: str) -> set[int]:
-    return set(embedder._tokenizer(text, add_special_tokens=False)["input_ids"])
+    return set(embedder.token_ids(text))
 
 
 def test_keyword_query_finds_its_chunk_through_sparse_and_hybrid(indexed, tiny_embedder):

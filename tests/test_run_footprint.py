@@ -1,0 +1,122 @@
+"""What the command line's processes import and how much memory they take, each in a
+fresh interpreter (what a process imports is its own; `ingest run` on Prefect's
+ephemeral API with a temporary PREFECT_HOME and the tiny BGE-M3-shaped model)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.tiny_model import tiny_model_dir
+
+__all__ = ["tiny_model_dir"]  # fixture used below
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "samples" / "docs"
+HEAVY = ("torch", "transformers", "prefect")
+
+
+def run_python(code: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run `code` in a fresh interpreter from the checkout; it prints one JSON object as
+    its last line of stdout, which is returned."""
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env={**clean_environment(), "PYTHONPATH": str(ROOT), **(env or {})},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    result["stderr"] = done.stderr
+    return result
+
+
+def clean_environment() -> dict[str, str]:
+    """Nothing of the developer's Prefect profile or ingest settings."""
+    return {
+        k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "INGEST_", "CHUNK_"))
+    }
+
+
+def test_normalize_chunk_and_validate_import_neither_torch_nor_prefect():
+    files = [
+        SAMPLES / "handbook" / "onboarding.md",
+        SAMPLES / "handbook" / "incident-response.docx",
+        SAMPLES / "handbook" / "oncall-rota.xlsx",
+        SAMPLES / "architecture" / "storage-design.pdf",
+        SAMPLES / "architecture" / "overview.pptx",
+    ]
+    result = run_python(
+        f"""
+        import contextlib, io, json, sys
+        from flows.cli import main
+        codes = []
+        for path in {[str(f) for f in files]!r}:
+            for command in ("normalize", "chunk", "validate"):
+                with contextlib.redirect_stdout(io.StringIO()):
+                    codes.append(main([command, path]))
+        print(json.dumps({{"codes": codes, "loaded": [m for m in {HEAVY!r} if m in sys.modules]}}))
+        """
+    )
+    assert result["codes"] == [0] * 3 * len(files)
+    assert result["loaded"] == []
+
+
+def run_ingest(workdir: Path, model: Path, *args: str) -> dict[str, Any]:
+    """`ingest run files DOCS --json ARGS` in a fresh process: its summary, the heavy
+    modules it imported and its peak RSS."""
+    env = {
+        "PREFECT_HOME": str(workdir / "prefect"),
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "INGEST_QDRANT__PATH": str(workdir / "qdrant"),
+        "INGEST_CACHE__DIR": str(workdir / "cache"),
+        "INGEST_CACHE__FSYNC": "false",
+        "INGEST_EMBEDDER__MODEL": str(model),
+        "INGEST_EMBEDDER__DEVICE": "cpu",
+    }
+    return run_python(
+        f"""
+        import contextlib, io, json, resource, sys
+        from flows.cli import main
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            code = main(["run", "files", {str(workdir / "docs")!r}, "--json", *{list(args)!r}])
+        print(json.dumps({{
+            "code": code,
+            "summary": json.loads(out.getvalue().strip().splitlines()[-1]),
+            "loaded": [m for m in {HEAVY!r} if m in sys.modules],
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        }}))
+        """,
+        env,
+    )
+
+
+@pytest.mark.slow
+def test_a_run_with_nothing_to_embed_never_imports_torch(tiny_model_dir, tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name in ("handbook/onboarding.md", "runbooks/backup.txt"):
+        (docs / Path(name).name).write_bytes((SAMPLES / name).read_bytes())
+
+    first = run_ingest(tmp_path, tiny_model_dir)
+    assert first["code"] == 0 and first["summary"]["embed"]["done"] > 0
+    assert "torch" in first["loaded"]  # the precondition: embedding loads the model
+
+    # Every document re-processed (full mode), every embedding and point already there.
+    full = run_ingest(tmp_path, tiny_model_dir, "--mode", "full")
+    assert full["code"] == 0
+    assert full["summary"]["changed"] == 2 and full["summary"]["embed"]["done"] == 0
+    assert full["loaded"] == ["prefect"]
+    again = run_ingest(tmp_path, tiny_model_dir)
+    assert again["summary"]["unchanged"] == 2 and again["loaded"] == ["prefect"]
