@@ -11,7 +11,7 @@ import bisect
 import itertools
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from chunking.blocks import PACK_KIND, Block, BlockType
 from chunking.code import CodeSplitter
@@ -21,7 +21,7 @@ from chunking.pack import Group, Packer
 from chunking.parse import parse_blocks
 from chunking.pieces import PROSE_KINDS, UNMIXABLE_KINDS, Piece
 from chunking.prose import ProseSplitter
-from chunking.record import Chunk, DocumentInfo, compute_chunk_id
+from chunking.record import Chunk, DocumentInfo, compute_chunk_id, compute_section_id
 from chunking.table import TableSplitter
 from chunking.text import Anchor, decode_utf8, normalize_markdown
 from chunking.tokens import TokenCounter, get_token_counter
@@ -46,6 +46,7 @@ class _Run:
 
     headings: tuple[str, ...]
     blocks: tuple[Block, ...]
+    section: int  # ordinal of the heading that opened the section (0: the document root)
 
 
 def chunk_markdown(
@@ -173,25 +174,36 @@ def _chunk(
             )
             chunks.append(chunk)
             previous = chunk
-    return ChunkedDocument(text, tuple(blocks), tuple(chunks), normalized.front_matter)
+    linked = [
+        replace(
+            chunk,
+            prev_chunk_id=chunks[i - 1].chunk_id if i else None,
+            next_chunk_id=chunks[i + 1].chunk_id if i + 1 < len(chunks) else None,
+        )
+        for i, chunk in enumerate(chunks)
+    ]
+    return ChunkedDocument(text, tuple(blocks), tuple(linked), normalized.front_matter)
 
 
 def _section_runs(blocks: list[Block]) -> list[_Run]:
     runs: list[_Run] = []
-    stack: list[tuple[int, str]] = []
+    stack: list[tuple[int, str, int]] = []  # (level, text, section ordinal)
     current: list[Block] = []
+    headings = 0
 
     def close() -> None:
         if current:
-            runs.append(_Run(tuple(text for _, text in stack), tuple(current)))
+            section = stack[-1][2] if stack else 0
+            runs.append(_Run(tuple(text for _, text, _ in stack), tuple(current), section))
             current.clear()
 
     for block in blocks:
         if block.type is BlockType.HEADING:
             close()
+            headings += 1
             while stack and stack[-1][0] >= block.level:
                 stack.pop()
-            stack.append((block.level, block.heading_text))
+            stack.append((block.level, block.heading_text, headings))
         elif block.type is BlockType.RULE:
             close()
         else:
@@ -279,6 +291,7 @@ def _make_chunk(
             undersize = "before_table_or_code"
         else:  # the next block did not fit and had no sentence or item boundary to cut at
             undersize = "next_block_does_not_fit"
+    path = chunk_path(headings)
     links = tuple(dict.fromkeys(m.group(1) or m.group(2) for m in _LINK.finditer(md_text)))
     page_start = _anchor_at(anchors, "page", start)
     page_end = _anchor_at(anchors, "page", max(start, end - 1))
@@ -294,7 +307,7 @@ def _make_chunk(
         ordinal=ordinal,
         chunk_type=chunk_type,  # type: ignore[arg-type]
         headings_path=headings,
-        chunk_path=chunk_path(headings),
+        chunk_path=path,
         md_text=md_text,
         overlap_prefix=prefix,
         embed_text=embed_text,
@@ -319,6 +332,9 @@ def _make_chunk(
         links=links,
         oversize=any(p.oversize for p in group.pieces) and group.tokens > config.max_tokens,
         undersize_reason=undersize,
+        section_id=compute_section_id(
+            info.tenant_id, info.document_id, info.source_version_id, path, run.section
+        ),
         extra=dict(info.extra),
     )
 
@@ -348,6 +364,4 @@ def _anchor_at(
 
 
 def _with_title(info: DocumentInfo, title: str) -> DocumentInfo:
-    from dataclasses import replace
-
     return replace(info, title=title)

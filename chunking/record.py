@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import re
 import uuid
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 ChunkType = Literal["paragraph", "list", "table", "code", "quote", "mixed"]
@@ -67,6 +68,14 @@ class Chunk:
     links: tuple[str, ...] = ()
     oversize: bool = False
     undersize_reason: str | None = None
+    # Hierarchy (SPEC §3.6): one id for every chunk of a section, and the neighbours.
+    section_id: str = ""
+    prev_chunk_id: str | None = None
+    next_chunk_id: str | None = None
+    # `before|after|both`: a short caption, lead-in or output joined this table/code chunk.
+    bound_context: str | None = None
+    # The header of a table too wide to repeat in every piece, beside `md_text`.
+    table_header: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -76,12 +85,11 @@ class Chunk:
     def to_record(self) -> dict[str, Any]:
         """The JSON record (`ingest chunk --format jsonl`, Qdrant payload): lists, not tuples;
         `extra` flattened in so payload filters can reach e.g. `acl`."""
-        record = asdict(self)
-        extra = record.pop("extra")
-        for key, value in record.items():
-            if isinstance(value, tuple):
-                record[key] = list(value)
-        return {**extra, **record}
+        record: dict[str, Any] = copy.deepcopy(self.extra)
+        for name in _RECORD_FIELDS:
+            value = getattr(self, name)
+            record[name] = list(value) if isinstance(value, tuple) else value
+        return record
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Chunk:
@@ -92,6 +100,9 @@ class Chunk:
         }
         extra = {k: v for k, v in record.items() if k not in known}
         return cls(**values, extra=extra)
+
+
+_RECORD_FIELDS = tuple(f.name for f in fields(Chunk) if f.name != "extra")
 
 
 def canonical_chunk_text(md_text: str, chunk_type: str) -> str:
@@ -112,6 +123,14 @@ def compute_chunk_id(
     """sha256(tenant_id | document_id | source_version_id | ordinal | canonical_chunk_text)."""
     canonical = canonical_chunk_text(md_text, chunk_type)
     joined = f"{tenant_id}|{document_id}|{source_version_id}|{ordinal}|{canonical}"
+    return hashlib.sha256(joined.encode("utf-8")).hexdigest()
+
+
+def compute_section_id(
+    tenant_id: str, document_id: str, source_version_id: str, chunk_path: str, section: int
+) -> str:
+    """sha256(tenant_id | document_id | source_version_id | chunk_path | section ordinal)."""
+    joined = f"{tenant_id}|{document_id}|{source_version_id}|{chunk_path}|{section}"
     return hashlib.sha256(joined.encode("utf-8")).hexdigest()
 
 

@@ -10,7 +10,7 @@ import itertools
 
 import pytest
 
-from chunking import DocumentInfo, chunk_markdown, normalize_markdown
+from chunking import Chunk, DocumentInfo, chunk_markdown, normalize_markdown
 from chunking.text import Anchor
 from chunking.tokens import TokenCounter
 from config.errors import ErrorCode, IngestError
@@ -350,3 +350,27 @@ def test_budgets_from_another_profile(counter: TokenCounter) -> None:
     chunks = chunked(text, settings).chunks
     assert len(chunks) == 2
     assert all(c.token_count <= 900 for c in chunks)
+
+
+def test_hierarchy_fields_link_neighbours_and_name_sections(
+    counter: TokenCounter, chunking_settings: ChunkingSettings
+) -> None:
+    text = (
+        f"# Guide\n\n{paragraph(counter, 200, 0)}\n\n"
+        f"## Install\n\n{paragraph(counter, 200, 1)}\n\n{paragraph(counter, 200, 2)}\n"
+    )
+    info = {"tenant_id": "t", "source_version_id": "v1"}
+    chunks = chunked(text, chunking_settings, **info).chunks
+    assert [c.chunk_path for c in chunks] == ["/Guide", "/Guide/Install", "/Guide/Install"]
+    assert [c.prev_chunk_id for c in chunks] == [None, chunks[0].chunk_id, chunks[1].chunk_id]
+    assert [c.next_chunk_id for c in chunks] == [chunks[1].chunk_id, chunks[2].chunk_id, None]
+    # The section ordinal is the heading's: Guide is the first heading, Install the second.
+    expected = [
+        hashlib.sha256(f"t|doc-1|v1|{path}|{ordinal}".encode()).hexdigest()
+        for path, ordinal in (("/Guide", 1), ("/Guide/Install", 2), ("/Guide/Install", 2))
+    ]
+    assert [c.section_id for c in chunks] == expected
+    record = chunks[1].to_record()
+    for key in ("section_id", "prev_chunk_id", "next_chunk_id", "bound_context", "table_header"):
+        assert key in record
+    assert Chunk.from_record(record) == chunks[1]
