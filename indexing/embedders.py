@@ -221,8 +221,8 @@ def pack_batches(lengths: Sequence[int], tokens_per_batch: int, batch_size: int)
     """Indices of sequences grouped into batches, longest first: a batch holds at most
     `batch_size` sequences and its padded size (sequences x the longest) stays within
     `tokens_per_batch`, so the memory of one forward pass is bounded whatever the input.
-    A sequence longer than `tokens_per_batch` would still go alone; callers cut inputs
-    to the window first, which is never longer."""
+    A sequence longer than `tokens_per_batch` would go alone; the embedder splits texts
+    into windows first, and its window is never longer than `tokens_per_batch`."""
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     batches: list[list[int]] = []
     current: list[int] = []
@@ -313,7 +313,8 @@ class BgeM3Embedder:
 
     def token_ids(self, text: str) -> list[int]:
         """The model tokenizer's ids of `text`, without special tokens."""
-        ids: list[int] = self._load().tokenizer(text, add_special_tokens=False)["input_ids"]
+        tokenizer = self._load().tokenizer
+        ids: list[int] = tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
         return ids
 
     def _load(self) -> _LoadedModel:
@@ -392,10 +393,10 @@ class BgeM3Embedder:
     def _embed_group(self, loaded: _LoadedModel, texts: Sequence[str]) -> list[Embedding]:
         import torch
 
-        with _quiet_transformers():
-            contents: list[list[int]] = loaded.tokenizer(
-                list(texts), add_special_tokens=False, truncation=False
-            )["input_ids"]
+        # verbose=False: no warning for texts over the window, which are windowed below
+        contents: list[list[int]] = loaded.tokenizer(
+            list(texts), add_special_tokens=False, truncation=False, verbose=False
+        )["input_ids"]
         room = self.window - len(loaded.prefix) - len(loaded.suffix)
         owners: list[int] = []  # the text each input window belongs to
         inputs: list[list[int]] = []
@@ -520,9 +521,9 @@ def _lexical_weights(
 @contextmanager
 def _quiet_transformers() -> Iterator[None]:
     """No progress bars, load reports ("LOAD REPORT" tables of unused checkpoint keys,
-    such as the pooler all-MiniLM-L6-v2 ships) or advice on stdout/stderr while loading
-    and tokenizing; errors still surface. transformers' verbosity is process-wide, so it
-    is restored afterwards."""
+    such as the pooler all-MiniLM-L6-v2 ships) or advice on stdout/stderr while a model
+    loads; errors still surface. transformers' verbosity is process-wide: it is restored
+    afterwards, and only the load (once, under the embedder's lock) changes it."""
     from transformers.utils import logging
 
     hf_logging: Any = logging  # untyped module

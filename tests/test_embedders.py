@@ -6,10 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
-import subprocess
-import sys
-import textwrap
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -21,11 +17,10 @@ import pytest
 from config.errors import ConfigError, ErrorCode, IngestError
 from config.settings import EmbedderSettings
 from indexing.embedders import BgeM3Embedder, OpenAIEmbedder, make_embedder, pooling_mode
+from tests.process_helpers import run_python
 from tests.tiny_model import HIDDEN_SIZE, tiny_embedder, tiny_model_dir
 
 __all__ = ["tiny_embedder", "tiny_model_dir"]  # fixtures used below
-
-ROOT = Path(__file__).resolve().parents[1]
 
 TEXTS = [
     "Backups run nightly.",
@@ -355,19 +350,6 @@ def test_packed_batches_hold_every_sequence_once_within_the_budget(seed):
     for batch in batches:
         assert len(batch) <= 16
         assert len(batch) * max(lengths[i] for i in batch) <= 1024
-
-
-def run_python(code: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """`code` in a fresh interpreter (what it imports is its own), from the checkout."""
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        cwd=cwd or ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
 
 
 def test_the_model_loads_only_when_something_is_embedded(tiny_model_dir):

@@ -5,47 +5,28 @@ ephemeral API with a temporary PREFECT_HOME and the tiny BGE-M3-shaped model).""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.process_helpers import ROOT, run_python
 from tests.tiny_model import tiny_model_dir
 
 __all__ = ["tiny_model_dir"]  # fixture used below
 
-ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples" / "docs"
 HEAVY = ("torch", "transformers", "prefect")
 
 
-def run_python(code: str, env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run `code` in a fresh interpreter from the checkout; it prints one JSON object as
-    its last line of stdout, which is returned."""
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        env={**clean_environment(), "PYTHONPATH": str(ROOT), **(env or {})},
-    )
+def run_json(code: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run `code` in a fresh interpreter; it prints one JSON object as its last line of
+    stdout, which is returned with the process's stderr."""
+    done = run_python(code, env)
     assert done.returncode == 0, done.stderr[-3000:]
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     result["stderr"] = done.stderr
     return result
-
-
-def clean_environment() -> dict[str, str]:
-    """Nothing of the developer's Prefect profile or ingest settings."""
-    return {
-        k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "INGEST_", "CHUNK_"))
-    }
 
 
 def test_normalize_chunk_and_validate_import_neither_torch_nor_prefect():
@@ -56,7 +37,7 @@ def test_normalize_chunk_and_validate_import_neither_torch_nor_prefect():
         SAMPLES / "architecture" / "storage-design.pdf",
         SAMPLES / "architecture" / "overview.pptx",
     ]
-    result = run_python(
+    result = run_json(
         f"""
         import contextlib, io, json, sys
         from flows.cli import main
@@ -78,13 +59,16 @@ def run_ingest(workdir: Path, model: Path, *args: str) -> dict[str, Any]:
     env = {
         "PREFECT_HOME": str(workdir / "prefect"),
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        # The ephemeral API server starts in a subprocess; on a loaded machine it takes
+        # longer than Prefect's 20 s default.
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
         "INGEST_QDRANT__PATH": str(workdir / "qdrant"),
         "INGEST_CACHE__DIR": str(workdir / "cache"),
         "INGEST_CACHE__FSYNC": "false",
         "INGEST_EMBEDDER__MODEL": str(model),
         "INGEST_EMBEDDER__DEVICE": "cpu",
     }
-    return run_python(
+    return run_json(
         f"""
         import contextlib, io, json, resource, sys
         from flows.cli import main
