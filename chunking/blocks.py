@@ -33,11 +33,13 @@ PACK_KIND: dict[BlockType, str] = {
 
 @dataclass(frozen=True, slots=True)
 class ListItem:
-    """One list item's char range; `children` are the items of its nested lists."""
+    """One list item's char range; `children` are the items of its nested lists, `atoms`
+    the code, table, math and HTML blocks directly inside it (never cut inside)."""
 
     start: int
     end: int
     children: tuple[ListItem, ...] = ()
+    atoms: tuple[Block, ...] = ()
 
 
 @dataclass(slots=True)

@@ -1,8 +1,10 @@
 """chunk_markdown: normalized Markdown + document info -> chunk records (SPEC §3).
 
-normalize -> parse (blocks) -> count each block once -> split blocks over budget into
-pieces -> pack pieces per section run -> recount multi-piece chunks exactly -> overlap,
-ids, metadata. Sections run between headings; a horizontal rule also ends a run.
+normalize -> parse (blocks) -> count each block once -> per section run: split blocks
+over budget into pieces (`registry`: one splitter per block type), bind short captions
+and outputs to their table or code piece (`bind`), pack pieces into groups (`pack`) ->
+per stretch between horizontal rules: merge small sections (`merge`) -> recount merged
+chunks exactly -> overlap, ids, hierarchy, metadata.
 """
 
 from __future__ import annotations
@@ -13,22 +15,25 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from chunking.blocks import PACK_KIND, Block, BlockType
-from chunking.code import CodeSplitter
+from chunking.bind import run_pieces
+from chunking.blocks import Block, BlockType
 from chunking.lists import ListSplitter
+from chunking.merge import Draft, Entry, Heading, Layout, Stretch, split_back
 from chunking.overlap import overlap_prefix
 from chunking.pack import Group, Packer
 from chunking.parse import parse_blocks
-from chunking.pieces import PROSE_KINDS, UNMIXABLE_KINDS, Piece
-from chunking.prose import ProseSplitter
+from chunking.pieces import HEADING, PROSE_KINDS, UNMIXABLE_KINDS, Piece
+from chunking.prose import split_head, split_tail
 from chunking.record import Chunk, DocumentInfo, compute_chunk_id, compute_section_id
-from chunking.table import TableSplitter
+from chunking.registry import SPLITTERS
+from chunking.split import Budget, SplitContext
 from chunking.text import Anchor, decode_utf8, normalize_markdown
 from chunking.tokens import TokenCounter, get_token_counter
 from config.errors import ErrorCode, IngestError
 from config.settings import ChunkingSettings
 
 _LINK = re.compile(r"\[[^\]\n]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)|<(https?://[^>\s]+)>")
+_NOT_ALNUM = re.compile(r"[\W_]+")
 OVERLAP_KINDS = frozenset({"paragraph", "mixed"})
 
 
@@ -37,16 +42,17 @@ class ChunkedDocument:
     text: str  # the normalized Markdown all offsets refer to
     blocks: tuple[Block, ...]
     chunks: tuple[Chunk, ...]
-    front_matter: dict[str, object] | None = None
 
 
 @dataclass(frozen=True)
-class _Run:
-    """Consecutive content blocks between boundaries, all under one heading path."""
+class _Draft:
+    """A merged draft, laid out: what becomes one chunk."""
 
-    headings: tuple[str, ...]
-    blocks: tuple[Block, ...]
-    section: int  # ordinal of the heading that opened the section (0: the document root)
+    group: Group
+    layout: Layout
+    following: Draft | None  # the next draft of the same stretch
+    heading_only: bool
+    stretch: int  # which stretch between horizontal rules it belongs to
 
 
 def chunk_markdown(
@@ -101,119 +107,193 @@ def _chunk(
     if normalized.front_matter and info.title is None:
         title = normalized.front_matter.get("title")
         if isinstance(title, str):
-            info = _with_title(info, title)
+            info = replace(info, title=title)
     blocks = parse_blocks(text)
-    content = [b for b in blocks if not b.is_boundary]
-    for block, count in zip(content, counter.count_many([b.text for b in content]), strict=True):
+    counted = [b for b in blocks if b.type is not BlockType.RULE]
+    for block, count in zip(counted, counter.count_many([b.text for b in counted]), strict=True):
         block.token_count = count
 
-    prose = ProseSplitter(counter, config.target_tokens, config.max_tokens)
-    lists = ListSplitter(counter, config.target_tokens, config.max_tokens, prose)
-    tables = TableSplitter(
-        counter, config.target_tokens, config.max_tokens, config.oversize_block_limit
-    )
-    code = CodeSplitter(counter, config.max_tokens, config.oversize_block_limit)
-
-    def pieces_of(block: Block) -> list[Piece]:
-        kind = PACK_KIND[block.type]
-        if block.type is BlockType.LIST:
-            return lists.split(block, text)
-        if block.type is BlockType.TABLE:
-            return tables.split(block)
-        if block.type in (BlockType.CODE, BlockType.HTML, BlockType.MATH):
-            return code.split(block, kind)
-        if block.token_count <= config.max_tokens:
-            return [Piece(kind, block.start, block.end, block.text, block.token_count, block.index)]
-        return prose.split(block.text, block.start, kind, block.index)
-
-    def split_head(piece: Piece, budget: int) -> tuple[Piece, Piece] | None:
-        if piece.kind in PROSE_KINDS:
-            return prose.split_head(piece, text, budget)
-        if piece.kind == "list" and piece.cuts:
-            return lists.split_head(piece, text, budget)
-        return None
-
-    def exact_tokens(pieces: list[Piece]) -> int:
-        return counter.count(_join_pieces(pieces, text))
-
-    def split_tail(piece: Piece, least: int, most: int) -> tuple[Piece, Piece] | None:
-        if piece.kind in PROSE_KINDS:
-            return prose.split_tail(piece, text, least, most)
-        return None
-
-    packer = Packer(
-        config.min_tokens,
-        config.target_tokens,
-        config.max_tokens,
-        split_head,
-        split_tail,
-        exact_tokens,
-    )
-    runs: list[tuple[_Run, list[Group]]] = []
-    for run in _section_runs(blocks):
-        pieces = [p for block in run.blocks for p in pieces_of(block)]
-        runs.append((run, _exact(packer.pack(pieces), text, counter, config.max_tokens)))
-
+    drafts, names = _drafts(blocks, text, config, counter)
+    shapes = [_shape(ordinal, draft, names, text, info) for ordinal, draft in enumerate(drafts)]
     sorted_anchors = _anchor_index(normalized.anchors)
-    chunks: list[Chunk] = []
-    for run, groups in runs:
-        previous: Chunk | None = None
-        for index, group in enumerate(groups):
-            following = groups[index + 1] if index + 1 < len(groups) else None
-            chunk = _make_chunk(
-                len(chunks),
-                run,
-                group,
-                following,
-                previous,
-                text,
+    chunks = []
+    for ordinal, (draft, shape) in enumerate(zip(drafts, shapes, strict=True)):
+        previous = shapes[ordinal - 1] if ordinal else None
+        following = shapes[ordinal + 1] if ordinal + 1 < len(shapes) else None
+        prefix = ""
+        if (
+            previous is not None
+            and shape.chunk_type in OVERLAP_KINDS
+            and previous.chunk_type in OVERLAP_KINDS
+            and previous.section_id == shape.section_id
+            and drafts[ordinal - 1].stretch == draft.stretch  # never across a rule
+        ):
+            prefix = overlap_prefix(
+                previous.md_text,
+                previous.tokens,
+                config.overlap_tokens,
+                config.overlap_max_share,
+                counter,
+            )
+        chunks.append(
+            _make_chunk(
+                shape,
+                draft,
+                prefix,
+                previous.chunk_id if previous else None,
+                following.chunk_id if following else None,
                 info,
                 config,
-                counter,
                 sorted_anchors,
             )
-            chunks.append(chunk)
-            previous = chunk
-    linked = [
-        replace(
-            chunk,
-            prev_chunk_id=chunks[i - 1].chunk_id if i else None,
-            next_chunk_id=chunks[i + 1].chunk_id if i + 1 < len(chunks) else None,
         )
-        for i, chunk in enumerate(chunks)
-    ]
-    return ChunkedDocument(text, tuple(blocks), tuple(linked), normalized.front_matter)
+    return ChunkedDocument(text, tuple(blocks), tuple(chunks))
 
 
-def _section_runs(blocks: list[Block]) -> list[_Run]:
-    runs: list[_Run] = []
-    stack: list[tuple[int, str, int]] = []  # (level, text, section ordinal)
-    current: list[Block] = []
-    headings = 0
+@dataclass(frozen=True)
+class _Shape:
+    """What neighbours need to know of a chunk before it is built (overlap, links)."""
 
-    def close() -> None:
-        if current:
-            section = stack[-1][2] if stack else 0
-            runs.append(_Run(tuple(text for _, text, _ in stack), tuple(current), section))
-            current.clear()
+    ordinal: int
+    md_text: str
+    chunk_type: str
+    tokens: int
+    headings: tuple[str, ...]
+    path: str
+    section_id: str
+    chunk_id: str
+
+
+def _shape(
+    ordinal: int, draft: _Draft, names: dict[int, str], text: str, info: DocumentInfo
+) -> _Shape:
+    group = draft.group
+    md_text = _join_pieces(group.pieces, text)
+    chunk_type = group.chunk_type
+    headings = tuple(names[section] for _, section in draft.layout.path)
+    path = chunk_path(headings)
+    section = draft.layout.path[-1][1] if draft.layout.path else 0
+    return _Shape(
+        ordinal,
+        md_text,
+        chunk_type,
+        group.tokens,
+        headings,
+        path,
+        compute_section_id(info.tenant_id, info.document_id, info.source_version_id, path, section),
+        compute_chunk_id(
+            info.tenant_id, info.document_id, info.source_version_id, ordinal, md_text, chunk_type
+        ),
+    )
+
+
+def _drafts(
+    blocks: list[Block], text: str, config: ChunkingSettings, counter: TokenCounter
+) -> tuple[list[_Draft], dict[int, str]]:
+    """Walk the blocks: section runs are split, bound and packed into groups; stretches
+    between horizontal rules are merged into drafts, each laid out and counted exactly."""
+    budget = Budget(
+        config.target_tokens, config.pack_max_tokens, config.max_tokens, config.oversize_block_limit
+    )
+    ctx = SplitContext(text, counter, budget, SPLITTERS)
+    lists = ListSplitter()
+
+    def head(piece: Piece, room: int) -> tuple[Piece, Piece] | None:
+        if piece.kind in PROSE_KINDS:
+            return split_head(piece, text, room, counter)
+        if piece.kind == "list" and piece.cuts:
+            return lists.split_head(piece, text, room, counter)
+        return None
+
+    def tail(piece: Piece, least: int, most: int) -> tuple[Piece, Piece] | None:
+        if piece.kind in PROSE_KINDS:
+            return split_tail(piece, text, least, most, counter)
+        return None
+
+    def exact(pieces: list[Piece]) -> int:
+        return _joined_tokens(pieces, text, counter)
+
+    limit = config.pack_max_tokens
+    packer = Packer(config.min_tokens, config.target_tokens, limit, head, tail, exact)
+    names: dict[int, str] = {}
+    stack: list[Entry] = []
+    headings: dict[Entry, Heading] = {}
+    stretch = Stretch(config.min_tokens, config.target_tokens, limit, headings)
+    run: list[Block] = []
+    out: list[_Draft] = []
+    stretches = 0
+
+    def flush_run() -> None:
+        if not run:
+            return
+        pieces = run_pieces(run, ctx, config.bind_tokens)
+        run.clear()
+        carry = stretch.carry(tuple(stack), pieces[0])
+        if carry is not None:
+            carried, skip = carry
+            pinned = carried.pieces(skip)
+            head_group = Group(pinned, sum(p.tokens for p in pinned) + len(pinned) - 1, exact=False)
+            groups = _exact(packer.pack(pieces, head_group), text, counter, limit)
+            if len(groups[0].pieces) > len(pinned) and groups[0].pieces[: len(pinned)] == pinned:
+                stretch.add(groups, tuple(stack), carried, skip)
+                return
+            stretch.uncarry(carried)  # the next section's first block did not fit
+        stretch.add(_exact(packer.pack(pieces), text, counter, limit), tuple(stack))
+
+    def flush_stretch() -> None:
+        nonlocal stretch, stretches
+        flush_run()
+        drafts = stretch.finish()
+        stretch = Stretch(config.min_tokens, config.target_tokens, limit, headings)
+        stretches += 1
+        queue = list(reversed(drafts))
+        laid: list[tuple[Draft, Layout, Group]] = []
+        while queue:
+            draft = queue.pop()
+            layout = draft.layout()
+            assert layout is not None  # merging only builds drafts that lay out
+            group = _counted_group(draft.pieces(layout.skip), text, counter)
+            if group.tokens > limit and len(draft.contents) > 1:
+                queue.extend(reversed(split_back(draft)))  # the estimate was wrong
+                continue
+            laid.append((draft, layout, group))
+        for index, (draft, layout, group) in enumerate(laid):
+            following = laid[index + 1][0] if index + 1 < len(laid) else None
+            out.append(_Draft(group, layout, following, not draft.contents, stretches))
 
     for block in blocks:
         if block.type is BlockType.HEADING:
-            close()
-            headings += 1
+            flush_run()
+            before = tuple(stack)
             while stack and stack[-1][0] >= block.level:
                 stack.pop()
-            stack.append((block.level, block.heading_text, headings))
+            entry = (block.level, len(names) + 1)
+            names[entry[1]] = block.heading_text
+            stack.append(entry)
+            piece = Piece(
+                HEADING, block.start, block.end, block.text, block.token_count, block.index
+            )
+            stretch.heading(Heading(piece, entry, before, tuple(stack)))
         elif block.type is BlockType.RULE:
-            close()
+            flush_stretch()
         else:
-            current.append(block)
-    close()
-    return runs
+            run.append(block)
+    flush_stretch()
+    return out, names
 
 
-def _group_text(group: Group, text: str) -> str:
-    return _join_pieces(group.pieces, text)
+def _counted_group(pieces: list[Piece], text: str, counter: TokenCounter) -> Group:
+    return Group(pieces, _joined_tokens(pieces, text, counter))
+
+
+def _joined_tokens(pieces: list[Piece], text: str, counter: TokenCounter) -> int:
+    """The exact count of the pieces joined as a chunk's md_text. Pieces are joined by
+    whitespace, so with an additive counter their counts add up."""
+    if len(pieces) == 1:
+        return pieces[0].tokens
+    if counter.additive:
+        return sum(p.tokens for p in pieces)
+    return counter.count(_join_pieces(pieces, text))
 
 
 def _join_pieces(pieces: list[Piece], text: str) -> str:
@@ -228,94 +308,60 @@ def _join_pieces(pieces: list[Piece], text: str) -> str:
     return "".join(parts)
 
 
-def _exact(groups: list[Group], text: str, counter: TokenCounter, max_tokens: int) -> list[Group]:
+def _exact(groups: list[Group], text: str, counter: TokenCounter, limit: int) -> list[Group]:
     """Exact counts for groups of several pieces. The packing estimate never
-    under-counts, so none should pass `max_tokens`; one that does is halved."""
-    multi = [g for g in groups if not g.exact]
-    for group, count in zip(
-        multi, counter.count_many([_group_text(g, text) for g in multi]), strict=True
-    ):
-        group.tokens = count
-        group.exact = True
+    under-counts, so none should pass the limit; one that does is halved."""
+    for group in groups:
+        if not group.exact:
+            group.tokens = _joined_tokens(group.pieces, text, counter)
+            group.exact = True
     exact: list[Group] = []
     for group in groups:
-        if group.tokens <= max_tokens or len(group.pieces) == 1:
+        if group.tokens <= limit or len(group.pieces) == 1:
             exact.append(group)
             continue
         middle = len(group.pieces) // 2
         halves = [Group(), Group()]
         for i, piece in enumerate(group.pieces):
             halves[i >= middle].add(piece)
-        exact.extend(_exact(halves, text, counter, max_tokens))
+        exact.extend(_exact(halves, text, counter, limit))
     return exact
 
 
 def _make_chunk(
-    ordinal: int,
-    run: _Run,
-    group: Group,
-    following: Group | None,
-    previous: Chunk | None,
-    text: str,
+    shape: _Shape,
+    draft: _Draft,
+    prefix: str,
+    prev_chunk_id: str | None,
+    next_chunk_id: str | None,
     info: DocumentInfo,
     config: ChunkingSettings,
-    counter: TokenCounter,
     anchors: dict[str, tuple[list[int], list[int | str]]],
 ) -> Chunk:
-    chunk_type = group.chunk_type
-    md_text = _group_text(group, text)
-    start, end = group.pieces[0].start, group.pieces[-1].end
-    prefix = ""
-    if (
-        chunk_type in OVERLAP_KINDS
-        and previous is not None
-        and previous.chunk_type in OVERLAP_KINDS
-    ):
-        prefix = overlap_prefix(
-            previous.md_text,
-            previous.token_count,
-            config.overlap_tokens,
-            config.overlap_max_share,
-            counter,
-        )
-    headings = run.headings
-    header = " > ".join(part for part in (info.title, *headings) if part)
-    embed_text = "\n\n".join(part for part in (header, prefix, md_text) if part)
-    undersize = None
-    if group.tokens < config.min_tokens:
-        if following is None:
-            undersize = "section_end"
-        elif chunk_type in ("table", "list", "code"):
-            undersize = "lone_block"
-        elif following.chunk_type in UNMIXABLE_KINDS:
-            undersize = "before_table_or_code"
-        else:  # the next block did not fit and had no sentence or item boundary to cut at
-            undersize = "next_block_does_not_fit"
-    path = chunk_path(headings)
-    links = tuple(dict.fromkeys(m.group(1) or m.group(2) for m in _LINK.finditer(md_text)))
+    pieces = draft.group.pieces
+    start, end = pieces[0].start, pieces[-1].end
     page_start = _anchor_at(anchors, "page", start)
     page_end = _anchor_at(anchors, "page", max(start, end - 1))
     sheet = _anchor_at(anchors, "sheet", start)
     slide = _anchor_at(anchors, "slide", start)
+    header = context_header(info.title, shape.headings)
     return Chunk(
-        chunk_id=compute_chunk_id(
-            info.tenant_id, info.document_id, info.source_version_id, ordinal, md_text, chunk_type
-        ),
+        chunk_id=shape.chunk_id,
         tenant_id=info.tenant_id,
         document_id=info.document_id,
         source_version_id=info.source_version_id,
-        ordinal=ordinal,
-        chunk_type=chunk_type,  # type: ignore[arg-type]
-        headings_path=headings,
-        chunk_path=path,
-        md_text=md_text,
+        ordinal=shape.ordinal,
+        chunk_type=shape.chunk_type,  # type: ignore[arg-type]
+        headings_path=shape.headings,
+        chunk_path=shape.path,
+        md_text=shape.md_text,
         overlap_prefix=prefix,
-        embed_text=embed_text,
+        embed_text="\n\n".join(part for part in (header, prefix, shape.md_text) if part),
         char_start=start,
         char_end=end,
-        block_start_idx=group.pieces[0].block_index,
-        block_end_idx=group.pieces[-1].block_index,
-        token_count=group.tokens,
+        block_start_idx=pieces[0].block_index,
+        block_end_idx=max(p.last_block for p in pieces),
+        token_count=shape.tokens,
         source_type=info.source_type,
         source_url=info.source_url,
         file_path=info.file_path,
@@ -329,14 +375,59 @@ def _make_chunk(
         page_end=page_end if isinstance(page_end, int) else None,
         sheet=str(sheet) if sheet is not None else None,
         slide=slide if isinstance(slide, int) else None,
-        links=links,
-        oversize=any(p.oversize for p in group.pieces) and group.tokens > config.max_tokens,
-        undersize_reason=undersize,
-        section_id=compute_section_id(
-            info.tenant_id, info.document_id, info.source_version_id, path, run.section
-        ),
+        links=tuple(dict.fromkeys(m.group(1) or m.group(2) for m in _LINK.finditer(shape.md_text))),
+        oversize=any(p.oversize for p in pieces) and shape.tokens > config.max_tokens,
+        undersize_reason=_undersize_reason(draft, config),
+        section_id=shape.section_id,
+        prev_chunk_id=prev_chunk_id,
+        next_chunk_id=next_chunk_id,
+        bound_context=_bound_context(pieces),
+        table_header=next((p.header for p in pieces if p.header), None),
         extra=dict(info.extra),
     )
+
+
+def _bound_context(pieces: list[Piece]) -> str | None:
+    """Does the chunk open with a bound caption or lead-in, close with a bound output?"""
+    content = [p for p in pieces if p.kind != HEADING]
+    if not content:
+        return None
+    before = content[0].bound in ("before", "both")
+    after = content[-1].bound in ("after", "both")
+    return "both" if before and after else "before" if before else "after" if after else None
+
+
+def _undersize_reason(draft: _Draft, config: ChunkingSettings) -> str | None:
+    """Why a chunk under `min_tokens` could not grow; the validator re-checks each."""
+    if draft.group.tokens >= config.min_tokens:
+        return None
+    if draft.heading_only:
+        return "heading_only"
+    following = draft.following
+    if following is None or following.opens_section:
+        return "section_end"
+    if draft.group.chunk_type in ("table", "list", "code"):
+        return "lone_block"
+    if any(c.group.chunk_type in UNMIXABLE_KINDS for c in following.contents[:1]):
+        return "before_table_or_code"
+    return "next_block_does_not_fit"  # no sentence or item boundary to cut the next block at
+
+
+def context_header(title: str | None, headings: Sequence[str]) -> str:
+    """`title > heading > heading`, the title left out when the first heading repeats it
+    (a file name such as `storage-design.pdf` repeats a heading `Storage design`)."""
+    parts = list(headings)
+    if title and not (parts and _same_name(title, parts[0])):
+        parts.insert(0, title)
+    return " > ".join(part for part in parts if part)
+
+
+def _same_name(title: str, heading: str) -> bool:
+    def key(value: str) -> str:
+        return _NOT_ALNUM.sub("", value).casefold()
+
+    stem = title.rsplit(".", 1)[0] if re.search(r"\.\w{1,5}$", title) else title
+    return key(heading) in (key(title), key(stem))
 
 
 def chunk_path(headings: Sequence[str]) -> str:
@@ -361,7 +452,3 @@ def _anchor_at(
     offsets, values = index[kind]
     at = bisect.bisect_right(offsets, offset) - 1
     return values[max(at, 0)]
-
-
-def _with_title(info: DocumentInfo, title: str) -> DocumentInfo:
-    return replace(info, title=title)

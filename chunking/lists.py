@@ -1,124 +1,158 @@
-"""ListSplitter: a list over budget splits between top-level items, nested items staying
-with their parent; an item over budget splits between its sub-items, then sentences."""
+"""Lists. A list over `max_tokens` splits between top-level items, nested items staying
+with their parent; an item over it splits between its own lines and nested items, a
+line over it at sentences (SPEC §3.5). A code, table or math block inside an item is
+never cut inside: it is kept whole, or split by its own rule as a whole block."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from chunking.blocks import Block, ListItem
 from chunking.pieces import Piece
-from chunking.prose import ProseSplitter
+from chunking.prose import split_prose
+from chunking.split import SplitContext
 from chunking.tokens import TokenCounter
+
+KIND = "list"
+
+
+@dataclass(frozen=True)
+class _Span:
+    """A run of the item that may pack with its neighbours: a line, a nested item or a
+    nested block kept whole."""
+
+    start: int
+    end: int
+    tokens: int
 
 
 @dataclass(frozen=True)
 class ListSplitter:
-    counter: TokenCounter
-    target_tokens: int
-    max_tokens: int
-    prose: ProseSplitter
-
-    def split(self, block: Block, document: str) -> list[Piece]:
-        cuts = tuple(item.start for item in block.items[1:])
-        if block.token_count <= self.max_tokens:
-            return [self._piece(block, block.start, block.end, block.token_count, document, cuts)]
+    def split(self, block: Block, ctx: SplitContext) -> list[Piece]:
+        if block.token_count <= ctx.budget.max:
+            cuts = tuple(item.start for item in block.items[1:])
+            return [_piece(block, block.start, block.end, block.token_count, ctx.document, cuts)]
         pieces: list[Piece] = []
         for item in block.items:
-            pieces.extend(self._split_item(block, item, document))
+            pieces.extend(self._split_item(block, item, ctx))
         return pieces
 
-    def _split_item(self, block: Block, item: ListItem, document: str) -> list[Piece]:
-        count = self.counter.count(document[item.start : item.end])
-        if count <= self.max_tokens:
-            return [self._piece(block, item.start, item.end, count, document)]
-        # The item's own lines and its nested items, in document order, pack into pieces
-        # of at most max_tokens. A line over budget alone is cut at
-        # sentences: the only place a list piece may start or end inside a line.
-        segments: list[tuple[int, int, ListItem | None]] = []
+    def _split_item(self, block: Block, item: ListItem, ctx: SplitContext) -> list[Piece]:
+        document, counter, budget = ctx.document, ctx.counter, ctx.budget
+        count = counter.count(document[item.start : item.end])
+        if count <= budget.max:
+            return [_piece(block, item.start, item.end, count, document)]
+        units = self._units(block, item, ctx)
+        # Spans pack into pieces within the packing limit; a piece a rule already cut
+        # (a nested block split, a line cut at sentences) stands alone.
+        pieces: list[Piece] = []
+        run: list[_Span] = []
+        used = 0
+        for unit in units:
+            if isinstance(unit, Piece):
+                if run:
+                    pieces.append(_counted(block, run[0].start, run[-1].end, document, counter))
+                run, used = [], 0
+                pieces.append(unit)
+                continue
+            if run and (used + unit.tokens + 1 > budget.pack_max or used >= budget.target):
+                pieces.append(_counted(block, run[0].start, run[-1].end, document, counter))
+                run, used = [], 0
+            run.append(unit)
+            used += unit.tokens + (1 if used else 0)
+        if run:
+            pieces.append(_counted(block, run[0].start, run[-1].end, document, counter))
+        return pieces
+
+    def _units(self, block: Block, item: ListItem, ctx: SplitContext) -> list[_Span | Piece]:
+        """The item's own lines, nested blocks and nested items in document order."""
+        document, counter, budget = ctx.document, ctx.counter, ctx.budget
+        nested: list[ListItem | Block] = sorted(
+            [*item.children, *item.atoms], key=lambda part: part.start
+        )
+        spans: list[tuple[int, int, ListItem | Block | None]] = []
         cursor = item.start
-        for child in (*item.children, None):
-            stop = child.start if child is not None else item.end
+        for part in (*nested, None):
+            stop = part.start if part is not None else item.end
             line_start = cursor
             for line in document[cursor:stop].split("\n"):  # the item's own lines
                 if line.strip():
-                    segments.append((line_start, line_start + len(line), None))
+                    spans.append((line_start, line_start + len(line.rstrip()), None))
                 line_start += len(line) + 1
-            if child is not None:
-                segments.append((child.start, child.end, child))
-                cursor = child.end
-        texts = [document[a:b].rstrip() for a, b, _ in segments]
-        counts = self.counter.count_many(texts)
-        pieces: list[Piece] = []
-        run_start, run_end, used = segments[0][0], segments[0][0], 0
-        for (a, _, child), text, n in zip(segments, texts, counts, strict=True):
-            end = a + len(text)
-            if n > self.max_tokens:
-                if used:
-                    pieces.append(self._counted(block, run_start, run_end, document))
-                if child is not None:
-                    pieces.extend(self._split_item(block, child, document))
-                else:
-                    pieces.extend(
-                        Piece("list", p.start, p.end, p.text, p.tokens, block.index)
-                        for p in self.prose.split(text, a, "list", block.index)
-                    )
-                run_start, used = end, 0
-                continue
-            if used and (used + n + 1 > self.max_tokens or used >= self.target_tokens):
-                pieces.append(self._counted(block, run_start, run_end, document))
-                used = 0
-            if not used:
-                run_start = a
-            used += n + (1 if used else 0)
-            run_end = end
-        if used:
-            pieces.append(self._counted(block, run_start, run_end, document))
-        return pieces
+            if part is not None:
+                spans.append((part.start, part.end, part))
+                cursor = max(cursor, part.end)
+        counts = counter.count_many([document[a:b] for a, b, _ in spans])
+        units: list[_Span | Piece] = []
+        for (a, b, part), n in zip(spans, counts, strict=True):
+            if isinstance(part, Block):
+                part.token_count = n
+                splitter = ctx.splitters[part.type]
+                units.extend(_as_list_piece(p) for p in splitter.split(part, ctx))
+            elif n <= budget.max:
+                units.append(_Span(a, b, n))
+            elif part is not None:
+                units.extend(self._split_item(block, part, ctx))
+            else:  # a line over budget alone: the only place a list piece cuts a line
+                units.extend(
+                    _as_list_piece(p) for p in split_prose(document[a:b], a, KIND, block.index, ctx)
+                )
+        # A nested block kept whole packs like a line.
+        return [
+            _Span(u.start, u.end, u.tokens) if isinstance(u, Piece) and _plain(u, document) else u
+            for u in units
+        ]
 
-    def _counted(self, block: Block, start: int, end: int, document: str) -> Piece:
-        # Keep the indentation: a piece starts at a line start so no item line is cut.
-        raw = document[start:end]
-        text = raw.lstrip("\n").rstrip()
-        start += len(raw) - len(raw.lstrip("\n"))
-        return self._piece(block, start, start + len(text), self.counter.count(text), document)
-
-    def split_head(self, piece: Piece, document: str, budget: int) -> tuple[Piece, Piece] | None:
+    def split_head(
+        self, piece: Piece, document: str, budget: int, counter: TokenCounter
+    ) -> tuple[Piece, Piece] | None:
         """Divide a whole list at the last top-level item boundary that keeps the head
         within `budget` tokens; None when even the first item does not fit."""
         for cut in reversed(piece.cuts):
             head = document[piece.start : cut].rstrip()
-            tokens = self.counter.count(head)
+            tokens = counter.count(head)
             if tokens <= budget:
-                tail_cuts = tuple(c for c in piece.cuts if c > cut)
                 tail_text = document[cut : piece.end]
                 return (
                     Piece(
-                        "list",
-                        piece.start,
-                        piece.start + len(head),
-                        head,
-                        tokens,
-                        piece.block_index,
+                        KIND, piece.start, piece.start + len(head), head, tokens, piece.block_index
                     ),
                     Piece(
-                        "list",
+                        KIND,
                         cut,
                         piece.end,
                         tail_text,
-                        self.counter.count(tail_text),
+                        counter.count(tail_text),
                         piece.block_index,
-                        cuts=tail_cuts,
+                        cuts=tuple(c for c in piece.cuts if c > cut),
                     ),
                 )
         return None
 
-    def _piece(
-        self,
-        block: Block,
-        start: int,
-        end: int,
-        tokens: int,
-        document: str,
-        cuts: tuple[int, ...] = (),
-    ) -> Piece:
-        return Piece("list", start, end, document[start:end], tokens, block.index, cuts=cuts)
+
+def _plain(piece: Piece, document: str) -> bool:
+    """A piece that is its document slice, not over budget: it can pack like a line."""
+    return (
+        not piece.synthetic
+        and not piece.oversize
+        and piece.header is None
+        and (document[piece.start : piece.end] == piece.text)
+    )
+
+
+def _as_list_piece(piece: Piece) -> Piece:
+    return replace(piece, kind=KIND)
+
+
+def _counted(block: Block, start: int, end: int, document: str, counter: TokenCounter) -> Piece:
+    # Keep the indentation: a piece starts at a line start so no item line is cut.
+    raw = document[start:end]
+    text = raw.lstrip("\n").rstrip()
+    start += len(raw) - len(raw.lstrip("\n"))
+    return _piece(block, start, start + len(text), counter.count(text), document)
+
+
+def _piece(
+    block: Block, start: int, end: int, tokens: int, document: str, cuts: tuple[int, ...] = ()
+) -> Piece:
+    return Piece(KIND, start, end, document[start:end], tokens, block.index, cuts=cuts)

@@ -1,18 +1,62 @@
 """Overlap (SPEC §3.5): a paragraph or mixed chunk carries the tail of the previous chunk
 of the same section, at most `overlap_tokens` and at most `overlap_max_share` of that
-chunk, cut at a sentence boundary where possible. Stored beside the chunk, never in it."""
+chunk, starting at a sentence, line or list-item start: never inside a word, a list
+line, a formula or a table row. Stored beside the chunk, never in it.
+
+`overlap_start_ok` is the rule itself; the validator checks overlaps with it.
+"""
 
 from __future__ import annotations
 
+import bisect
 import re
 
-from chunking.sentences import sentence_spans
 from chunking.tokens import TokenCounter
 
 # Characters of the previous chunk that can hold the overlap (a token is at least one
-# character); sentence splitting only ever looks at this tail, so its cost stays flat.
+# character): only this tail is searched, so the cost stays flat.
 _CHARS_PER_TOKEN_BOUND = 12
-_WORD = re.compile(r"\S+")
+_SENTENCE_END = re.compile(r"[.!?…][\"'»”’)\]]*[ \t]+")
+_LIST_OR_ROW = re.compile(r"[ \t]*(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)|[ \t]*\||[ \t]")
+_CLOSERS = "\"'»”’)]"
+_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})", re.MULTILINE)
+
+
+def overlap_start_ok(text: str, position: int) -> bool:
+    """May an overlap taken from `text` start at `position`?"""
+    if not 0 <= position < len(text) or text[position].isspace():
+        return False
+    if _inside_math(text, position) or _inside_fence(text, position):
+        return False
+    line_start = text.rfind("\n", 0, position) + 1
+    if not text[line_start:position].strip():
+        return True  # the start of a line (or of a list item)
+    line = text[line_start : text.find("\n", position) if "\n" in text[position:] else len(text)]
+    if _LIST_OR_ROW.match(line):
+        return False  # never mid list-line, never inside a table row (or an indented line)
+    if not text[position - 1].isspace() or text[position].islower():
+        return False
+    before = text[line_start:position].rstrip().rstrip(_CLOSERS)
+    return before.endswith((".", "!", "?", "…"))
+
+
+def _inside_fence(text: str, position: int) -> bool:
+    """Inside a fenced code block (one nested in a list item of a mixed chunk)."""
+    fence = ""
+    for match in _FENCE.finditer(text, 0, position):
+        marker = match.group(1)
+        if not fence:
+            fence = marker
+        elif marker[0] == fence[0] and len(marker) >= len(fence):
+            fence = ""
+    return bool(fence)
+
+
+def _inside_math(text: str, position: int) -> bool:
+    head = text[:position]
+    if "$$" in head and head.count("$$") % 2:
+        return True
+    return "\\begin{" in head and head.count("\\begin{") > head.count("\\end{")
 
 
 def overlap_prefix(
@@ -25,28 +69,22 @@ def overlap_prefix(
     budget = min(overlap_tokens, int(previous_tokens * max_share))
     if budget <= 0 or not previous_text.strip():
         return ""
-    tail = previous_text[-max(600, budget * _CHARS_PER_TOKEN_BOUND) :]
-    spans = sentence_spans(tail)
-    if len(tail) < len(previous_text) and len(spans) > 1:
-        spans = spans[1:]  # the first span may be a cut sentence
-    used, start = 0, None
-    for a, b in reversed(spans):  # whole sentences from the end while they fit
-        used += counter.count(tail[a:b])
-        if used > budget:
-            break
-        start = a
-    if start is not None:
-        return tail[start:].strip()
-    # The last sentence alone is over budget: take its trailing words instead.
-    last = tail[spans[-1][0] :]
-    words = [m.start() for m in _WORD.finditer(last)]
-    low, high = 0, len(words)
+    offset = max(0, len(previous_text) - max(600, budget * _CHARS_PER_TOKEN_BOUND))
+    tail = previous_text[offset:]
+    candidates = sorted(
+        {offset + m.end() for m in _SENTENCE_END.finditer(tail)}
+        | {offset + i + 1 for i, ch in enumerate(tail) if ch == "\n"}
+    )
+    starts = [p for p in candidates if overlap_start_ok(previous_text, p)]
+    # The earliest start whose suffix fits: suffixes shrink as the start moves right.
+    low = bisect.bisect_left(starts, offset)
+    high = len(starts)
     best = ""
-    while low < high:  # fewest leading words dropped that still fit
-        mid = (low + high) // 2
-        piece = last[words[mid] :].strip()
-        if counter.count(piece) <= budget:
-            best, high = piece, mid
+    while low < high:
+        middle = (low + high) // 2
+        suffix = previous_text[starts[middle] :].strip()
+        if counter.count(suffix) <= budget:
+            best, high = suffix, middle
         else:
-            low = mid + 1
+            low = middle + 1
     return best

@@ -1,14 +1,19 @@
 """The packer: pieces of one section run -> groups that become chunks (SPEC §3.5).
 
-- tables and code are groups of their own;
+- tables and code are groups of their own; consecutive small ones of one kind (a code
+  sample and its output, each with its bound context) share a group while it is under
+  `target_tokens`, whole blocks only;
 - paragraphs, lists and quotes merge while the group is under `target_tokens` and the
-  merge stays within `max_tokens`; different kinds merge (`mixed`) only while the total
+  merge stays within the packing limit; different kinds merge (`mixed`) only while the total
   stays under `target_tokens`, or while the group is still under `min_tokens`;
 - a group under `min_tokens` whose next piece does not fit takes the head of that piece,
   cut at a sentence (or top-level list item) boundary, rather than closing undersized;
 - a group still under `min_tokens` joins the group before it when both fit in
-  `max_tokens`, or else takes whole trailing sentences from it when both then keep at
+  the packing limit, or else takes whole trailing sentences from it when both then keep at
   least `min_tokens`.
+
+`pack` may start from a carried group: a small section merging forward (`merge`) is
+packed as the head of the next section's first group, its pieces pinned there.
 
 Sizes are estimated as the sum of piece counts plus one token per join, which never
 under-counts; a decision the join slack alone would flip is measured exactly, and every
@@ -21,7 +26,7 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from chunking.pieces import UNMIXABLE_KINDS, Piece
+from chunking.pieces import HEADING, UNMIXABLE_KINDS, Piece
 
 HeadSplitter = Callable[[Piece, int], "tuple[Piece, Piece] | None"]
 TailSplitter = Callable[[Piece, int, int], "tuple[Piece, Piece] | None"]
@@ -36,7 +41,11 @@ class Group:
 
     @property
     def chunk_type(self) -> str:
-        kinds = {p.kind for p in self.pieces}
+        """Heading lines of merged sections do not count: a chunk of paragraphs and the
+        headings between them is a paragraph chunk."""
+        kinds = {p.kind for p in self.pieces if p.kind != HEADING}
+        if not kinds:
+            return "paragraph"
         return kinds.pop() if len(kinds) == 1 else "mixed"
 
     def add(self, piece: Piece) -> None:
@@ -49,26 +58,31 @@ class Group:
 class Packer:
     min_tokens: int
     target_tokens: int
-    max_tokens: int
+    limit: int  # the packing limit: `max_tokens`, or seed 002's soft max
     split_head: HeadSplitter
     split_tail: TailSplitter
     exact_tokens: ExactCounter
 
-    def pack(self, pieces: list[Piece]) -> list[Group]:
+    def pack(self, pieces: list[Piece], head: Group | None = None) -> list[Group]:
         groups: list[Group] = []
-        current = Group()
+        current = Group(list(head.pieces), head.tokens, exact=False) if head else Group()
+        pinned = len(current.pieces)
         for piece in pieces:
             if piece.kind in UNMIXABLE_KINDS:
                 if current.pieces:
                     groups.append(current)
-                groups.append(Group([piece], piece.tokens))
                 current = Group()
+                last = groups[-1] if groups and len(groups) > bool(pinned) else None
+                if last is not None and self._joins_atomic(last, piece):
+                    last.add(piece)
+                else:
+                    groups.append(Group([piece], piece.tokens))
                 continue
             if not current.pieces or self._fits(current, piece):
                 current.add(piece)
                 continue
             if current.tokens < self.min_tokens:
-                halves = self.split_head(piece, self.max_tokens - current.tokens - 1)
+                halves = self.split_head(piece, self.limit - current.tokens - 1)
                 if halves is not None:
                     current.add(halves[0])
                     piece = halves[1]
@@ -78,20 +92,32 @@ class Packer:
         if current.pieces:
             groups.append(current)
         self._measure(groups)
-        return self._rebalance(self._absorb_undersized(groups))
+        return self._rebalance(self._absorb_undersized(groups), pinned)
+
+    def _joins_atomic(self, group: Group, piece: Piece) -> bool:
+        """A whole table or code block joins the table or code group before it."""
+        kinds = {p.kind for p in group.pieces}
+        whole = not (piece.oversize or piece.header or piece.synthetic)
+        return (
+            kinds == {piece.kind}
+            and whole
+            and not any(p.oversize or p.header or p.synthetic for p in group.pieces)
+            and group.tokens < self.target_tokens
+            and group.tokens + piece.tokens + 1 <= self.limit
+        )
 
     def _fits(self, group: Group, piece: Piece) -> bool:
         if group.tokens >= self.target_tokens:
             return False
         total = group.tokens + piece.tokens + 1
-        if total > self.max_tokens:
+        if total > self.limit:
             # The estimate counts a token per join; measure when only that slack is over.
-            if total - len(group.pieces) > self.max_tokens:
+            if total - len(group.pieces) > self.limit:
                 return False
             total = self.exact_tokens([*group.pieces, piece])
-            if total > self.max_tokens:
+            if total > self.limit:
                 return False
-        mixing = any(p.kind != piece.kind for p in group.pieces)
+        mixing = any(p.kind not in (piece.kind, HEADING) for p in group.pieces)
         if not mixing or total < self.target_tokens:
             return True
         # Kinds mix past the target only to lift a group that is still under min_tokens.
@@ -114,7 +140,7 @@ class Packer:
                 and group.tokens < self.min_tokens
                 and group.chunk_type not in UNMIXABLE_KINDS
                 and previous.chunk_type not in UNMIXABLE_KINDS
-                and previous.tokens + group.tokens + 1 <= self.max_tokens
+                and previous.tokens + group.tokens + 1 <= self.limit
             ):
                 for piece in group.pieces:
                     previous.add(piece)
@@ -122,8 +148,9 @@ class Packer:
             merged.append(group)
         return merged
 
-    def _rebalance(self, groups: list[Group]) -> list[Group]:
-        for previous, group in itertools.pairwise(groups):
+    def _rebalance(self, groups: list[Group], pinned: int) -> list[Group]:
+        for index, (previous, group) in enumerate(itertools.pairwise(groups)):
+            keep = pinned + 1 if index == 0 else 1  # pieces that never move
             if (
                 group.tokens >= self.min_tokens
                 or group.chunk_type in UNMIXABLE_KINDS
@@ -131,12 +158,12 @@ class Packer:
             ):
                 continue
             need = self.min_tokens - group.tokens + 1
-            room = min(previous.tokens - self.min_tokens, self.max_tokens - group.tokens) - 1
+            room = min(previous.tokens - self.min_tokens, self.limit - group.tokens) - 1
             if room < need:
                 continue
             # Whole trailing pieces (paragraphs, list items) first, then sentences.
             moved, count = 0, 0
-            for piece in reversed(previous.pieces[1:]):
+            for piece in reversed(previous.pieces[keep:]):
                 if moved >= need:
                     break
                 moved += piece.tokens + 1
@@ -148,6 +175,8 @@ class Packer:
                 group.tokens += moved
                 del previous.pieces[-count:]
                 previous.exact = group.exact = False
+                continue
+            if len(previous.pieces) < keep:
                 continue
             halves = self.split_tail(previous.pieces[-1], need, room)
             if halves is None:

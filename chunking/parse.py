@@ -1,7 +1,8 @@
 """Markdown -> blocks with char offsets (markdown-it-py, block level only).
 
 Only the block parser runs: inline parsing is not needed to find block boundaries and
-would double the cost. Text markdown-it consumes without a token (link reference
+would double the cost. A large document is parsed in segments (`segments`), so its
+tokens never all exist at once. Text markdown-it consumes without a token (link reference
 definitions, stray lines) is kept as a paragraph so every character stays covered.
 """
 
@@ -12,9 +13,12 @@ from functools import lru_cache
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
+from mdit_py_plugins.amsmath import amsmath_plugin
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 
 from chunking.blocks import Block, BlockType, ListItem
+from chunking.segments import SEGMENT_CHARS, segment_lines
+from chunking.table_rule import table_lines_only
 
 _OPEN_TYPES: dict[str, BlockType] = {
     "paragraph_open": BlockType.PARAGRAPH,
@@ -30,13 +34,30 @@ _LEAF_TYPES: dict[str, BlockType] = {
     "html_block": BlockType.HTML,
     "math_block": BlockType.MATH,
     "math_block_label": BlockType.MATH,
+    "amsmath": BlockType.MATH,
     "hr": BlockType.RULE,
+}
+# Blocks inside a list item that a list split must keep whole or split by their own rule.
+_ATOM_TYPES: dict[str, BlockType] = {
+    "fence": BlockType.CODE,
+    "code_block": BlockType.CODE,
+    "table_open": BlockType.TABLE,
+    "math_block": BlockType.MATH,
+    "math_block_label": BlockType.MATH,
+    "amsmath": BlockType.MATH,
+    "html_block": BlockType.HTML,
 }
 
 
-@lru_cache(maxsize=1)
-def _parser() -> MarkdownIt:
-    md = MarkdownIt("commonmark").enable("table").use(dollarmath_plugin, double_inline=False)
+@lru_cache(maxsize=4)
+def _parser(dollar_math: bool, environments: bool) -> MarkdownIt:
+    """The block parser; a math rule only where the text could hold its math (each is
+    tried at every block start, a tenth of the parse on documents without any)."""
+    md = MarkdownIt("commonmark").enable("table").use(table_lines_only)
+    if dollar_math:
+        md.use(dollarmath_plugin, double_inline=False)
+    if environments:
+        md.use(amsmath_plugin)
     md.disable(["inline", "text_join"], ignoreInvalid=True)
     return md
 
@@ -52,7 +73,8 @@ def line_starts(text: str) -> list[int]:
 
 
 def parse_blocks(text: str) -> list[Block]:
-    tokens = _parser().parse(text)
+    dollar_math, environments = "$$" in text, "\\begin{" in text
+    parser = _parser(dollar_math, environments)
     starts = line_starts(text)
     length = len(text)
 
@@ -61,8 +83,32 @@ def parse_blocks(text: str) -> list[Block]:
         end = starts[line_to] if line_to < len(starts) else length
         return begin, begin + len(text[begin:end].rstrip())
 
+    segments = [0]
+    if length > SEGMENT_CHARS:
+        segments = segment_lines(text.split("\n"), dollar_math, environments)
     blocks: list[Block] = []
     covered_to = 0
+    for number, first_line in enumerate(segments):
+        stop_line = segments[number + 1] if number + 1 < len(segments) else len(starts)
+        stop = starts[stop_line] if stop_line < len(starts) else length
+        tokens = parser.parse(text[starts[first_line] : stop])
+
+        def shifted(line_from: int, line_to: int, first: int = first_line) -> tuple[int, int]:
+            return span(first + line_from, first + line_to)
+
+        covered_to = _add_blocks(blocks, tokens, shifted, text, covered_to)
+    if covered_to < length and text[covered_to:].strip():
+        _add_orphan_text(blocks, text, covered_to, length)
+    return blocks
+
+
+Span = Callable[[int, int], tuple[int, int]]
+
+
+def _add_blocks(
+    blocks: list[Block], tokens: list[Token], span: Span, text: str, covered_to: int
+) -> int:
+    """Blocks of one parsed segment, appended in order; returns how far text is covered."""
     i = 0
     while i < len(tokens):
         token = tokens[i]
@@ -82,7 +128,7 @@ def parse_blocks(text: str) -> list[Block]:
             block.level = int(token.tag[1])
             block.heading_text = tokens[i + 1].content.strip() if i + 1 < close else ""
         elif kind is BlockType.LIST:
-            block.items = _list_items(tokens, i, close, span)
+            block.items = _list_items(tokens, i, close, span, text, block.index)
         elif token.type == "fence":
             block.fence = token.markup
             block.info = token.info.strip()
@@ -90,9 +136,7 @@ def parse_blocks(text: str) -> list[Block]:
             blocks.append(block)
             covered_to = max(covered_to, end)
         i = close + 1
-    if covered_to < length and text[covered_to:].strip():
-        _add_orphan_text(blocks, text, covered_to, length)
-    return blocks
+    return covered_to
 
 
 def _add_orphan_text(blocks: list[Block], text: str, start: int, end: int) -> None:
@@ -112,13 +156,11 @@ def _matching_close(tokens: list[Token], open_index: int) -> int:
     return len(tokens) - 1
 
 
-Span = Callable[[int, int], tuple[int, int]]
-
-
 def _list_items(
-    tokens: list[Token], open_index: int, close_index: int, span: Span
+    tokens: list[Token], open_index: int, close_index: int, span: Span, text: str, index: int
 ) -> tuple[ListItem, ...]:
-    """Top-level items of the list opened at `open_index`, each with its nested items."""
+    """Top-level items of the list opened at `open_index`, each with its nested items
+    and the atomic blocks directly inside it."""
     items: list[ListItem] = []
     item_level = tokens[open_index].level + 1
     j = open_index + 1
@@ -127,19 +169,27 @@ def _list_items(
         if token.type == "list_item_open" and token.level == item_level and token.map:
             item_close = _matching_close(tokens, j)
             children: list[ListItem] = []
+            atoms: list[Block] = []
             k = j + 1
             while k < item_close:
                 inner = tokens[k]
-                if (
-                    inner.type in ("bullet_list_open", "ordered_list_open")
-                    and inner.level == item_level + 1
-                ):
-                    inner_close = _matching_close(tokens, k)
-                    children.extend(_list_items(tokens, k, inner_close, span))
-                    k = inner_close
+                if inner.level == item_level + 1 and inner.map is not None:
+                    if inner.type in ("bullet_list_open", "ordered_list_open"):
+                        inner_close = _matching_close(tokens, k)
+                        children.extend(_list_items(tokens, k, inner_close, span, text, index))
+                        k = inner_close
+                    elif inner.type in _ATOM_TYPES:
+                        a, b = span(inner.map[0], inner.map[1])
+                        if b > a:
+                            atom = Block(index, _ATOM_TYPES[inner.type], a, b, text[a:b])
+                            if inner.type == "fence":
+                                atom.fence, atom.info = inner.markup, inner.info.strip()
+                            atoms.append(atom)
+                        if inner.nesting == 1:
+                            k = _matching_close(tokens, k)
                 k += 1
             start, end = span(token.map[0], token.map[1])
-            items.append(ListItem(start, end, tuple(children)))
+            items.append(ListItem(start, end, tuple(children), tuple(atoms)))
             j = item_close
         j += 1
     return tuple(items)

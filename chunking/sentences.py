@@ -2,6 +2,8 @@
 
 Spans partition their text: each sentence span runs to the next sentence's start, so
 the whitespace between sentences belongs to the sentence before it and nothing is lost.
+A pipe-table row the parser left in a paragraph (no delimiter row) is one unit of its
+own: a row is never cut at a sentence boundary inside it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import razdel
 from chunking.tokens import TokenCounter
 
 _WORD = re.compile(r"\S+\s*")
+_ROW_LINE = re.compile(r"^[ \t]*\|.*$", re.MULTILINE)
 
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:
@@ -21,7 +24,29 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     if not starts:
         return [(0, len(text))] if text else []
     starts[0] = 0
+    if "|" in text:
+        starts = _whole_rows(text, starts)
     return [(a, b) for a, b in zip(starts, [*starts[1:], len(text)], strict=True)]
+
+
+def _whole_rows(text: str, starts: list[int]) -> list[int]:
+    """Sentence starts with none inside a table row, and every row starting a unit."""
+    rows = [(m.start(), m.end()) for m in _ROW_LINE.finditer(text)]
+    if not rows:
+        return starts
+    inside: set[int] = set()
+    added = set(starts)
+    row_index = 0
+    for start in starts:
+        while row_index < len(rows) and rows[row_index][1] < start:
+            row_index += 1
+        if row_index < len(rows) and rows[row_index][0] < start <= rows[row_index][1]:
+            inside.add(start)
+    for a, b in rows:
+        added.add(a)
+        if b + 1 < len(text):
+            added.add(b + 1)
+    return sorted(added - inside | {0})
 
 
 def window_spans(text: str, budget: int, counter: TokenCounter) -> list[tuple[int, int]]:

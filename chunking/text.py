@@ -125,6 +125,8 @@ def normalize_markdown(
     result = "\n".join(out)
     if result:
         result += "\n"
+    if result == text:
+        result = text  # already normalized: keep one copy of a large text, not two
     limit = len(result)
     mapped = tuple(
         replace(a, offset=min(limit, new_start_of_line[_line_of(old_starts, a.offset)]))

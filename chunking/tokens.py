@@ -7,8 +7,13 @@ engines count with it and agree exactly:
 - `HFTokenCounter`: `tokenizers` with the normalizer and pre-tokenizer set as
   transformers' XLMRobertaTokenizer behaves (the raw JSON differs on whitespace runs);
 - `SentencePieceCounter`: the same vocabulary and char-map compiled into a SentencePiece
-  model, about 8x faster; the two inputs it would count differently (literal special
-  tokens such as `<s>`, half-width katakana) are routed to the `tokenizers` engine.
+  model, about 8x faster. The two inputs it would count differently are counted
+  exactly without loading the `tokenizers` engine (which cost 400 MB): literal special
+  tokens (`<s>`, `<mask>`...) split the text as transformers splits it and count one
+  each; a word holding a half-width voiced sound mark (ﾞ ﾟ) is normalized by the
+  `tokenizers` char-map normalizer and counted by the same vocabulary with
+  SentencePiece's own normalization off (its char-map composes the mark with the kana
+  before it, the `tokenizers` one does not).
 
 Counts exclude special tokens. A configured Hugging Face id or local path loads that
 tokenizer through `tokenizers` instead.
@@ -22,7 +27,7 @@ import json
 import lzma
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
@@ -38,16 +43,26 @@ MODEL_PATH = Path(__file__).with_name("assets") / "xlm-roberta-sentencepiece.mod
 MODEL_SHA256 = "940584b0674069f968d9283d7d8e713c62f27411ebc9c3f8a2f41ce9e6bb3874"
 BUNDLED = "bundled"
 
-# Literal added tokens split the text before the model sees it (transformers does this).
+# Literal added tokens split the text before the model sees it (transformers does this);
+# their ids in the XLM-R vocabulary.
 _SPECIAL_LITERALS = re.compile(r"<s>|</s>|<pad>|<unk>|<mask>")
-# Half-width katakana: SentencePiece's char-map composes their voiced marks differently.
-_SP_DIVERGENT = re.compile(r"[\uff61-\uff9f]|<s>|</s>|<pad>|<unk>|<mask>")
+_SPECIAL_IDS = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "<mask>": 250001}
+# Half-width voiced sound marks (ﾞ ﾟ): SentencePiece's char-map composes them with the
+# kana before them, the tokenizers one does not. Every other half-width katakana and
+# punctuation character counts alike in both (checked exhaustively by the tests).
+_SP_DIVERGENT = re.compile(r"[\uff9e\uff9f]|<s>|</s>|<pad>|<unk>|<mask>")
+# A word (between ASCII whitespace, where both engines split) holding a voiced mark.
+_HALF_WIDTH_WORD = re.compile(r"[^ \t\n\r]*[\uff9e\uff9f][^ \t\n\r]*")
 
 
 class TokenCounter(Protocol):
-    """Counts tokens without special tokens. `name` identifies the tokenizer in cache keys."""
+    """Counts tokens without special tokens. `name` identifies the tokenizer in cache keys.
+    `additive`: texts joined by whitespace count the sum of their counts (true of a
+    tokenizer that splits at whitespace before its model runs), so the chunker can add
+    up counts instead of counting a joined chunk again."""
 
     name: str
+    additive: bool
 
     def count(self, text: str) -> int: ...
 
@@ -121,6 +136,7 @@ class HFTokenCounter:
 
         spec = json.loads(tokenizer_json)
         self._tokenizer = Tokenizer.from_str(tokenizer_json.decode("utf-8"))
+        self.additive = False  # any tokenizer may be configured: count joined text again
         _xlmr_fixups(self._tokenizer, spec)
         self.name = name
 
@@ -139,40 +155,97 @@ class HFTokenCounter:
 class SentencePieceCounter:
     """The bundled vocabulary compiled into a SentencePiece model (fast path)."""
 
-    def __init__(self, model: bytes, fallback_json: Callable[[], bytes], name: str) -> None:
+    def __init__(self, model: bytes, name: str) -> None:
         import sentencepiece as spm
 
+        self._model = model
         self._processor = spm.SentencePieceProcessor(model_proto=model)
-        self._fallback_json = fallback_json  # loaded only for the inputs it must count
-        self._fallback: HFTokenCounter | None = None
+        self._exact: _ExactPath | None = None  # built on the first input that needs it
         self._lock = threading.Lock()
         self.name = name
+        # Split at whitespace before the model (and literals, which count one each).
+        self.additive = True
 
-    def _exact(self) -> HFTokenCounter:
+    def _exact_path(self) -> _ExactPath:
         with self._lock:
-            if self._fallback is None:
-                self._fallback = HFTokenCounter(self._fallback_json(), self.name)
-            return self._fallback
+            if self._exact is None:
+                self._exact = _ExactPath(self._model, self._processor)
+            return self._exact
 
     def encode(self, text: str) -> list[int]:
         if _SP_DIVERGENT.search(text):
-            return self._exact().encode(text)
-        # SentencePiece ids are the fairseq ids shifted by one (XLM-R adds <pad> at 1).
-        return [i + 1 if i >= 3 else 3 for i in self._processor.encode(text)]
+            return self._exact_path().encode(text)
+        return _fairseq_ids(self._processor.encode(text))
 
     def count(self, text: str) -> int:
         if _SP_DIVERGENT.search(text):
-            return self._exact().count(text)
+            return len(self._exact_path().encode(text))
         return len(self._processor.encode(text))
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
         # One call per text: SentencePiece's list form starts a thread pool per call,
         # which costs more than it saves on the short texts the chunker counts.
         encode = self._processor.encode
+        divergent = _SP_DIVERGENT.search
         return [
-            self._exact().count(text) if _SP_DIVERGENT.search(text) else len(encode(text))
+            len(self._exact_path().encode(text)) if divergent(text) else len(encode(text))
             for text in texts
         ]
+
+
+def _fairseq_ids(ids: list[int]) -> list[int]:
+    # SentencePiece ids are the fairseq ids shifted by one (XLM-R adds <pad> at 1).
+    return [i + 1 if i >= 3 else 3 for i in ids]
+
+
+class _ExactPath:
+    """Counts, exactly as transformers' XLM-R tokenizer does, the inputs SentencePiece
+    alone would count differently (see the module docstring)."""
+
+    def __init__(self, model: bytes, processor: Any) -> None:
+        self._model = model
+        self._processor = processor
+        self._unnormalized: Any = None  # built for the first voiced mark seen
+        self._normalizer: Any = None
+
+    def _voiced_mark_engines(self) -> tuple[Any, Any]:
+        if self._unnormalized is None:
+            import sentencepiece as spm
+            from sentencepiece import sentencepiece_model_pb2
+            from tokenizers import normalizers
+
+            pb: Any = sentencepiece_model_pb2  # generated protobuf module: no type stubs
+            proto = pb.ModelProto()
+            proto.ParseFromString(self._model)
+            charsmap = proto.normalizer_spec.precompiled_charsmap
+            self._normalizer = normalizers.Precompiled(charsmap)
+            proto.normalizer_spec.name = "identity"
+            proto.normalizer_spec.precompiled_charsmap = b""
+            self._unnormalized = spm.SentencePieceProcessor(model_proto=proto.SerializeToString())
+        return self._normalizer, self._unnormalized
+
+    def encode(self, text: str) -> list[int]:
+        ids: list[int] = []
+        position = 0
+        for literal in _SPECIAL_LITERALS.finditer(text):
+            ids.extend(self._segment(text[position : literal.start()]))
+            ids.append(_SPECIAL_IDS[literal.group(0)])
+            position = literal.end()
+        ids.extend(self._segment(text[position:]))
+        return ids
+
+    def _segment(self, text: str) -> list[int]:
+        """Text between literals: words are tokenized one by one in both engines, so
+        plain words and half-width katakana words can be encoded apart and joined."""
+        ids: list[int] = []
+        position = 0
+        for word in _HALF_WIDTH_WORD.finditer(text):
+            normalizer, unnormalized = self._voiced_mark_engines()
+            ids.extend(self._processor.encode(text[position : word.start()]))
+            ids.extend(unnormalized.encode(normalizer.normalize_str(word.group(0))))
+            position = word.end()
+        ids.extend(self._processor.encode(text[position:]))
+        return _fairseq_ids(ids)
 
 
 def _sentencepiece_model(spec: dict[str, Any]) -> bytes:
@@ -204,13 +277,16 @@ def _sentencepiece_model(spec: dict[str, Any]) -> bytes:
     return data
 
 
-@lru_cache(maxsize=4)
 def get_token_counter(tokenizer: str = BUNDLED) -> TokenCounter:
-    """The counter for a `chunking.tokenizer` setting: `bundled`, a local path, or an HF id."""
+    """The counter for a `chunking.tokenizer` setting: `bundled`, a local path, or an HF id;
+    one per setting and process, however it is called."""
+    return _load_counter(tokenizer)
+
+
+@lru_cache(maxsize=4)
+def _load_counter(tokenizer: str) -> TokenCounter:
     if tokenizer == BUNDLED:
-        return SentencePieceCounter(
-            bundled_sentencepiece_model(), bundled_tokenizer_json, name="bge-m3-bundled"
-        )
+        return SentencePieceCounter(bundled_sentencepiece_model(), name="bge-m3-bundled")
     path = Path(tokenizer)
     candidate = path / "tokenizer.json" if path.is_dir() else path
     if candidate.is_file():

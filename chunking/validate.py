@@ -1,23 +1,39 @@
-"""The chunk validator (SPEC §3.7): run on every document, every violation reported."""
+"""The chunk validator (SPEC §3.7): run on every document, every violation reported.
+
+Each rule is a small check over the chunks and the normalized text they were cut from:
+sizes and undersize reasons, order and coverage, headings (on the path or a line of a
+merged chunk), hierarchy (section ids, neighbour links), Markdown validity (table
+headers, code fences, display math, list lines and table rows never cut inside), bound
+context, overlap starts, the id formula, and the document's total token count.
+"""
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from chunking.blocks import Block, BlockType
+from chunking.display_math import math_balanced
+from chunking.overlap import overlap_start_ok
 from chunking.parse import parse_blocks
-from chunking.record import Chunk, compute_chunk_id
+from chunking.record import Chunk, compute_chunk_id, compute_section_id
 from chunking.tokens import TokenCounter, get_token_counter
 from config.settings import ChunkingSettings
 
 _DELIMITER_ROW = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_NESTED_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")  # a fence inside a list item is indented
+_ATOMIC_MARK = re.compile(r"^\s*(`{3,}|~{3,}|\$\$|\\begin\{)|^\s*\|?\s*:?-+:?\s*\|", re.MULTILINE)
 # Why a chunk may be under `min_tokens`; each is checked against the structure below.
 ALLOWED_UNDERSIZE = frozenset(
-    {"section_end", "lone_block", "before_table_or_code", "next_block_does_not_fit"}
+    {"section_end", "lone_block", "before_table_or_code", "next_block_does_not_fit", "heading_only"}
 )
+OVERLAP_KINDS = frozenset({"paragraph", "mixed"})
+# A document's chunks hold at most about twice its own tokens (SPEC §3.5, Table headers).
+TOKEN_GROWTH = 2
+TOKEN_GROWTH_SLACK = 64
 
 
 @dataclass(frozen=True)
@@ -37,44 +53,6 @@ class ValidationReport:
         return not self.violations
 
 
-def validate_chunks(
-    chunks: Sequence[Chunk],
-    text: str,
-    config: ChunkingSettings,
-    blocks: Sequence[Block] | None = None,
-    counter: TokenCounter | None = None,
-) -> ValidationReport:
-    """Check chunks against the normalized `text` they were cut from."""
-    counter = counter or get_token_counter(config.tokenizer)
-    blocks = list(blocks) if blocks is not None else parse_blocks(text)
-    found: list[Violation] = []
-
-    def fail(rule: str, chunk: Chunk | None, message: str) -> None:
-        found.append(Violation(rule, chunk.ordinal if chunk else None, message))
-
-    doc = _Document(text, blocks, [b.index for b in blocks if b.is_boundary], counter, config)
-    for position, chunk in enumerate(chunks):
-        following = chunks[position + 1] if position + 1 < len(chunks) else None
-        if chunk.ordinal != position:
-            fail("ordinal", chunk, f"ordinal {chunk.ordinal} at position {position}")
-        if not chunk.md_text.strip():
-            fail("empty", chunk, "empty chunk")
-        _check_size(chunk, following, doc, fail)
-        _check_markdown(chunk, doc, fail)
-        expected = compute_chunk_id(
-            chunk.tenant_id,
-            chunk.document_id,
-            chunk.source_version_id,
-            chunk.ordinal,
-            chunk.md_text,
-            chunk.chunk_type,
-        )
-        if chunk.chunk_id != expected:
-            fail("chunk_id", chunk, "chunk_id does not recompute from the formula")
-    _check_coverage(chunks, text, blocks, fail)
-    return ValidationReport(len(chunks), tuple(found))
-
-
 Fail = Callable[[str, "Chunk | None", str], None]
 
 
@@ -87,13 +65,91 @@ class _Document:
     boundaries: list[int]  # indices of heading and rule blocks
     counter: TokenCounter
     config: ChunkingSettings
+    lists: list[tuple[int, int]]  # char ranges of list blocks, in order
+    maths: list[tuple[int, int]]  # char ranges of display math blocks, in order
+
+    def in_list(self, offset: int) -> bool:
+        at = bisect.bisect_right(self.lists, (offset, len(self.text) + 1)) - 1
+        return at >= 0 and self.lists[at][0] <= offset < self.lists[at][1]
+
+    def maths_within(self, start: int, end: int) -> list[tuple[int, int]]:
+        """Display math blocks that share characters with [start, end)."""
+        at = max(0, bisect.bisect_right(self.maths, (start, len(self.text) + 1)) - 1)
+        found = []
+        while at < len(self.maths) and self.maths[at][0] < end:
+            if self.maths[at][1] > start:
+                found.append(self.maths[at])
+            at += 1
+        return found
+
+
+def validate_chunks(
+    chunks: Sequence[Chunk],
+    text: str,
+    config: ChunkingSettings,
+    blocks: Sequence[Block] | None = None,
+    counter: TokenCounter | None = None,
+) -> ValidationReport:
+    """Check chunks against the normalized `text` they were cut from."""
+    counter = counter or get_token_counter(config.tokenizer)
+    blocks = list(blocks) if blocks is not None else parse_blocks(text)
+    uncounted = [b for b in blocks if b.type is not BlockType.RULE and not b.token_count]
+    for block, count in zip(
+        uncounted, counter.count_many([b.text for b in uncounted]), strict=True
+    ):
+        block.token_count = count
+    found: list[Violation] = []
+
+    def fail(rule: str, chunk: Chunk | None, message: str) -> None:
+        found.append(Violation(rule, chunk.ordinal if chunk else None, message))
+
+    doc = _Document(
+        text,
+        blocks,
+        [b.index for b in blocks if b.is_boundary],
+        counter,
+        config,
+        [(b.start, b.end) for b in blocks if b.type is BlockType.LIST],
+        [(b.start, b.end) for b in blocks if b.type is BlockType.MATH],
+    )
+    for position, chunk in enumerate(chunks):
+        previous = chunks[position - 1] if position else None
+        following = chunks[position + 1] if position + 1 < len(chunks) else None
+        if chunk.ordinal != position:
+            fail("ordinal", chunk, f"ordinal {chunk.ordinal} at position {position}")
+        if not chunk.md_text.strip():
+            fail("empty", chunk, "empty chunk")
+        _check_size(chunk, following, doc, fail)
+        _check_markdown(chunk, doc, fail)
+        _check_bound_context(chunk, doc, fail)
+        _check_overlap(chunk, previous, doc, fail)
+        _check_links(chunk, previous, following, fail)
+        expected = compute_chunk_id(
+            chunk.tenant_id,
+            chunk.document_id,
+            chunk.source_version_id,
+            chunk.ordinal,
+            chunk.md_text,
+            chunk.chunk_type,
+        )
+        if chunk.chunk_id != expected:
+            fail("chunk_id", chunk, "chunk_id does not recompute from the formula")
+    _check_coverage(chunks, text, blocks, fail)
+    _check_headings(chunks, blocks, fail)
+    own = sum(b.token_count for b in blocks if b.type is not BlockType.RULE)
+    held = sum(c.token_count for c in chunks)
+    if held > TOKEN_GROWTH * own + TOKEN_GROWTH_SLACK:
+        fail("token_growth", None, f"chunks hold {held} tokens, the document {own}")
+    return ValidationReport(len(chunks), tuple(found))
 
 
 def _check_size(chunk: Chunk, following: Chunk | None, doc: _Document, fail: Fail) -> None:
     config = doc.config
     if chunk.token_count > config.max_tokens:
-        kept_whole = chunk.chunk_type in ("code", "table") and chunk.oversize
-        if not kept_whole or chunk.token_count > config.oversize_block_limit:
+        # Kept whole: a code or table block, or a list or paragraph holding display math
+        # or a nested code block or table.
+        atomic = chunk.chunk_type in ("code", "table") or bool(_ATOMIC_MARK.search(chunk.md_text))
+        if not (chunk.oversize and atomic) or chunk.token_count > config.oversize_block_limit:
             fail("max_tokens", chunk, f"{chunk.token_count} tokens > {config.max_tokens}")
     if chunk.token_count < config.min_tokens:
         reason = chunk.undersize_reason
@@ -105,7 +161,17 @@ def _check_size(chunk: Chunk, following: Chunk | None, doc: _Document, fail: Fai
 
 
 def _undersize_holds(reason: str, chunk: Chunk, following: Chunk | None, doc: _Document) -> bool:
-    max_tokens = doc.config.max_tokens
+    limit = doc.config.pack_max_tokens
+    if reason == "heading_only":
+        spans = [
+            (b.start, b.end)
+            for b in doc.blocks
+            if b.type is BlockType.HEADING and chunk.char_start <= b.start < chunk.char_end
+        ]
+        rest = doc.text[chunk.char_start : chunk.char_end]
+        for a, b in sorted(spans, reverse=True):
+            rest = rest[: a - chunk.char_start] + rest[b - chunk.char_start :]
+        return bool(spans) and not rest.strip()
     if reason == "lone_block":
         return chunk.chunk_type in ("table", "list", "code")
     if reason == "before_table_or_code":
@@ -117,49 +183,186 @@ def _undersize_holds(reason: str, chunk: Chunk, following: Chunk | None, doc: _D
         if following.char_start != first.start:
             # The next chunk is a piece of a split block: pieces are measured as written
             # (a quote piece re-adds `> `), so their counts decide.
-            return chunk.token_count + 1 + following.token_count > max_tokens
+            return chunk.token_count + 1 + following.token_count > limit
         # Measured, not estimated: the chunk joined with the whole next block passes.
-        return doc.counter.count(doc.text[chunk.char_start : first.end]) > max_tokens
-    # section_end: nothing follows, or a heading/rule lies between this chunk and the next
+        return doc.counter.count(doc.text[chunk.char_start : first.end]) > limit
+    # section_end: nothing follows, or a heading or rule lies between this chunk and the
+    # next (a next chunk that opens with a heading line starts at that heading).
     if following is None:
         return True
-    return any(chunk.block_end_idx < b < following.block_start_idx for b in doc.boundaries)
+    return any(chunk.block_end_idx < b <= following.block_start_idx for b in doc.boundaries)
 
 
 def _inside_line(text: str, offset: int) -> bool:
     return 0 < offset < len(text) and text[offset - 1] != "\n" and text[offset] != "\n"
 
 
-def _line_at(text: str, offset: int) -> str:
+def _line_at(text: str, offset: int) -> tuple[int, str]:
     start = text.rfind("\n", 0, offset) + 1
     end = text.find("\n", offset)
-    return text[start : end if end != -1 else len(text)]
+    return start, text[start : end if end != -1 else len(text)]
 
 
 def _check_markdown(chunk: Chunk, doc: _Document, fail: Fail) -> None:
     text = doc.text
     lines = chunk.md_text.split("\n")
-    if chunk.chunk_type == "table" and (len(lines) < 2 or not _DELIMITER_ROW.match(lines[1])):
-        fail("table_header", chunk, "table piece without its header and delimiter rows")
-    if not _fences_balanced(lines):
+    if chunk.chunk_type == "table":
+        _check_table_piece(chunk, lines, fail)
+    nested = chunk.chunk_type in ("list", "mixed")
+    if not _fences_balanced(lines, _NESTED_FENCE if nested else _FENCE):
         fail("code_fence", chunk, "unbalanced code fence")
-    if chunk.chunk_type == "list":
-        for offset in (chunk.char_start, chunk.char_end):
-            line = _line_at(text, offset)
-            if _inside_line(text, offset) and doc.counter.count(line) <= doc.config.max_tokens:
-                fail("list_cut", chunk, "list chunk cuts a line that fits the budget")
+    for start, end in doc.maths_within(chunk.char_start, chunk.char_end):
+        cut = start < chunk.char_start or chunk.char_end < end
+        if cut and not math_balanced(chunk.md_text):
+            fail("math", chunk, "a piece of display math without its delimiters")
+    for offset in (chunk.char_start, chunk.char_end):
+        if not _inside_line(text, offset):
+            continue
+        line_start, line = _line_at(text, offset)
+        in_list = doc.in_list(line_start)
+        row = line.lstrip().startswith("|")
+        if (in_list or row) and doc.counter.count(line) <= doc.config.max_tokens:
+            what = "a list line" if in_list else "a table row"
+            fail("line_cut", chunk, f"chunk boundary cuts {what} that fits the budget")
 
 
-def _fences_balanced(lines: list[str]) -> bool:
+def _check_table_piece(chunk: Chunk, lines: list[str], fail: Fail) -> None:
+    """The table part (after bound context and heading lines) opens with its header and
+    delimiter rows, or the piece records the header in `table_header`."""
+    first = next((i for i, line in enumerate(lines) if line.lstrip().startswith("|")), None)
+    if first is None:
+        fail("table_header", chunk, "table chunk without table rows")
+        return
+    if chunk.table_header is not None:
+        header = chunk.table_header.split("\n")
+        if len(header) != 2 or not _DELIMITER_ROW.match(header[1]):
+            fail("table_header", chunk, "table_header is not a header and delimiter row")
+        return
+    if first + 1 >= len(lines) or not _DELIMITER_ROW.match(lines[first + 1]):
+        fail("table_header", chunk, "table piece without its header and delimiter rows")
+
+
+def _fences_balanced(lines: list[str], pattern: re.Pattern[str]) -> bool:
     fence: str | None = None
     for line in lines:
         if fence is None:
-            match = _FENCE.match(line)
+            match = pattern.match(line)
             if match:
                 fence = match.group(1)
         elif line.strip().startswith(fence) and set(line.strip()) == {fence[0]}:
             fence = None
     return fence is None
+
+
+def _check_bound_context(chunk: Chunk, doc: _Document, fail: Fail) -> None:
+    bound = chunk.bound_context
+    if bound is None:
+        return
+    if bound not in ("before", "after", "both") or chunk.chunk_type not in ("table", "code"):
+        fail("bound_context", chunk, f"bound_context {bound!r} on a {chunk.chunk_type} chunk")
+        return
+    blocks, limit = doc.blocks, doc.config.bind_tokens
+
+    def short_paragraph(index: int) -> bool:
+        block = blocks[index] if 0 <= index < len(blocks) else None
+        return (
+            block is not None and block.type is BlockType.PARAGRAPH and block.token_count <= limit
+        )
+
+    if bound in ("before", "both"):
+        index = chunk.block_start_idx
+        while index < len(blocks) and blocks[index].type is BlockType.HEADING:
+            index += 1  # heading lines of a merged section come first
+        atomic = index + 1 < len(blocks) and blocks[index + 1].type in (
+            BlockType.TABLE,
+            BlockType.CODE,
+        )
+        if not (short_paragraph(index) and atomic and chunk.char_start <= blocks[index].start):
+            fail("bound_context", chunk, "no short paragraph directly before its table or code")
+    if bound in ("after", "both"):
+        index = chunk.block_end_idx
+        atomic = index > 0 and blocks[index - 1].type in (BlockType.TABLE, BlockType.CODE)
+        if not (short_paragraph(index) and atomic and blocks[index].end == chunk.char_end):
+            fail("bound_context", chunk, "no short paragraph directly after its table or code")
+
+
+def _check_overlap(chunk: Chunk, previous: Chunk | None, doc: _Document, fail: Fail) -> None:
+    prefix = chunk.overlap_prefix
+    if not prefix:
+        return
+    config = doc.config
+    if (
+        previous is None
+        or chunk.chunk_type not in OVERLAP_KINDS
+        or previous.chunk_type not in OVERLAP_KINDS
+        or previous.section_id != chunk.section_id
+    ):
+        fail("overlap", chunk, "overlap outside paragraph/mixed chunks of one section")
+        return
+    if not previous.md_text.endswith(prefix):
+        fail("overlap", chunk, "overlap_prefix is not the tail of the previous chunk")
+        return
+    if not overlap_start_ok(previous.md_text, len(previous.md_text) - len(prefix)):
+        fail("overlap", chunk, "overlap_prefix does not start at a sentence, line or item")
+    budget = min(config.overlap_tokens, int(previous.token_count * config.overlap_max_share))
+    if doc.counter.count(prefix) > budget:
+        fail("overlap", chunk, f"overlap_prefix over its budget of {budget} tokens")
+
+
+def _check_links(chunk: Chunk, previous: Chunk | None, following: Chunk | None, fail: Fail) -> None:
+    if chunk.prev_chunk_id != (previous.chunk_id if previous else None):
+        fail("links", chunk, "prev_chunk_id is not the previous chunk's id")
+    if chunk.next_chunk_id != (following.chunk_id if following else None):
+        fail("links", chunk, "next_chunk_id is not the next chunk's id")
+
+
+def _check_headings(chunks: Sequence[Chunk], blocks: Sequence[Block], fail: Fail) -> None:
+    """Every heading is on the path of the first chunk after it, or a line of the chunk
+    whose range holds it; every path is the heading stack where its chunk starts; every
+    section id names that path and the section (heading) ordinal it ends with."""
+    headings = [b for b in blocks if b.type is BlockType.HEADING]
+    stack: list[tuple[int, int, str]] = []  # (level, ordinal, text)
+    waiting: list[tuple[int, str]] = []  # headings to find on the next chunk's path
+    next_heading = 0
+    previous: Chunk | None = None
+
+    def advance(limit: int | None) -> None:
+        nonlocal next_heading
+        while next_heading < len(headings) and (
+            limit is None or headings[next_heading].start < limit
+        ):
+            heading = headings[next_heading]
+            next_heading += 1
+            while stack and stack[-1][0] >= heading.level:
+                stack.pop()
+            stack.append((heading.level, next_heading, heading.heading_text))
+            if previous is not None and previous.char_start <= heading.start < previous.char_end:
+                if heading.text not in previous.md_text:
+                    fail("headings", previous, f"heading {heading.heading_text!r} not in md_text")
+            else:
+                waiting.append((next_heading, heading.heading_text))
+
+    for chunk in chunks:
+        advance(chunk.char_start)
+        depth = len(chunk.headings_path)
+        expected = tuple(text for _, _, text in stack[:depth])
+        if depth > len(stack) or chunk.headings_path != expected:
+            fail("headings_path", chunk, f"path {chunk.headings_path} is not the heading stack")
+        on_path = {ordinal for _, ordinal, _ in stack[:depth]}
+        for ordinal, text in waiting:
+            if ordinal not in on_path:
+                fail("headings", chunk, f"heading {text!r} is in no chunk")
+        waiting.clear()
+        section = stack[depth - 1][1] if 0 < depth <= len(stack) else 0
+        section_id = compute_section_id(
+            chunk.tenant_id, chunk.document_id, chunk.source_version_id, chunk.chunk_path, section
+        )
+        if chunk.section_id != section_id:
+            fail("section_id", chunk, "section_id does not recompute from the formula")
+        previous = chunk
+    advance(None)
+    for _, text in waiting:
+        fail("headings", None, f"heading {text!r} is in no chunk")
 
 
 def _check_coverage(

@@ -37,8 +37,9 @@ ChunkingProfile = Literal["adr-002", "seed-000", "seed-002"]
 EmbedLanguage = Literal["en", "ru"]
 EMBED_LANGUAGES: tuple[EmbedLanguage, ...] = ("en", "ru")
 
-# Budgets of the seeds (SPEC §3.2). seed-002 names no minimum or oversize limit:
-# its hard max (520) is the oversize limit, 15% of its 350 target is the overlap.
+# Budgets of the seeds (SPEC §3.2). seed-002 names no minimum or oversize limit: packing
+# closes before its soft max (450), a single block splits only above its hard max (520,
+# also the oversize limit), and 15% of its 350 target is the overlap.
 PROFILES: dict[str, dict[str, int]] = {
     "adr-002": {
         "min_tokens": 150,
@@ -57,7 +58,8 @@ PROFILES: dict[str, dict[str, int]] = {
     "seed-002": {
         "min_tokens": 100,
         "target_tokens": 350,
-        "max_tokens": 450,
+        "soft_max_tokens": 450,
+        "max_tokens": 520,
         "overlap_tokens": 52,
         "oversize_block_limit": 520,
     },
@@ -73,9 +75,15 @@ class ChunkingSettings(StrictModel):
     min_tokens: int = Field(150, gt=0)
     target_tokens: int = Field(250, gt=0)
     max_tokens: int = Field(300, gt=0)
+    # Packing closes a chunk before this many tokens; a single block up to `max_tokens`
+    # stays whole (seed 002's soft and hard max). None: the same as `max_tokens`.
+    soft_max_tokens: int | None = Field(None, gt=0)
     overlap_tokens: int = Field(50, ge=0)
     oversize_block_limit: int = Field(600, gt=0)
     overlap_max_share: float = Field(0.35, ge=0.0, le=1.0)
+    # A paragraph of at most this many tokens directly before a table or code block (a
+    # caption, a lead-in) or after a code block (its output) joins that block's chunk.
+    bind_tokens: int = Field(64, ge=0)
     # "bundled" = the vendored BGE-M3 tokenizer; otherwise a Hugging Face id or local path.
     tokenizer: str = "bundled"
 
@@ -86,6 +94,8 @@ class ChunkingSettings(StrictModel):
             ("target_tokens", "max_tokens"),
             ("max_tokens", "oversize_block_limit"),
         ]
+        if self.soft_max_tokens is not None:
+            pairs[1:2] = [("target_tokens", "soft_max_tokens"), ("soft_max_tokens", "max_tokens")]
         for low, high in pairs:
             if getattr(self, low) > getattr(self, high):
                 raise ValueError(
@@ -97,7 +107,17 @@ class ChunkingSettings(StrictModel):
                 f"chunking.overlap_tokens ({self.overlap_tokens}) must be < "
                 f"chunking.min_tokens ({self.min_tokens})"
             )
+        if self.bind_tokens >= self.max_tokens:
+            raise ValueError(
+                f"chunking.bind_tokens ({self.bind_tokens}) must be < "
+                f"chunking.max_tokens ({self.max_tokens})"
+            )
         return self
+
+    @property
+    def pack_max_tokens(self) -> int:
+        """Where packing closes a chunk (the soft max, or `max_tokens`)."""
+        return self.soft_max_tokens if self.soft_max_tokens is not None else self.max_tokens
 
 
 class ConfluenceSettings(StrictModel):

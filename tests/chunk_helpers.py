@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from chunking import Chunk, ChunkedDocument, DocumentInfo, chunk_document, validate_chunks
-from chunking.tokens import TokenCounter
+from chunking.tokens import TokenCounter, get_token_counter
 from config.settings import ChunkingSettings
 
 SENTENCES = [
@@ -38,6 +38,10 @@ def chunked(text: str | bytes, settings: ChunkingSettings, **info: object) -> Ch
     document = chunk_document(text, DocumentInfo(document_id="doc-1", **info), settings)  # type: ignore[arg-type]
     report = validate_chunks(document.chunks, document.text, settings, document.blocks)
     assert report.ok, report.violations
+    counter = get_token_counter(settings.tokenizer)
+    assert [c.token_count for c in document.chunks] == counter.count_many(
+        [c.md_text for c in document.chunks]
+    )
     again = chunk_document(text, DocumentInfo(document_id="doc-1", **info), settings)  # type: ignore[arg-type]
     assert [c.to_record() for c in again.chunks] == [c.to_record() for c in document.chunks]
     return document

@@ -27,9 +27,7 @@ BOS, EOS = 0, 2
 @pytest.fixture(scope="module", params=["sentencepiece", "tokenizers"])
 def engine(request: pytest.FixtureRequest) -> tokens.TokenCounter:
     if request.param == "sentencepiece":
-        return SentencePieceCounter(
-            bundled_sentencepiece_model(), bundled_tokenizer_json, "bundled"
-        )
+        return SentencePieceCounter(bundled_sentencepiece_model(), "bundled")
     return HFTokenCounter(bundled_tokenizer_json(), "bundled")
 
 
@@ -97,3 +95,34 @@ def test_missing_local_tokenizer_names_the_setting(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as error:
         get_token_counter(str(tmp_path / "nowhere"))
     assert error.value.subject == "chunking.tokenizer"
+
+
+HALF_WIDTH = [chr(c) for c in range(0xFF61, 0xFFA0)]
+
+
+def test_half_width_katakana_and_special_literals_count_as_transformers_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The inputs SentencePiece alone counts differently are counted exactly without
+    loading the `tokenizers` engine: every half-width katakana and punctuation character
+    alone and in pairs (voiced marks), special literals glued to words, mixed lines."""
+    reference = HFTokenCounter(bundled_tokenizer_json(), "bundled")
+
+    def refuse() -> bytes:
+        raise AssertionError("the tokenizers engine was loaded")
+
+    monkeypatch.setattr(tokens, "bundled_tokenizer_json", refuse)
+    fast = SentencePieceCounter(bundled_sentencepiece_model(), "bundled")
+    texts = [*HALF_WIDTH, *(a + b for a in HALF_WIDTH for b in HALF_WIDTH)]
+    texts += [
+        "x<s>y </s><pad> <unk>z<mask>",
+        "Цена ｶﾞｲﾄﾞ 100 руб. <s> and ﾊﾟﾋﾟﾌﾟ!",
+        "|------|ｶﾞ|------|",
+        "｢半角｣､ｶﾀｶﾅ･ﾃｽﾄ｡",
+        "  ｶﾞ\n\tﾟ  <mask>  ",
+        "<s>",
+        "",
+    ]
+    assert fast.count_many(texts) == reference.count_many(texts)
+    for text in texts[-6:]:
+        assert fast.encode(text) == reference.encode(text)
