@@ -267,6 +267,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _search(args: argparse.Namespace, settings: Settings) -> int:
+    from chunking.chunker import context_header
     from indexing.search import SearchFilters, search
     from tasks.pipeline import embedder_for, store_for
 
@@ -311,8 +312,9 @@ def _search(args: argparse.Namespace, settings: Settings) -> int:
                 }
             print(json.dumps(record, ensure_ascii=False))
             continue
-        name = hit.title or hit.document_id
-        print(f"{rank}. [{hit.score:.3f}] {_search_heading(name, hit.headings_path)}")
+        # the chunker's context line: the title left out where the first heading repeats it
+        heading = context_header(hit.title or hit.document_id, hit.headings_path)
+        print(f"{rank}. [{hit.score:.3f}] {heading}")
         print(f"   {hit.source or hit.document_id}")
         if hit.context:
             first, last = hit.context[0].get("ordinal"), hit.context[-1].get("ordinal")
@@ -326,15 +328,6 @@ def _search(args: argparse.Namespace, settings: Settings) -> int:
     if not hits:
         print("no results", file=sys.stderr)
     return 0
-
-
-def _search_heading(title: str, headings_path: Sequence[str]) -> str:
-    """`title — H1 > H2`, without repeating the title when the first heading is it (a
-    document whose H1 is its title, as most converted files are)."""
-    path = list(headings_path)
-    if path and path[0].strip().casefold() == title.strip().casefold():
-        path = path[1:]
-    return f"{title} — {' > '.join(path)}" if path else title
 
 
 def _links(args: argparse.Namespace, settings: Settings) -> int:

@@ -104,3 +104,47 @@ def test_a_run_with_nothing_to_embed_never_imports_torch(tiny_model_dir, tmp_pat
     assert full["loaded"] == ["prefect"]
     again = run_ingest(tmp_path, tiny_model_dir)
     assert again["summary"]["unchanged"] == 2 and again["loaded"] == ["prefect"]
+
+
+def numeric_workbook(path: Path) -> Path:
+    """A workbook like the one of issue 14: a sheet of notes, then an image stored as
+    numbers (270 rows x 85 columns of integers)."""
+    import random
+
+    import openpyxl
+
+    book = openpyxl.Workbook()
+    notes = book.active
+    assert notes is not None
+    notes.title = "Notes"
+    notes.append(["Survey notes"])
+    notes.append(["The scanned figure follows as a sheet of pixel values."])
+    image = book.create_sheet("Image")
+    rng = random.Random(14)
+    for _ in range(270):
+        image.append([rng.randint(0, 65535) for _ in range(85)])
+    book.save(path)
+    return path
+
+
+@pytest.mark.slow
+def test_a_numeric_sheet_runs_end_to_end_in_bounded_memory(tiny_model_dir, tmp_path):
+    """`ingest run files` on the numeric workbook (the real flow, the tiny model): the run's
+    process stays under 1.5 GB RSS and the chunks hold at most twice what the text needs."""
+    from chunking.tokens import get_token_counter
+    from config.settings import load_settings
+
+    (tmp_path / "docs").mkdir()
+    workbook = numeric_workbook(tmp_path / "docs" / "figure.xlsx")
+    normalized = run_python(f"from flows.cli import main; main(['normalize', {str(workbook)!r}])")
+    tokens = get_token_counter().count(normalized.stdout)
+    needed = -(-tokens // load_settings().chunking.max_tokens)  # chunks the text alone needs
+
+    run = run_ingest(tmp_path, tiny_model_dir)
+
+    summary = run["summary"]
+    assert run["code"] == 0 and summary["failed"] == []
+    assert summary["embed"]["done"] == summary["chunks"] > 0
+    assert summary["chunks"] <= 2 * needed, (summary["chunks"], needed)
+    assert run["peak_rss_mb"] < 1536, run["peak_rss_mb"]
+    assert "LOAD REPORT" not in run["stderr"] and "Loading weights" not in run["stderr"]

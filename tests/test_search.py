@@ -192,6 +192,7 @@ def handbook_chunks(tenant: str = "acme") -> list[Chunk]:
             "max_tokens": 45,
             "overlap_tokens": 0,
             "oversize_block_limit": 90,
+            "bind_tokens": 0,
         }
     )
     info = DocumentInfo(
@@ -353,7 +354,7 @@ def test_search_command_expands_and_does_not_repeat_the_title(
     args = ["search", "Zanzibar", "--config", str(config), "--mode", "sparse", "--limit", "1"]
     assert main(args) == 0
     heading, source, preview = capsys.readouterr().out.splitlines()
-    assert heading.endswith("] Handbook — Backups")  # not "Handbook — Handbook > Backups"
+    assert heading.endswith("] Handbook > Backups")  # not "Handbook > Handbook > Backups"
     assert source.strip() == "handbook"  # no file path or URL: the document id
     assert preview.strip() == target.md_text
 
