@@ -8,6 +8,8 @@
    chunk-stage cache entry (JSON chunk records), then `sync_documents` per batch of 100
    documents, which finds every point present and embeds/upserts nothing.
 4. tiny-model embedding throughput on this CPU: chunks/s at 300 tokens per batch size.
+5. embedder memory: peak RSS of a process embedding one very long text and 2,000 short
+   ones, per `embedder.tokens_per_batch` (the largest padded batch is reported too).
 
 Everything lives in a temporary directory that is removed at the end.
 """
@@ -190,27 +192,62 @@ def bench_tiny_model(root: Path, chunks: int, batch_sizes: Sequence[int]) -> lis
     from tests.tiny_model import build_tiny_model
 
     model_dir = build_tiny_model(root / "tiny")
-    texts = []
     rng = random.Random(5)
-    base = None
-    for i in range(chunks):
-        words = " ".join(rng.choices(WORDS, k=400))
-        texts.append(f"{i} {words}")
+    words = [" ".join(rng.choices(WORDS, k=400)) for _ in range(chunks)]
     rows = []
+    texts: list[str] = []
     for batch_size in batch_sizes:
         settings = EmbedderSettings.model_validate(
-            {"model": str(model_dir), "device": "cpu", "batch_size": batch_size, "max_length": 302}
+            {"model": str(model_dir), "device": "cpu", "batch_size": batch_size}
         )
         embedder = BgeM3Embedder(settings)
-        if base is None:  # 300 tokens + <s> and </s>: max_length 302 cuts each text there
-            base = len(embedder._tokenizer(texts[0], truncation=True, max_length=302)["input_ids"])
+        if not texts:  # 300 tokens each, as the longest chunks of the default budgets
+            texts = [_cut_to_tokens(embedder, f"{i} {w}", 300) for i, w in enumerate(words)]
         embedder.embed(texts[:batch_size])  # warm-up
         started = time.perf_counter()
         embedder.embed(texts)
         seconds = time.perf_counter() - started
         rows.append(
-            {"batch_size": batch_size, "tokens": base, "chunks_per_s": round(chunks / seconds, 1)}
+            {"batch_size": batch_size, "tokens": 300, "chunks_per_s": round(chunks / seconds, 1)}
         )
+    return rows
+
+
+def _cut_to_tokens(embedder: BgeM3Embedder, text: str, tokens: int) -> str:
+    words = text.split()
+    while len(embedder.token_ids(" ".join(words))) > tokens:
+        words.pop()
+    return " ".join(words)
+
+
+def bench_memory(root: Path, long_tokens: int, budgets: Sequence[int]) -> list[dict[str, Any]]:
+    """Peak RSS of a fresh process embedding one very long text (`long_tokens`) and 2,000
+    short ones with the tiny model, per `embedder.tokens_per_batch`: the largest padded
+    batch follows the budget, and so does memory."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.tiny_model import build_tiny_model
+
+    model_dir = build_tiny_model(root / "tiny-memory")
+    rows = []
+    for budget in budgets:
+        code = f"""
+import json, resource
+from config.settings import EmbedderSettings
+from indexing.embedders import BgeM3Embedder
+embedder = BgeM3Embedder(EmbedderSettings(model={str(model_dir)!r}, device="cpu", tokens_per_batch={budget}))
+texts = ["backup " * {long_tokens}] + [f"short text number {{i}} about restores" for i in range(2000)]
+embeddings = embedder.embed(texts)
+print(json.dumps({{"tokens_per_batch": {budget}, "window": embedder.window,
+    "largest_batch_tokens": embedder.largest_batch_tokens, "long_text_windows": embeddings[0].windows,
+    "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}}))
+"""
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        )
+        rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
     return rows
 
 
@@ -221,7 +258,9 @@ def main() -> None:
     parser.add_argument("--cache-hits", type=int, default=10_000)
     parser.add_argument("--embed-chunks", type=int, default=512)
     parser.add_argument("--batch-sizes", default="8,16,32,64,128")
-    parser.add_argument("--skip", default="", help="comma list of: upsert,cache,rerun,embed")
+    parser.add_argument("--memory-long-tokens", type=int, default=50_000)
+    parser.add_argument("--memory-budgets", default="2048,16384,262144")
+    parser.add_argument("--skip", default="", help="comma list of: upsert,cache,rerun,embed,memory")
     args = parser.parse_args()
     skip = set(args.skip.split(","))
     with tempfile.TemporaryDirectory(prefix="bench-embed-upsert-") as tmp:
@@ -236,6 +275,10 @@ def main() -> None:
             sizes = [int(s) for s in args.batch_sizes.split(",")]
             for row in bench_tiny_model(root, args.embed_chunks, sizes):
                 print("tiny model (CPU):", row, flush=True)
+        if "memory" not in skip:
+            budgets = [int(s) for s in args.memory_budgets.split(",")]
+            for row in bench_memory(root, args.memory_long_tokens, budgets):
+                print("embedder memory (tiny model):", row, flush=True)
 
 
 if __name__ == "__main__":

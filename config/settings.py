@@ -34,6 +34,8 @@ ADR_ENV_NAMES: dict[str, tuple[str, ...]] = {
 }
 
 ChunkingProfile = Literal["adr-002", "seed-000", "seed-002"]
+EmbedLanguage = Literal["en", "ru"]
+EMBED_LANGUAGES: tuple[EmbedLanguage, ...] = ("en", "ru")
 
 # Budgets of the seeds (SPEC §3.2). seed-002 names no minimum or oversize limit: packing
 # closes before its soft max (450), a single block splits only above its hard max (520,
@@ -179,8 +181,22 @@ class EmbedderSettings(StrictModel):
     # None: taken from the model (1024 for BGE-M3); set it for `openai` endpoints.
     vector_size: int | None = Field(None, gt=0)
     sparse: bool = True
+    # Most texts per forward pass (and per HTTP request of the openai kind).
     batch_size: int = Field(32, gt=0)
+    # Padded tokens per forward pass (texts x longest of them): bounds the embedder's
+    # memory whatever the input; no single input is longer than this either.
+    tokens_per_batch: int = Field(16384, gt=0)
+    # Upper bound on the model's input window (the model's own limit applies too).
     max_length: int = Field(8192, gt=0)
+    # Chunk budgets that could make an embed_text longer than the model's window:
+    # refuse at start-up, or shrink the chunking budgets to fit (with a warning).
+    on_overflow: Literal["refuse", "shrink"] = "refuse"
+    # BGE-M3 tokens set aside for embed_text's context header (title > headings).
+    header_tokens: int = Field(32, ge=0)
+    # Languages the start-up window check measures the model's tokenizer on.
+    languages: list[EmbedLanguage] = Field(
+        default_factory=lambda: list(EMBED_LANGUAGES), min_length=1
+    )
     device: Literal["auto", "cpu", "cuda"] = "auto"
     timeout_s: float = Field(60.0, gt=0)
     max_retries: int = Field(6, ge=0)

@@ -106,6 +106,20 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("--user", help="ACL: only what this user may read")
     search.add_argument("--group", action="append", default=[], help="ACL: the user's groups")
     search.add_argument("--mode", choices=("auto", "dense", "sparse", "hybrid"), default="auto")
+    search.add_argument(
+        "--expand",
+        choices=("none", "neighbours", "section"),
+        default="none",
+        help="widen each hit to its adjacent chunks or its whole section (merging "
+        "overlapping hits of one document)",
+    )
+    search.add_argument(
+        "--expand-tokens",
+        type=int,
+        default=1024,
+        metavar="N",
+        help="most tokens of an expanded hit (default 1024)",
+    )
     search.add_argument("--json", action="store_true", help="one JSON object per hit")
     search.set_defaults(handler=_search)
 
@@ -271,6 +285,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _search(args: argparse.Namespace, settings: Settings) -> int:
+    from chunking.chunker import context_header
     from indexing.search import SearchFilters, search
     from tasks.pipeline import embedder_for, store_for
 
@@ -290,19 +305,41 @@ def _search(args: argparse.Namespace, settings: Settings) -> int:
         groups=tuple(args.group),
     )
     try:
-        hits = search(store, embedder, args.query, args.limit, filters, mode=args.mode)
+        hits = search(
+            store,
+            embedder,
+            args.query,
+            args.limit,
+            filters,
+            mode=args.mode,
+            expand=args.expand,
+            expand_tokens=args.expand_tokens,
+        )
     finally:
         store.close()  # local mode: release the storage lock before the interpreter exits
     for rank, hit in enumerate(hits, 1):
         if args.json:
-            print(json.dumps({"rank": rank, "score": hit.score, **hit.payload}, ensure_ascii=False))
+            record: dict[str, Any] = {"rank": rank, "score": hit.score, **hit.payload}
+            if hit.context:
+                record["expanded"] = {
+                    "text": hit.text,
+                    "tokens": hit.tokens,
+                    "chunk_ids": [chunk.get("chunk_id") for chunk in hit.context],
+                    "ordinals": [chunk.get("ordinal") for chunk in hit.context],
+                    "hits": list(hit.hits),
+                }
+            print(json.dumps(record, ensure_ascii=False))
             continue
-        path = " > ".join(hit.headings_path)
-        print(
-            f"{rank}. [{hit.score:.3f}] {hit.title or hit.document_id}"
-            + (f" — {path}" if path else "")
-        )
-        print(f"   {hit.source}")
+        # the chunker's context line: the title left out where the first heading repeats it
+        heading = context_header(hit.title or hit.document_id, hit.headings_path)
+        print(f"{rank}. [{hit.score:.3f}] {heading}")
+        print(f"   {hit.source or hit.document_id}")
+        if hit.context:
+            first, last = hit.context[0].get("ordinal"), hit.context[-1].get("ordinal")
+            merged = f", {len(hit.hits)} hits" if len(hit.hits) > 1 else ""
+            print(f"   chunks {first}-{last}, {hit.tokens} tokens{merged}")
+            print("   " + hit.text.replace("\n", "\n   "))
+            continue
         print(
             "   " + hit.md_text[:240].replace("\n", " ") + ("…" if len(hit.md_text) > 240 else "")
         )

@@ -29,7 +29,7 @@ import httpx
 from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from chunking.record import Chunk
+from chunking.record import Chunk, point_id
 from config.errors import ConfigError, ErrorCode, IngestError
 from config.settings import QdrantSettings
 from indexing.embedders import Embedding
@@ -44,9 +44,17 @@ _LOCAL_SCROLL_PAGE = 100_000
 
 # SPEC §4 indexes, plus the version (reconcile filters on it) and the ACL fields (search
 # filters on them). `tenant_id` is the tenant index: Qdrant co-locates a tenant's points.
-PAYLOAD_INDEXES: dict[str, models.PayloadSchemaType | models.KeywordIndexParams] = {
+# `section_id` and `document_id` + `ordinal` (a range index) make search's expansion of a
+# hit to its section or neighbours a lookup, not a scan.
+PAYLOAD_INDEXES: dict[
+    str, models.PayloadSchemaType | models.KeywordIndexParams | models.IntegerIndexParams
+] = {
     "tenant_id": models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True),
     "document_id": models.PayloadSchemaType.KEYWORD,
+    "section_id": models.PayloadSchemaType.KEYWORD,
+    "ordinal": models.IntegerIndexParams(
+        type=models.IntegerIndexType.INTEGER, lookup=False, range=True
+    ),
     "source_type": models.PayloadSchemaType.KEYWORD,
     "space_key": models.PayloadSchemaType.KEYWORD,
     "labels": models.PayloadSchemaType.KEYWORD,
@@ -330,11 +338,11 @@ class QdrantStore:
         with warnings.catch_warnings():
             # Local mode keeps no payload indexes and warns so; they matter on a server.
             warnings.filterwarnings("ignore", message="Payload indexes have no effect")
-            self._create_payload_indexes(name)
+            self._create_payload_indexes(name, PAYLOAD_INDEXES)
         return name
 
-    def _create_payload_indexes(self, name: str) -> None:
-        for field_name, schema in PAYLOAD_INDEXES.items():
+    def _create_payload_indexes(self, name: str, indexes: dict[str, Any]) -> None:
+        for field_name, schema in indexes.items():
             self._call(
                 f"index {field_name}",
                 partial(
@@ -346,8 +354,17 @@ class QdrantStore:
                 ),
             )
 
+    def _add_missing_payload_indexes(self, physical: str, info: Any) -> None:
+        """A server collection created before an index was declared gets it now, once.
+        Local mode keeps no payload indexes."""
+        if not self.settings.url:
+            return
+        missing = {k: v for k, v in PAYLOAD_INDEXES.items() if k not in info.payload_schema}
+        self._create_payload_indexes(physical, missing)
+
     def _check_vectors(self, physical: str) -> None:
         info = self._call("describe", lambda: self.client.get_collection(physical))
+        self._add_missing_payload_indexes(physical, info)
         vectors = info.config.params.vectors
         dense = vectors.get(DENSE) if isinstance(vectors, dict) else None
         if dense is None or dense.size != self.vector_size:
@@ -479,7 +496,7 @@ class QdrantStore:
         return models.PointStruct(id=chunk.point_id, vector=vector, payload=payload)
 
     def _scroll(
-        self, scroll_filter: models.Filter, fields: Sequence[str]
+        self, scroll_filter: models.Filter, fields: Sequence[str] | bool
     ) -> Iterator[models.Record]:
         offset: Any = None
         while True:
@@ -491,7 +508,7 @@ class QdrantStore:
                     scroll_filter=scroll_filter,
                     limit=_SCROLL_PAGE if self.settings.url else _LOCAL_SCROLL_PAGE,
                     offset=offset,
-                    with_payload=list(fields),
+                    with_payload=fields if isinstance(fields, bool) else list(fields),
                     with_vectors=False,
                 ),
             )
@@ -623,6 +640,45 @@ class QdrantStore:
                     must=[_match("tenant_id", tenant_id), _match_any("document_id", document_ids)]
                 ),
             )
+
+    # -- lookups by chunk (search expansion) --
+
+    def chunks_by_id(self, tenant_id: str, chunk_ids: Sequence[str]) -> list[dict[str, Any]]:
+        """Payloads of the tenant's chunks with these ids (point ids derive from them): a
+        direct lookup, also in local mode."""
+        if not chunk_ids:
+            return []
+        ids = [point_id(chunk_id) for chunk_id in chunk_ids]
+        records = self._call(
+            "retrieve",
+            lambda: self.client.retrieve(
+                self.collection, ids=ids, with_payload=True, with_vectors=False
+            ),
+        )
+        payloads = [record.payload or {} for record in records]
+        return [payload for payload in payloads if payload.get("tenant_id") == tenant_id]
+
+    def document_chunks(
+        self, tenant_id: str, document_id: str, version: str, first: int, last: int
+    ) -> list[dict[str, Any]]:
+        """Payloads of one document version's chunks with ordinals first..last (a
+        `document_id` + `ordinal` range lookup on a server)."""
+        selection = models.Filter(
+            must=[
+                _match("tenant_id", tenant_id),
+                _match("document_id", document_id),
+                _match("source_version_id", version),
+                models.FieldCondition(key="ordinal", range=models.Range(gte=first, lte=last)),
+            ]
+        )
+        return [record.payload or {} for record in self._scroll(selection, True)]
+
+    def section_chunks(self, tenant_id: str, section_id: str) -> list[dict[str, Any]]:
+        """Payloads of every chunk of one section (a `section_id` lookup on a server)."""
+        selection = models.Filter(
+            must=[_match("tenant_id", tenant_id), _match("section_id", section_id)]
+        )
+        return [record.payload or {} for record in self._scroll(selection, True)]
 
     def count(self, tenant_id: str | None = None) -> int:
         selection = models.Filter(must=[_match("tenant_id", tenant_id)]) if tenant_id else None

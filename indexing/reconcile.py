@@ -44,6 +44,9 @@ class SyncResult:
     points_deleted: int
     embed_cache_hits: int
     embedded: int
+    # Chunks embedded this time whose embed_text was longer than the model's window
+    # (embedded window by window, not cut): (document_id, ordinal, windows).
+    over_window: tuple[tuple[str, int, int], ...] = ()
 
 
 class MassDeletionRefused(IngestError):
@@ -91,6 +94,11 @@ def sync_documents(
         points_deleted=deleted,
         embed_cache_hits=embedded.hits,
         embedded=embedded.misses,
+        over_window=tuple(
+            (chunk.document_id, chunk.ordinal, embedding.windows)
+            for chunk, embedding in zip(pending, embedded.embeddings, strict=True)
+            if embedding.windows > 1
+        ),
     )
 
 

@@ -1,16 +1,29 @@
-"""Query the index (SPEC §7 `ingest search`): dense, sparse, or hybrid (RRF fusion)."""
+"""Query the index (SPEC §4, §7 `ingest search`): dense, sparse, or hybrid (RRF fusion),
+and optionally widen each hit to its context (ADR-002's auto-merge).
+
+`expand="neighbours"` widens a hit to the chunks before and after it (their ids are in the
+hit's `prev_chunk_id`/`next_chunk_id`: a lookup by point id; points without them, written
+by an older chunker, are looked up by `document_id` + `ordinal`); `expand="section"` to
+the chunks of its section (`section_id`, a payload-index lookup on a server). Either stops
+growing at `expand_tokens` (chunk `token_count`s, the hit always kept), growing one chunk
+at a time on each side. Hits of one document whose spans overlap or touch become one
+result, ranked where the best of them ranked.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from indexing.embedders import Embedder
 from indexing.qdrant_store import QdrantStore, SearchFilters
 
-__all__ = ["SearchFilters", "SearchHit", "search"]
+__all__ = ["SearchFilters", "SearchHit", "expand_hits", "search"]
 
 SearchMode = Literal["auto", "dense", "sparse", "hybrid"]
+Expand = Literal["none", "neighbours", "section"]
+DEFAULT_EXPAND_TOKENS = 1024
 
 
 @dataclass(frozen=True)
@@ -23,6 +36,20 @@ class SearchHit:
     source: str | None  # the page URL or the file path
     md_text: str
     payload: dict[str, Any]
+    # Expanded: the chunk payloads this result spans, in document order (the hit among
+    # them), and the chunk ids of every hit merged into it, best first.
+    context: tuple[dict[str, Any], ...] = ()
+    hits: tuple[str, ...] = ()
+
+    @property
+    def text(self) -> str:
+        """The result's Markdown: the hit's text, or its whole span when expanded."""
+        return joined_markdown(self.context) if self.context else self.md_text
+
+    @property
+    def tokens(self) -> int:
+        chunks = self.context or (self.payload,)
+        return sum(int(chunk.get("token_count") or 0) for chunk in chunks)
 
 
 def search(
@@ -33,8 +60,11 @@ def search(
     filters: SearchFilters | None = None,
     *,
     mode: SearchMode = "auto",
+    expand: Expand = "none",
+    expand_tokens: int = DEFAULT_EXPAND_TOKENS,
 ) -> list[SearchHit]:
-    """`auto` is hybrid when both the collection and the embedder have sparse vectors."""
+    """`auto` is hybrid when both the collection and the embedder have sparse vectors.
+    With `expand`, merged results may number fewer than `limit`."""
     embedding = embedder.embed([query])[0]
     has_sparse = store.sparse and embedding.sparse is not None
     if mode == "auto":
@@ -44,7 +74,7 @@ def search(
     dense = embedding.dense if mode in ("dense", "hybrid") else None
     sparse = embedding.sparse if mode in ("sparse", "hybrid") else None
     points = store.query(dense, sparse, limit=limit, filters=filters)
-    return [
+    hits = [
         SearchHit(
             score=point.score,
             chunk_id=str(point.payload.get("chunk_id", "")),
@@ -57,3 +87,133 @@ def search(
         )
         for point in points
     ]
+    return hits if expand == "none" else expand_hits(store, hits, expand, expand_tokens)
+
+
+# --- expansion ------------------------------------------------------------------------
+
+
+def expand_hits(
+    store: QdrantStore, hits: Sequence[SearchHit], expand: Expand, max_tokens: int
+) -> list[SearchHit]:
+    """Each hit widened to its neighbours or section (at most `max_tokens`), hits of one
+    document version whose spans overlap or touch merged; in the order of their best hit."""
+    rank = {id(hit): position for position, hit in enumerate(hits)}
+    results: list[_Result] = []
+    for hit in hits:
+        key = _version_key(hit.payload)
+        span = _grow(hit.payload, _candidates(store, hit.payload, expand), max_tokens)
+        merged = _Result(key, span, [hit])
+        for other in [r for r in results if r.key == key and r.touches(merged)]:
+            results.remove(other)
+            merged = merged.absorb(other)
+        merged.hits.sort(key=lambda h: rank[id(h)])
+        results.append(merged)
+        results.sort(key=lambda r: rank[id(r.hits[0])])
+    return [result.as_hit() for result in results]
+
+
+@dataclass
+class _Result:
+    key: tuple[str, str, str]  # tenant, document, version
+    chunks: dict[int, dict[str, Any]]  # ordinal -> payload, contiguous
+    hits: list[SearchHit]
+
+    @property
+    def span(self) -> range:
+        return range(min(self.chunks), max(self.chunks) + 1)
+
+    def touches(self, other: _Result) -> bool:
+        return self.span.start <= other.span.stop and other.span.start <= self.span.stop
+
+    def absorb(self, other: _Result) -> _Result:
+        """One result with the chunks and hits of both."""
+        return _Result(self.key, {**self.chunks, **other.chunks}, self.hits + other.hits)
+
+    def as_hit(self) -> SearchHit:
+        best = self.hits[0]
+        context = tuple(self.chunks[o] for o in sorted(self.chunks))
+        paths = [list(chunk.get("headings_path") or []) for chunk in context]
+        return replace(
+            best,
+            headings_path=_common_prefix(paths),
+            context=context,
+            hits=tuple(hit.chunk_id for hit in self.hits),
+        )
+
+
+def _version_key(payload: dict[str, Any]) -> tuple[str, str, str]:
+    return (
+        str(payload.get("tenant_id", "")),
+        str(payload.get("document_id", "")),
+        str(payload.get("source_version_id", "")),
+    )
+
+
+def _candidates(
+    store: QdrantStore, hit: dict[str, Any], expand: Expand
+) -> dict[int, dict[str, Any]]:
+    """The chunks the hit may grow into, by ordinal (the same document version only)."""
+    tenant, document, version = _version_key(hit)
+    ordinal = int(hit.get("ordinal", 0))
+    if expand == "section" and hit.get("section_id"):
+        found = store.section_chunks(tenant, str(hit["section_id"]))
+    elif "prev_chunk_id" in hit or "next_chunk_id" in hit:
+        ids = [str(hit[k]) for k in ("prev_chunk_id", "next_chunk_id") if hit.get(k)]
+        found = store.chunks_by_id(tenant, ids)
+    else:  # points of an older chunker: no neighbour ids, the ordinals are contiguous
+        found = store.document_chunks(tenant, document, version, ordinal - 1, ordinal + 1)
+    same = [chunk for chunk in found if _version_key(chunk) == (tenant, document, version)]
+    return {int(chunk["ordinal"]): chunk for chunk in same}
+
+
+def _grow(
+    hit: dict[str, Any], candidates: dict[int, dict[str, Any]], max_tokens: int
+) -> dict[int, dict[str, Any]]:
+    """A contiguous run of candidates around the hit, one chunk at a time on each side
+    (before, then after), while the run's tokens stay within `max_tokens`."""
+    ordinal = int(hit.get("ordinal", 0))
+    run = {ordinal: hit}
+    tokens = int(hit.get("token_count") or 0)
+    first = last = ordinal
+    grew = True
+    while grew:
+        grew = False
+        for side in (first - 1, last + 1):
+            chunk = candidates.get(side)
+            size = int(chunk.get("token_count") or 0) if chunk else 0
+            if chunk is not None and tokens + size <= max_tokens:
+                run[side] = chunk
+                tokens += size
+                first, last = min(first, side), max(last, side)
+                grew = True
+    return run
+
+
+def _common_prefix(paths: Sequence[list[str]]) -> list[str]:
+    prefix = list(paths[0]) if paths else []
+    for path in paths[1:]:
+        while path[: len(prefix)] != prefix:
+            prefix.pop()
+    return prefix
+
+
+def joined_markdown(chunks: Sequence[dict[str, Any]]) -> str:
+    """Chunks of one document in order as one Markdown text: where the headings path
+    changes between two chunks, the new headings come back as heading lines (a chunk's
+    own `md_text` holds none, §3.4); a table piece whose header stayed in the first piece
+    gets it back from `table_header`."""
+    parts: list[str] = []
+    previous: list[str] | None = None
+    for chunk in chunks:
+        path = list(chunk.get("headings_path") or [])
+        if previous is not None and path != previous:
+            same = 0
+            while same < min(len(path), len(previous)) and path[same] == previous[same]:
+                same += 1
+            parts += [f"{'#' * (level + 1)} {path[level]}" for level in range(same, len(path))]
+        previous = path
+        header = chunk.get("table_header")
+        text = str(chunk.get("md_text", ""))
+        parts.append(f"{header}\n{text}" if header else text)
+    return "\n\n".join(parts)

@@ -17,6 +17,7 @@ import pytest
 from config.errors import ConfigError, ErrorCode, IngestError
 from config.settings import EmbedderSettings
 from indexing.embedders import BgeM3Embedder, OpenAIEmbedder, make_embedder, pooling_mode
+from tests.process_helpers import run_python
 from tests.tiny_model import HIDDEN_SIZE, tiny_embedder, tiny_model_dir
 
 __all__ = ["tiny_embedder", "tiny_model_dir"]  # fixtures used below
@@ -57,14 +58,12 @@ def test_vectors_do_not_depend_on_batching_padding_or_order(tiny_embedder):
 
 
 def test_sparse_weights_are_max_per_token_without_special_tokens(tiny_embedder):
-    tokenizer = tiny_embedder._tokenizer
     text = "vault vault vault keys"
     (embedding,) = tiny_embedder.embed([text])
     assert embedding.sparse is not None
-    token_ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    token_ids = tiny_embedder.token_ids(text)
     assert set(embedding.sparse) == set(token_ids)  # one entry per distinct token
-    specials = {tokenizer.cls_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id}
-    assert not specials & set(embedding.sparse)
+    assert not {0, 1, 2} & set(embedding.sparse)  # <s>, <pad>, </s>
     assert all(w > 0 for w in embedding.sparse.values())
 
 
@@ -111,8 +110,9 @@ def test_missing_sparse_head_is_an_error_naming_the_file(tiny_model_dir, tmp_pat
 def test_corrupt_sparse_head_is_an_error_naming_the_file(tiny_model_dir, tmp_path):
     copy = linked_copy(tiny_model_dir, tmp_path / "bad-head", skip="sparse_linear.pt")
     (copy / "sparse_linear.pt").write_bytes(b"not a state dict")
+    embedder = BgeM3Embedder(settings(model=str(copy), device="cpu"))  # lazy: nothing read
     with pytest.raises(ConfigError, match=r"sparse_linear\.pt cannot be loaded"):
-        BgeM3Embedder(settings(model=str(copy), device="cpu"))
+        embedder.embed(["x"])
 
 
 def test_uncached_hub_id_explains_how_to_get_the_files(monkeypatch, tmp_path):
@@ -295,3 +295,106 @@ def test_unsupported_pooling_is_a_config_error(tmp_path):
     (tmp_path / "1_Pooling" / "config.json").write_text('{"pooling_mode_max_tokens": true}')
     with pytest.raises(ConfigError, match="only CLS and mean"):
         pooling_mode(tmp_path)
+
+
+# --- token budget, windows, lazy and quiet loading --------------------------------------
+
+
+def test_batches_stay_within_the_token_budget_and_match_unbatched_embedding(tiny_model_dir):
+    """One text far over the window and many short ones in one call: no forward pass is
+    padded past `tokens_per_batch`, the long text is embedded whole (window by window,
+    never cut), and every vector equals the text embedded alone."""
+    embedder = BgeM3Embedder(
+        settings(model=str(tiny_model_dir), device="cpu", batch_size=64, tokens_per_batch=256)
+    )
+    assert embedder.window == 256  # the budget caps the window (the model takes 8192)
+    long_text = " ".join(f"word{i}" for i in range(600))  # about 1,800 tokens
+    short = [f"{text} ({i})" for i in range(12) for text in TEXTS]
+    texts = [*short[:20], long_text, *short[20:]]
+
+    together = embedder.embed(texts)
+
+    assert 0 < embedder.largest_batch_tokens <= 256
+    content = len(embedder.token_ids(long_text))
+    assert together[20].windows == math.ceil(content / (256 - 2)) > 1
+    assert {e.windows for i, e in enumerate(together) if i != 20} == {1}
+    for text, embedding in zip(texts, together, strict=True):
+        (alone,) = embedder.embed([text])
+        assert max(abs(x - y) for x, y in zip(embedding.dense, alone.dense, strict=True)) < 1e-5
+        assert embedding.sparse is not None and alone.sparse is not None
+        assert embedding.sparse.keys() == alone.sparse.keys()
+    # The tail of the long text counts: its tokens are weighted, its vector is not that
+    # of its first window (the tiny model's CLS vectors differ little, hence 1e-4).
+    (head,) = embedder.embed([embedder_text_of_first_window(embedder, long_text)])
+    assert set(together[20].sparse or {}) > set(head.sparse or {})
+    assert max(abs(x - y) for x, y in zip(head.dense, together[20].dense, strict=True)) > 1e-4
+
+
+def embedder_text_of_first_window(embedder: BgeM3Embedder, text: str) -> str:
+    words = text.split()
+    while len(embedder.token_ids(" ".join(words))) > embedder.window - 2:
+        words = words[: len(words) * 9 // 10]
+    return " ".join(words)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_packed_batches_hold_every_sequence_once_within_the_budget(seed):
+    import random
+
+    from indexing.embedders import pack_batches
+
+    rng = random.Random(seed)
+    lengths = [rng.choice([1, 3, 17, 64, 200, 500, 512]) for _ in range(rng.randint(1, 300))]
+    batches = pack_batches(lengths, tokens_per_batch=1024, batch_size=16)
+    assert sorted(i for batch in batches for i in batch) == list(range(len(lengths)))
+    for batch in batches:
+        assert len(batch) <= 16
+        assert len(batch) * max(lengths[i] for i in batch) <= 1024
+
+
+def test_the_model_loads_only_when_something_is_embedded(tiny_model_dir):
+    """Constructing the embedder (what a run with nothing to embed does) reads the model
+    directory's small files only: model id, vector size and window come without torch."""
+    done = run_python(
+        f"""
+        import sys
+        from config.settings import EmbedderSettings
+        from indexing.embedders import BgeM3Embedder
+        embedder = BgeM3Embedder(EmbedderSettings(model={str(tiny_model_dir)!r}, device="cpu"))
+        print(embedder.vector_size, embedder.window, embedder.model_id)
+        print("torch" in sys.modules, "transformers" in sys.modules, embedder.loaded)
+        embedder.embed(["hello"])
+        print("torch" in sys.modules, embedder.loaded)
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    sizes, before, after = done.stdout.splitlines()
+    loaded = BgeM3Embedder(settings(model=str(tiny_model_dir), device="cpu"))
+    assert sizes == f"{HIDDEN_SIZE} 8192 {loaded.model_id}"
+    assert before == "False False False"
+    assert after == "True True"
+
+
+def test_loading_and_embedding_print_nothing(tmp_path):
+    """A checkpoint with weights the embedder does not load (a pooler, as
+    all-MiniLM-L6-v2 ships) makes transformers print a LOAD REPORT table, and loading
+    prints a progress bar; the embedder's load and embed print neither, nor anything."""
+    from tests.tiny_model import build_tiny_model
+
+    model = build_tiny_model(tmp_path / "with-pooler", pooler=True)
+    done = run_python(
+        f"""
+        import os
+        from config.settings import EmbedderSettings
+        from indexing.embedders import BgeM3Embedder
+        embedder = BgeM3Embedder(EmbedderSettings(model={str(model)!r}, device="cpu"))
+        embedder.embed(["hello", "word " * 9000])  # the second is over the window
+        os.write(1, b"MARK\\n"); os.write(2, b"MARK\\n")
+        from transformers import AutoModel
+        AutoModel.from_pretrained({str(model)!r}, add_pooling_layer=False)
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    ours, theirs = done.stderr.split("MARK\n")
+    assert "LOAD REPORT" in theirs and "Loading weights" in theirs  # the precondition
+    assert ours == "" and done.stdout == "MARK\n"

@@ -346,10 +346,20 @@ def test_collection_has_named_vectors_and_payload_indexes(tmp_path, tiny_embedde
         assert info.config.params.sparse_vectors["sparse"].modifier is None
         assert recording.indexes == PAYLOAD_INDEXES
         assert recording.indexes["tenant_id"].is_tenant is True
+        # search's expansion: a section lookup, and an ordinal range within a document
+        assert recording.indexes["section_id"] == "keyword"
+        assert recording.indexes["ordinal"].type == "integer"
+        assert recording.indexes["ordinal"].range is True
         if settings.url:  # a server reports its indexes; local mode keeps none
             schema = store.payload_schema()
             assert set(PAYLOAD_INDEXES) <= set(schema)
             assert schema["updated_at"] == "datetime"
+            assert schema["ordinal"] == "integer"
+            # A collection made before an index was declared gets it when next opened.
+            store.client.delete_payload_index(physical, "section_id", wait=True)
+            assert "section_id" not in store.payload_schema()
+            store.ensure_collection()
+            assert "section_id" in store.payload_schema()
     finally:
         if settings.url:
             store.drop_collection(store.resolve() or "")

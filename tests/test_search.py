@@ -1,5 +1,6 @@
-"""Search: dense, sparse and hybrid (RRF) queries and payload filters, on Qdrant local
-mode (or `QDRANT_URL`) with the tiny BGE-M3-shaped model.
+"""Search: dense, sparse and hybrid (RRF) queries, payload filters and the expansion of
+hits to their neighbours or section, on Qdrant local mode (or `QDRANT_URL`) with the tiny
+BGE-M3-shaped model.
 
 The tiny model's dense vectors are random, but its sparse head gives every token a weight
 near 1 (see tests/tiny_model.py), so a sparse score counts shared tokens: a keyword query
@@ -7,16 +8,26 @@ is decided by the sparse side, alone or fused with the dense side."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from chunking import Chunk, DocumentInfo, chunk_document
+from config.settings import ChunkingSettings, load_settings
+from flows.cli import main
 from indexing.cache import StageCache
 from indexing.embedders import BgeM3Embedder
-from indexing.reconcile import sync_documents
-from indexing.search import SearchFilters, search
-from tests.index_helpers import CountingStore, make_document, store_factory
+from indexing.reconcile import DocumentChunks, sync_documents
+from indexing.search import SearchFilters, joined_markdown, search
+from tests.index_helpers import (
+    CountingStore,
+    make_document,
+    open_store,
+    qdrant_settings,
+    store_factory,
+)
 from tests.tiny_model import tiny_embedder, tiny_model_dir
 
 __all__ = ["store_factory", "tiny_embedder", "tiny_model_dir"]  # fixtures used below
@@ -67,7 +78,7 @@ def indexed(store_factory: Any, tiny_embedder: BgeM3Embedder, tmp_path: Path) ->
 
 
 def token_set(embedder: BgeM3Embedder, text: str) -> set[int]:
-    return set(embedder._tokenizer(text, add_special_tokens=False)["input_ids"])
+    return set(embedder.token_ids(text))
 
 
 def test_keyword_query_finds_its_chunk_through_sparse_and_hybrid(indexed, tiny_embedder):
@@ -142,3 +153,219 @@ def test_sparse_search_needs_sparse_vectors(store_factory, tiny_embedder):
     with pytest.raises(ValueError, match="sparse"):
         search(dense_only, tiny_embedder, "x", mode="sparse")
     assert search(dense_only, tiny_embedder, "x") == []  # auto: dense on an empty collection
+
+
+# --- expand: neighbours, section, merged hits -------------------------------------------
+
+SECTION_TEXT = (
+    "Backups of the {name} cluster run every night at two and are kept for thirty-five "
+    "days, with a weekly copy in the disaster recovery region for a year."
+)
+HANDBOOK = f"""# Handbook
+
+## Backups
+
+{SECTION_TEXT.format(name="orders")}
+
+{SECTION_TEXT.format(name="billing")}
+
+The Zanzibar restore drill replays the write-ahead log into a scratch instance and compares the row counts with the source every Sunday.
+
+Quokka alerts page the on-call engineer when the newest base backup is older than twenty-six hours or a log segment is late.
+
+{SECTION_TEXT.format(name="inventory")}
+
+## Restores
+
+Restoring replaces data, so it needs the approval of the incident commander and of the owner of the affected service before anything starts.
+
+Never restore over the live primary: restore into a new instance, verify it, then switch the traffic over to it.
+"""
+
+
+def handbook_chunks(tenant: str = "acme") -> list[Chunk]:
+    """The real chunker's records of HANDBOOK, one paragraph per chunk (small budgets)."""
+    budgets = ChunkingSettings.model_validate(
+        {
+            "min_tokens": 10,
+            "target_tokens": 30,
+            "max_tokens": 45,
+            "overlap_tokens": 0,
+            "oversize_block_limit": 90,
+            "bind_tokens": 0,
+        }
+    )
+    info = DocumentInfo(
+        document_id="handbook", tenant_id=tenant, source_version_id="v1", title="Handbook"
+    )
+    return list(chunk_document(HANDBOOK, info, budgets).chunks)
+
+
+@pytest.fixture
+def handbook(
+    store_factory: Any, tiny_embedder: BgeM3Embedder, tmp_path: Path
+) -> tuple[CountingStore, list[Chunk]]:
+    store: CountingStore = store_factory(tiny_embedder.vector_size, sparse=True)
+    chunks = handbook_chunks()
+    document = DocumentChunks("handbook", "v1", chunks)
+    sync_documents(store, tiny_embedder, StageCache(tmp_path / "cache"), "acme", [document])
+    return store, chunks
+
+
+def containing(chunks: list[Chunk], word: str) -> Chunk:
+    (chunk,) = [c for c in chunks if word in c.md_text]
+    return chunk
+
+
+def test_the_handbook_has_the_structure_the_expand_tests_need(handbook):
+    _, chunks = handbook
+    target = containing(chunks, "Zanzibar")
+    assert 0 < target.ordinal < len(chunks) - 1  # neighbours on both sides
+    same_section = [c for c in chunks if c.section_id == target.section_id]
+    assert len(same_section) >= 4 and len({c.section_id for c in chunks}) >= 2
+    assert containing(chunks, "Quokka").ordinal == target.ordinal + 1
+
+
+def test_neighbours_widen_a_hit_to_the_chunks_before_and_after_it(handbook, tiny_embedder):
+    store, chunks = handbook
+    target = containing(chunks, "Zanzibar")
+    (hit,) = search(store, tiny_embedder, "Zanzibar", limit=1, mode="sparse", expand="neighbours")
+    assert hit.chunk_id == target.chunk_id and hit.hits == (target.chunk_id,)
+    ordinals = [c["ordinal"] for c in hit.context]
+    assert ordinals == [target.ordinal - 1, target.ordinal, target.ordinal + 1]
+    expected = [chunks[o].md_text for o in ordinals]
+    assert hit.text == "\n\n".join(expected)
+    assert hit.tokens == sum(chunks[o].token_count for o in ordinals)
+    assert hit.headings_path == ["Handbook", "Backups"]
+
+
+def test_section_widens_a_hit_to_its_whole_section_only(handbook, tiny_embedder):
+    store, chunks = handbook
+    target = containing(chunks, "Zanzibar")
+    section = [c for c in chunks if c.section_id == target.section_id]
+    (hit,) = search(store, tiny_embedder, "Zanzibar", limit=1, mode="sparse", expand="section")
+    assert [c["chunk_id"] for c in hit.context] == [c.chunk_id for c in section]
+    assert "Restoring replaces data" not in hit.text  # the next section stays out
+
+
+def test_expansion_stops_at_the_token_cap_growing_on_both_sides(handbook, tiny_embedder):
+    store, chunks = handbook
+    target = containing(chunks, "Zanzibar")
+    before, after = chunks[target.ordinal - 1], chunks[target.ordinal + 1]
+    cap = target.token_count + before.token_count + after.token_count - 1  # not all three
+    (hit,) = search(
+        store,
+        tiny_embedder,
+        "Zanzibar",
+        limit=1,
+        mode="sparse",
+        expand="section",
+        expand_tokens=cap,
+    )
+    ordinals = [c["ordinal"] for c in hit.context]
+    assert target.ordinal in ordinals and ordinals == list(range(ordinals[0], ordinals[-1] + 1))
+    assert hit.tokens <= cap
+    assert ordinals[0] == target.ordinal - 1  # the chunk before is taken first
+    (alone,) = search(
+        store, tiny_embedder, "Zanzibar", limit=1, mode="sparse", expand="section", expand_tokens=1
+    )
+    assert [c["ordinal"] for c in alone.context] == [target.ordinal]  # the hit always stays
+
+
+def test_hits_of_one_document_that_touch_become_one_result(handbook, tiny_embedder):
+    store, chunks = handbook
+    zanzibar, quokka = containing(chunks, "Zanzibar"), containing(chunks, "Quokka")
+    plain = search(store, tiny_embedder, "Zanzibar Quokka", limit=2, mode="sparse")
+    assert {h.chunk_id for h in plain} == {zanzibar.chunk_id, quokka.chunk_id}
+    (merged,) = search(
+        store, tiny_embedder, "Zanzibar Quokka", limit=2, mode="sparse", expand="neighbours"
+    )
+    assert merged.hits == tuple(h.chunk_id for h in plain)  # best first
+    assert merged.chunk_id == plain[0].chunk_id and merged.score == plain[0].score
+    ordinals = [c["ordinal"] for c in merged.context]
+    assert ordinals == list(range(zanzibar.ordinal - 1, quokka.ordinal + 2))
+
+
+def test_points_without_neighbour_ids_expand_by_document_and_ordinal(handbook, tiny_embedder):
+    """Points written by the previous chunker have no prev/next ids or section id."""
+    store, chunks = handbook
+    physical = store.resolve()
+    assert physical is not None
+    store.client.delete_payload(
+        physical,
+        keys=["prev_chunk_id", "next_chunk_id", "section_id"],
+        points=[c.point_id for c in chunks],
+        wait=True,
+    )
+    target = containing(chunks, "Zanzibar")
+    for expand in ("neighbours", "section"):
+        (hit,) = search(store, tiny_embedder, "Zanzibar", limit=1, mode="sparse", expand=expand)
+        assert "prev_chunk_id" not in hit.payload
+        assert [c["ordinal"] for c in hit.context] == [
+            target.ordinal - 1,
+            target.ordinal,
+            target.ordinal + 1,
+        ]
+
+
+def test_joined_text_puts_back_headings_and_a_table_header_kept_aside():
+    chunks = [
+        {"headings_path": ["Guide", "Install"], "md_text": "Run the installer."},
+        {"headings_path": ["Guide", "Install", "Linux"], "md_text": "Use the package."},
+        {
+            "headings_path": ["Guide", "Ports"],
+            "md_text": "| 443 | https |",
+            "table_header": "| port | use |\n| --- | --- |",
+        },
+    ]
+    assert joined_markdown(chunks) == (
+        "Run the installer.\n\n### Linux\n\nUse the package.\n\n## Ports\n\n"
+        "| port | use |\n| --- | --- |\n| 443 | https |"
+    )
+
+
+def test_search_command_expands_and_does_not_repeat_the_title(
+    tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = qdrant_settings(tmp_path)
+    config = tmp_path / "search.yaml"
+    config.write_text(
+        "embedder:\n"
+        f"  model: {tiny_model_dir}\n"
+        "  device: cpu\n"
+        "qdrant:\n"
+        f"  path: {settings.path}\n"
+        f"  collection: {settings.collection}\n"
+        "tenant_id: acme\n"
+    )
+    embedder = BgeM3Embedder(load_settings(config_file=config).embedder)
+    store = open_store(settings, embedder.vector_size, sparse=True)
+    chunks = handbook_chunks()
+    sync_documents(
+        store,
+        embedder,
+        StageCache(tmp_path / "cache"),
+        "acme",
+        [DocumentChunks("handbook", "v1", chunks)],
+    )
+    store.close()
+    target = containing(chunks, "Zanzibar")
+
+    args = ["search", "Zanzibar", "--config", str(config), "--mode", "sparse", "--limit", "1"]
+    assert main(args) == 0
+    heading, source, preview = capsys.readouterr().out.splitlines()
+    assert heading.endswith("] Handbook > Backups")  # not "Handbook > Handbook > Backups"
+    assert source.strip() == "handbook"  # no file path or URL: the document id
+    assert preview.strip() == target.md_text
+
+    assert main([*args, "--expand", "neighbours"]) == 0
+    out = capsys.readouterr().out
+    assert f"chunks {target.ordinal - 1}-{target.ordinal + 1}" in out
+    assert chunks[target.ordinal - 1].md_text in out and chunks[target.ordinal + 1].md_text in out
+
+    assert main([*args, "--expand", "section", "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    section = [c for c in chunks if c.section_id == target.section_id]
+    assert record["chunk_id"] == target.chunk_id
+    assert record["expanded"]["chunk_ids"] == [c.chunk_id for c in section]
+    assert record["expanded"]["hits"] == [target.chunk_id]

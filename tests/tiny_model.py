@@ -30,9 +30,10 @@ SPARSE_BIAS = 1.0
 SPARSE_WEIGHT_STD = 0.01
 
 
-def build_tiny_model(target: Path, *, sparse_head: bool = True) -> Path:
+def build_tiny_model(target: Path, *, sparse_head: bool = True, pooler: bool = False) -> Path:
     """Write a deterministic tiny XLM-RoBERTa model, its tokenizer and (optionally) a
-    sparse head into `target`."""
+    sparse head into `target`. `pooler` saves the pooling layer too, as many checkpoints
+    do (all-MiniLM-L6-v2's), which the embedder does not load."""
     import torch
     from transformers import XLMRobertaConfig, XLMRobertaModel
 
@@ -49,7 +50,7 @@ def build_tiny_model(target: Path, *, sparse_head: bool = True) -> Path:
         bos_token_id=0,
         eos_token_id=2,
     )
-    model = XLMRobertaModel(config, add_pooling_layer=False)
+    model = XLMRobertaModel(config, add_pooling_layer=pooler)
     target.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(target)
     write_tokenizer_dir(target)

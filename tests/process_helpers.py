@@ -1,0 +1,32 @@
+"""Python code run in a fresh interpreter from the checkout, for tests of what a process
+imports, prints or takes in memory (a test process has imported everything already)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def clean_environment() -> dict[str, str]:
+    """The environment without the developer's Prefect profile or ingest settings."""
+    return {
+        k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "INGEST_", "CHUNK_"))
+    }
+
+
+def run_python(code: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`code` (dedented) in a fresh interpreter, from the repository root."""
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env={**clean_environment(), "PYTHONPATH": str(ROOT), **(env or {})},
+    )
