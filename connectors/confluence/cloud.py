@@ -33,6 +33,7 @@ with the space named in `Listing.errors`.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -67,7 +68,9 @@ from connectors.http import HttpStatusError
 
 log = logging.getLogger(__name__)
 
-V2_MAX = 250  # the most ids, keys or results one v2 request takes
+# The most ids, keys or results one v2 request takes: v2 lists always ask for it
+# (`confluence.page_size` sizes v1 requests and fetch batches).
+V2_MAX = 250
 KIND_PATH = {"page": "pages", "blogpost": "blogposts"}
 SEARCH_EXPAND = ",".join(
     [
@@ -88,6 +91,7 @@ class CloudSource(ConfluenceSource):
         self._space_keys: dict[str, str] = {}  # id -> key
         self._groups: dict[str, str] = {}  # group id -> name
         self._names: dict[str, str] = {}  # account id -> display name
+        self._names_lock = threading.Lock()
         # Filled by a listing: the v2 items, their ancestors and labels.
         self._pages: dict[str, dict[str, Any]] = {}
         self._chains: dict[str, list[Ancestor]] = {}
@@ -163,7 +167,7 @@ class CloudSource(ConfluenceSource):
             owners = {str(item["id"]) for items in listed.values() for item in items}
             try:
                 for attachment in self.http.paged(
-                    "api/v2/attachments", {"status": "current", "limit": self.settings.page_size}
+                    "api/v2/attachments", {"status": "current", "limit": V2_MAX}
                 ):
                     owner = str(attachment.get("pageId") or attachment.get("blogPostId") or "")
                     title = str(attachment.get("title") or "")
@@ -199,9 +203,7 @@ class CloudSource(ConfluenceSource):
         for kind in kinds:
             path = f"api/v2/spaces/{self._space_ids[key]}/{KIND_PATH[kind]}"
             try:
-                for item in self.http.paged(
-                    path, {"status": "current", "limit": self.settings.page_size}
-                ):
+                for item in self.http.paged(path, {"status": "current", "limit": V2_MAX}):
                     items.append({**item, "type": kind})
             except IngestError as exc:
                 errors.append(f"listing {kind}s of space {key}: {self.http.listing_error(exc)}")
@@ -242,7 +244,7 @@ class CloudSource(ConfluenceSource):
     def _list_comments_v2(self, owners: set[str]) -> None:
         """Footer comment versions of `owners` through v2's site-wide listing."""
         found: dict[str, list[tuple[str, int]]] = {}
-        params = {"limit": self.settings.page_size}
+        params = {"limit": V2_MAX}
         for comment in self.http.paged("api/v2/footer-comments", params):
             owner = str(comment.get("pageId") or comment.get("blogPostId") or "")
             if owner in owners:
@@ -716,22 +718,23 @@ class CloudSource(ConfluenceSource):
         up in bulk once per connector. Names are optional metadata: a failed lookup is
         logged, not raised."""
         wanted = {str(a) for a in account_ids if a}
-        with self._lock:
-            missing = sorted(a for a in wanted if a not in self._names)
-        for start in range(0, len(missing), V2_MAX):
-            chunk = missing[start : start + V2_MAX]
-            try:
-                data = self.http.post_json("api/v2/users-bulk", {"accountIds": chunk})
-            except IngestError as exc:
-                if is_auth(exc):
-                    raise self.http.auth_error() from None
-                log.warning("author names are not available: %s", exc)
-                break
+        with self._names_lock:  # concurrent batches wait for one lookup, not make their own
             with self._lock:
-                for user in data.get("results") or []:
-                    name = user.get("displayName") or user.get("publicName")
-                    if user.get("accountId") and name:
-                        self._names[str(user["accountId"])] = str(name)
+                missing = sorted(a for a in wanted if a not in self._names)
+            for start in range(0, len(missing), V2_MAX):
+                chunk = missing[start : start + V2_MAX]
+                try:
+                    data = self.http.post_json("api/v2/users-bulk", {"accountIds": chunk})
+                except IngestError as exc:
+                    if is_auth(exc):
+                        raise self.http.auth_error() from None
+                    log.warning("author names are not available: %s", exc)
+                    break
+                with self._lock:
+                    for user in data.get("results") or []:
+                        name = user.get("displayName") or user.get("publicName")
+                        if user.get("accountId") and name:
+                            self._names[str(user["accountId"])] = str(name)
         with self._lock:
             return {a: self._names[a] for a in wanted if a in self._names}
 
