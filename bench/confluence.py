@@ -1,13 +1,19 @@
 """Benchmark (run by hand): list and fetch a 10,000-page space from the local Confluence
-API with the default settings, then an unchanged-space incremental pass.
+API with the default settings, then an unchanged-space incremental pass, on Cloud (REST
+v2) and on Data Center (REST v1), with the requests each made.
 
-    .venv/bin/python -m bench.confluence [--pages 10000] [--body-bytes 5000] [--layout cloud]
+    .venv/bin/python -m bench.confluence [--pages 10000] [--body-bytes 5000]
+        [--layout cloud|dc|both] [--comments 0] [--without-cql] [--fetch many|one]
 
-Targets (issue 4): full list + fetch under 2 minutes, unchanged incremental under 10 s.
-Fetching runs as the flow does: batches of `run.batch_size` refs through `fetch_many`, as
-many batches at once as `confluence.max_concurrency`. The incremental pass is the CQL poll
-since the full run started (nothing changed, so nothing is fetched); the cheap full
-listing that decides deletions is timed as well.
+Targets (issue 10): Cloud full list + fetch under 2 minutes, unchanged incremental poll
+under 1 s, no removed v1 endpoint called. Fetching runs as the flow does: batches of
+`run.batch_size` refs through `fetch_many`, as many batches at once as
+`confluence.max_concurrency`. The incremental pass is the CQL poll since the full run
+started (nothing changed, so nothing is fetched); the cheap full listing that decides
+deletions, and so every incremental run of the flow, is timed as well. `--comments N`
+puts a footer comment on N pages; `--without-cql` makes Cloud's CQL search answer 410
+(restrictions are then read page by page, comments through v2, and the poll compares
+listings).
 """
 
 from __future__ import annotations
@@ -17,7 +23,8 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from config.errors import IngestError
 from config.settings import load_settings
@@ -42,23 +49,20 @@ def fetch_one_by_one(
     return fetch
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--pages", type=int, default=10_000)
-    parser.add_argument("--body-bytes", type=int, default=5_000)
-    parser.add_argument("--layout", choices=["cloud", "dc"], default="cloud")
-    parser.add_argument(
-        "--fetch",
-        choices=["many", "one"],
-        default="many",
-        help="fetch_many per batch (default), or fetch() per page for comparison",
-    )
-    args = parser.parse_args()
+def requests_made(api: FakeConfluence, since: int) -> int:
+    return sum(api.requests.values()) - since
 
-    with FakeConfluence(args.layout) as api:
+
+def run(layout: str, args: argparse.Namespace) -> dict[str, Any]:
+    with FakeConfluence(layout) as api:  # type: ignore[arg-type]
         api.add_space("BENCH")
-        add_bulk_pages(api, "BENCH", args.pages, body_bytes=args.body_bytes)
-        cloud = args.layout == "cloud"
+        pages = add_bulk_pages(api, "BENCH", args.pages, body_bytes=args.body_bytes)
+        stamp = datetime.now(UTC) - timedelta(days=3)  # as old as the pages
+        for page in pages[: args.comments]:
+            api.add_comment(page, "<p>A comment on this page.</p>", when=stamp)
+        if args.without_cql and layout == "cloud":
+            api.retire("/rest/api/search")
+        cloud = layout == "cloud"
         settings = load_settings(
             {
                 "confluence": {
@@ -79,6 +83,7 @@ def main() -> None:
         started = time.monotonic()
         listing = connector.list_refs()
         listed_s = time.monotonic() - started
+        requests_list = sum(api.requests.values())
         batches = [
             listing.refs[i : i + settings.run.batch_size]
             for i in range(0, len(listing.refs), settings.run.batch_size)
@@ -93,37 +98,65 @@ def main() -> None:
         started = time.monotonic()
         changed = list(connector.poll(sync_started))
         poll_s = time.monotonic() - started
+        requests_poll = requests_made(api, requests_full)
+        before_relist = sum(api.requests.values())
         started = time.monotonic()
         relisted = connector.list_refs()
         relist_s = time.monotonic() - started
+        requests_relist = requests_made(api, before_relist)
         known = {ref.document_id: ref.version for ref in listing.refs}
         unchanged = all(known.get(r.document_id) == r.version for r in relisted.refs)
+        removed = len(api.removed_calls)
+        by_route = dict(sorted(api.requests.items()))
 
-    print(
-        json.dumps(
-            {
-                "layout": args.layout,
-                "fetch": args.fetch,
-                "pages": args.pages,
-                "body_bytes": args.body_bytes,
-                "max_concurrency": conf.max_concurrency,
-                "requests_per_second": conf.requests_per_second,
-                "page_size": conf.page_size,
-                "listed": len(listing.refs),
-                "fetched": len(docs),
-                "failed": len(results) - len(docs),
-                "bytes_fetched": sum(len(d.data) for d in docs),
-                "requests_full_run": requests_full,
-                "list_s": round(listed_s, 2),
-                "list_and_fetch_s": round(full_s, 2),
-                "incremental_poll_s": round(poll_s, 2),
-                "incremental_changed": len(changed),
-                "full_relisting_s": round(relist_s, 2),
-                "relisting_complete_and_unchanged": relisted.complete and unchanged,
-            },
-            indent=2,
-        )
+    return {
+        "layout": layout,
+        "api": "REST v2 (+ v1 CQL, restrictions)" if cloud else "REST v1",
+        "without_cql": bool(args.without_cql and cloud),
+        "fetch": args.fetch,
+        "pages": args.pages,
+        "pages_with_comments": min(args.comments, args.pages),
+        "body_bytes": args.body_bytes,
+        "max_concurrency": conf.max_concurrency,
+        "requests_per_second": conf.requests_per_second,
+        "page_size": conf.page_size,
+        "listed": len(listing.refs),
+        "fetched": len(docs),
+        "failed": len(results) - len(docs),
+        "bytes_fetched": sum(len(d.data) for d in docs),
+        "requests_listing": requests_list,
+        "requests_full_run": requests_full,
+        "requests_incremental_poll": requests_poll,
+        "requests_full_relisting": requests_relist,
+        "requests_by_route": by_route,
+        "removed_v1_calls": removed,
+        "list_s": round(listed_s, 2),
+        "list_and_fetch_s": round(full_s, 2),
+        "incremental_poll_s": round(poll_s, 2),
+        "incremental_changed": len(changed),
+        "full_relisting_s": round(relist_s, 2),
+        "relisting_complete_and_unchanged": relisted.complete and unchanged,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--pages", type=int, default=10_000)
+    parser.add_argument("--body-bytes", type=int, default=5_000)
+    parser.add_argument("--layout", choices=["cloud", "dc", "both"], default="both")
+    parser.add_argument("--comments", type=int, default=0, help="pages with a footer comment")
+    parser.add_argument(
+        "--without-cql", action="store_true", help="Cloud: the CQL search answers 410"
     )
+    parser.add_argument(
+        "--fetch",
+        choices=["many", "one"],
+        default="many",
+        help="fetch_many per batch (default), or fetch() per page for comparison",
+    )
+    args = parser.parse_args()
+    layouts = ["cloud", "dc"] if args.layout == "both" else [args.layout]
+    print(json.dumps([run(layout, args) for layout in layouts], indent=2))
 
 
 if __name__ == "__main__":

@@ -130,6 +130,8 @@ class ConfluenceSettings(StrictModel):
     spaces: list[str] = Field(default_factory=list)
     include_blogposts: bool = True
     include_attachments: bool = True
+    # Footer comments as a final "## Comments" section of their page (SPEC §2.1).
+    include_comments: bool = True
     attachment_max_bytes: int = Field(50 * 1024 * 1024, gt=0)
     page_size: int = Field(100, gt=0, le=250)
     max_concurrency: int = Field(8, gt=0)

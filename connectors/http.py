@@ -1,8 +1,7 @@
 """The one retry and rate-limit policy every connector HTTP request goes through.
 
-`PolicySession` is a `requests.Session`, so it plugs into atlassian-python-api
-(`Confluence(url, session=...)`) as well as into plain `requests` calls. Every request
-made through it:
+`PolicySession` is a `requests.Session` (the Confluence connector's one session, REST v1
+and v2 alike). Every request made through it:
 
 - waits for a client-wide rate slot (`requests_per_second`) and a concurrency slot
   (`max_concurrency`);
@@ -17,11 +16,6 @@ made through it:
 Retries exhausted raise `IngestError(FETCH_FAILED, transient=True)`. Messages and log
 lines name the method and URL path only: never the query string, the host's userinfo or
 any header, so a token cannot leak through them.
-
-atlassian-python-api 5.x has retry options of its own (`backoff_and_retry`, which mounts
-a urllib3 `Retry`, and `retry_with_header`, one extra try after a 429): callers must
-leave `backoff_and_retry` off and pass `retry_with_header=False` so that this policy is
-the only one.
 """
 
 from __future__ import annotations

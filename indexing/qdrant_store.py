@@ -63,6 +63,10 @@ PAYLOAD_INDEXES: dict[
     "acl.public": models.PayloadSchemaType.BOOL,
     "acl.users": models.PayloadSchemaType.KEYWORD,
     "acl.groups": models.PayloadSchemaType.KEYWORD,
+    "acl.restricted": models.PayloadSchemaType.BOOL,
+    "acl.space_open": models.PayloadSchemaType.BOOL,
+    "acl.space_users": models.PayloadSchemaType.KEYWORD,
+    "acl.space_groups": models.PayloadSchemaType.KEYWORD,
 }
 # Payload = the chunk record without `embed_text` (header + overlap + md_text, all of
 # which the payload already holds), to keep points lean.
@@ -138,7 +142,11 @@ def close_client(settings: QdrantSettings) -> None:
 @dataclass(frozen=True)
 class SearchFilters:
     """Search restrictions. `user`/`groups` enable the ACL filter: a chunk is visible when
-    `acl.public` is true, `acl.users` holds the user, or `acl.groups` meets the groups."""
+    `acl.public` is true, or when it passes both the read restrictions (`acl.restricted`
+    is false, `acl.users` holds the user, or `acl.groups` meets the groups) and the space
+    (`acl.space_open` is not false, `acl.space_users` holds the user, or
+    `acl.space_groups` meets the groups). A payload without the space fields (files, or
+    written before space permissions were read) has no space level."""
 
     tenant_id: str | None = None
     space_keys: tuple[str, ...] = ()
@@ -155,7 +163,7 @@ class ScoredPayload:
     payload: dict[str, Any]
 
 
-def _match(key: str, value: str) -> models.FieldCondition:
+def _match(key: str, value: str | bool) -> models.FieldCondition:
     return models.FieldCondition(key=key, match=models.MatchValue(value=value))
 
 
@@ -174,15 +182,25 @@ def search_filter(filters: SearchFilters) -> models.Filter | None:
     if filters.source_types:
         must.append(_match_any("source_type", filters.source_types))
     if filters.user is not None or filters.groups:
-        visible: list[models.Condition] = [
-            models.FieldCondition(key="acl.public", match=models.MatchValue(value=True))
-        ]
-        if filters.user is not None:
-            visible.append(_match("acl.users", filters.user))
-        if filters.groups:
-            visible.append(_match_any("acl.groups", filters.groups))
-        must.append(models.Filter(should=visible))
+        restrictions = _acl_level(filters, "acl.users", "acl.groups")
+        restrictions.append(_match("acl.restricted", False))
+        space = _acl_level(filters, "acl.space_users", "acl.space_groups")
+        space.append(models.Filter(must_not=[_match("acl.space_open", False)]))
+        levels = models.Filter(
+            must=[models.Filter(should=restrictions), models.Filter(should=space)]
+        )
+        must.append(models.Filter(should=[_match("acl.public", True), levels]))
     return models.Filter(must=must) if must else None
+
+
+def _acl_level(filters: SearchFilters, users: str, groups: str) -> list[models.Condition]:
+    """Conditions of which one lets the user pass one ACL level."""
+    passes: list[models.Condition] = []
+    if filters.user is not None:
+        passes.append(_match(users, filters.user))
+    if filters.groups:
+        passes.append(_match_any(groups, filters.groups))
+    return passes
 
 
 # --- the store -----------------------------------------------------------------------

@@ -9,6 +9,7 @@ pass so every format leaves here in the same normalized form.
 
 from __future__ import annotations
 
+import re
 import threading
 import zipfile
 from collections.abc import Callable, Mapping
@@ -136,6 +137,8 @@ _OLE2_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 _ENCRYPTED_PACKAGE = "EncryptedPackage".encode("utf-16-le")
 _OOXML_MAIN_PART = {"word/": "docx", "xl/": "xlsx", "ppt/": "pptx"}
 _LEGACY_BY_EXTENSION = {".doc": "doc", ".xls": "xls", ".ppt": "ppt"}
+# An `ac:` or `ri:` element (`<ac:structured-macro`, `<ri:page`): Confluence storage format.
+_STORAGE_ELEMENT = re.compile(rb"<(?:ac|ri):[A-Za-z]")
 
 
 def detect_format(data: bytes, filename: str, mime: str | None = None) -> str:
@@ -187,6 +190,8 @@ def detect_format(data: bytes, filename: str, mime: str | None = None) -> str:
     sniff = data[:512].lstrip().lower()
     if sniff.startswith((b"<!doctype html", b"<html")):
         return "html"  # a full HTML page, whatever its name says
+    if markup and _STORAGE_ELEMENT.search(data):
+        return "confluence"  # storage format (an export, a saved body), whatever its name
     if by_ext in ("html", "markdown", "text") or by_mime in ("html", "markdown", "text"):
         return by_ext or by_mime or "text"
     if by_ext is None and ext:

@@ -1,30 +1,50 @@
-"""A local Confluence REST API (v1) on 127.0.0.1 for tests and benchmarks.
+"""A local Confluence REST API on 127.0.0.1 for tests and benchmarks.
 
-A real HTTP server (stdlib `ThreadingHTTPServer` in a thread) that serves the endpoints
-the connector uses, with the JSON shapes of Confluence Cloud and Data Center:
-
-    GET {ctx}/rest/api/space/{key}
-    GET {ctx}/rest/api/content?spaceKey=&type=page|blogpost&start=&limit=&expand=
-    GET {ctx}/rest/api/content/search?cql=&limit=&expand=           (start, or cursor on Cloud)
-    GET {ctx}/rest/api/content/{id}?expand=
-    GET {ctx}/rest/api/content/{id}/child/attachment?expand=&filename=
-    GET {ctx}/rest/api/content/{id}/restriction/byOperation/read?expand=
-    GET {ctx}/download/attachments/{page id}/{file name}
+A real HTTP server (stdlib `ThreadingHTTPServer` in a thread) with the JSON shapes of
+Confluence Cloud (REST v2, plus the v1 endpoints v2 has no equivalent for) and of Data
+Center (REST v1).
 
 `layout="cloud"`: context path `/wiki`, basic auth (e-mail + API token), users by
-`accountId`, opaque `cursor` pagination (`start` is ignored, so a client that builds its
-own offsets instead of following `_links.next` loses pages). `layout="dc"`: no context
-path (or `context=`), a personal access token as bearer or user + password as basic
-auth, users by `username`, `start`/`limit` pagination. Both cap `limit` at `max_limit`
-(like the real servers do, silently), honour `expand` and answer a wrong token with 401.
+`accountId`, groups by id in v2 and by name and id in v1. It serves REST v2:
+
+    GET  {ctx}/api/v2/spaces?keys=                       GET {ctx}/api/v2/spaces/{id}/permissions
+    GET  {ctx}/api/v2/spaces/{id}/pages|blogposts        GET {ctx}/api/v2/pages|blogposts?id=
+    GET  {ctx}/api/v2/pages|blogposts/{id}[/labels|/attachments|/footer-comments]
+    GET  {ctx}/api/v2/pages/{id}/ancestors               GET {ctx}/api/v2/attachments[/{id}]
+    GET  {ctx}/api/v2/footer-comments[/{id}/children]    POST {ctx}/api/v2/users-bulk
+
+cursor-paginated: `limit` 1..250 (above 250 is a 400, as the reference says; the server
+then serves at most `v2_max_limit`), the next page in `_links.next` and in the `Link`
+header, both relative to the host (`/wiki/api/v2/...`; `next_in_body = False` leaves
+only the header). Of v1 it serves what v2 lacks:
+CQL `GET {ctx}/rest/api/search` (and `/rest/api/content/search`), read restrictions
+`GET {ctx}/rest/api/content/{id}/restriction/byOperation/read`, groups
+`GET {ctx}/rest/api/group/by-id`, and downloads. The v1 endpoints Atlassian removed on
+Cloud (space by key, content listing, content by id, children, attachments, labels,
+versions, comments) answer `410 Gone`; each such call is counted in `requests["removed"]`
+and kept in `removed_calls`, so a test can assert that none was made.
+
+`layout="dc"`: no context path (or `context=`), a personal access token as bearer or user
++ password as basic auth, users by `username`, `start`/`limit` pagination, REST v1 only:
+
+    GET {ctx}/rest/api/space/{key}                GET {ctx}/rest/api/space/{key}/permissions
+    GET {ctx}/rest/api/content?spaceKey=&type=    GET {ctx}/rest/api/content/search?cql=
+    GET {ctx}/rest/api/content/{id}[/child/attachment|/child/comment|/restriction/...]
+    GET {ctx}/rest/api/user?key=                  GET {ctx}/download/attachments/{page}/{file}
+
+(space permissions as Data Center 9.1+ serves them; `space_permissions_api = False`
+answers 404, as older versions do). v1 lists cap `limit` at `max_limit` silently, like
+the real servers. Every layout honours `expand` and answers a wrong token with 401.
 
 CQL dates are read in the account's time zone (`cql_tz`, default UTC+3) as Confluence
-does, not in UTC.
+does, not in UTC. Spaces are readable by the group `confluence-users` unless
+`grant_space` says otherwise.
 
 Fault switches count requests: `fail(n, status, retry_after=...)`, `reset(n)`,
 `truncate(n)`, `slow(n, seconds)`, each optionally limited to paths containing `path`;
 `storm(seconds, status, retry_after=...)` answers every request with the status for a
-while (Confluence overloaded);
+while (Confluence overloaded); `retire(prefix)` makes the endpoints under a path prefix
+answer `410 Gone` (an endpoint Atlassian removed since);
 `delete_after_listing(id)` and `edit_after_listing(id)` change content right after the
 next listing request is answered (a page deleted / edited mid-run); `hide_from_search(id)`
 keeps content out of CQL results (the search index lags behind new pages).
@@ -51,17 +71,29 @@ from datetime import UTC, datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import parse_qs, quote, quote_plus, unquote, urlsplit
+from urllib.parse import parse_qs, quote, quote_plus, unquote, urlencode, urlsplit
 
 import pytest
 
 Layout = Literal["cloud", "dc"]
-ContentType = Literal["page", "blogpost", "attachment"]
+ContentType = Literal["page", "blogpost", "attachment", "comment"]
 
 DEFAULT_USER = "ingest-bot@example.com"
 DEFAULT_TOKEN = "test-token-0f1e2d3c"
 DEFAULT_PASSWORD = "test-password"
+DEFAULT_READERS = "confluence-users"
 CQL_TZ = timezone(timedelta(hours=3))
+V2_LIMIT = 250
+# Cloud v1 endpoints that v2 has no equivalent for: still served.
+_CLOUD_V1_ALIVE = re.compile(
+    r"/rest/api/(search|content/search|group/by-id|content/[^/]+/restriction(/.*)?)"
+)
+
+
+def group_id(name: str) -> str:
+    """A group's id on Cloud (a UUID): v2 names groups by id only."""
+    digest = hashlib.sha1(name.encode()).hexdigest()
+    return f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
 
 
 @dataclass
@@ -89,13 +121,16 @@ class FakeContent:
     when: datetime = field(default_factory=lambda: datetime.now(UTC))
     created: datetime = field(default_factory=lambda: datetime.now(UTC))
     author: str = "alice"
-    parent_id: str | None = None  # pages: the parent page; attachments: their container
+    # pages: the parent page; attachments and comments: the page or blog post they are on
+    parent_id: str | None = None
     labels: list[str] = field(default_factory=list)
     read_users: list[str] = field(default_factory=list)
     read_groups: list[str] = field(default_factory=list)
     data: bytes = b""
     media_type: str = "application/octet-stream"
-    forbidden: bool = False  # the bot account may not read it (403)
+    forbidden: bool = False  # the bot account may not read it (403 on v1, 404 on v2)
+    reply_to: str | None = None  # comments: the comment answered
+    location: Literal["footer", "inline"] = "footer"  # comments
 
 
 @dataclass
@@ -109,6 +144,13 @@ class _Fault:
     until: float | None = None  # a storm: every request until then (monotonic clock)
 
 
+@dataclass
+class _Answer:
+    route: str
+    payload: Any  # JSON, or bytes for a download
+    headers: dict[str, str] = field(default_factory=dict)
+
+
 class FakeConfluence:
     def __init__(
         self,
@@ -118,6 +160,7 @@ class FakeConfluence:
         token: str = DEFAULT_TOKEN,
         password: str = DEFAULT_PASSWORD,
         max_limit: int = 100,
+        v2_max_limit: int = V2_LIMIT,
         context: str | None = None,
         cql_tz: timezone = CQL_TZ,
     ) -> None:
@@ -126,9 +169,15 @@ class FakeConfluence:
         self.token = token
         self.password = password
         self.max_limit = max_limit
+        self.v2_max_limit = v2_max_limit
         self.context = context if context is not None else ("/wiki" if layout == "cloud" else "")
         self.cql_tz = cql_tz
         self.spaces: dict[str, str] = {}
+        self.space_ids: dict[str, str] = {}
+        # space key -> (users, groups) with the space's read ("View") permission
+        self.space_readers: dict[str, tuple[list[str], list[str]]] = {}
+        self.space_permissions_api = True  # Data Center 9.1+ serves them
+        self.next_in_body = True  # v2: the next link in `_links.next` too, not only `Link`
         self.content: dict[str, FakeContent] = {}
         self.users: dict[str, FakeUser] = {
             "alice": FakeUser("alice", "Alice Liddell"),
@@ -137,6 +186,8 @@ class FakeConfluence:
         }
         self.requests: Counter[str] = Counter()  # route name -> count
         self.paths: list[str] = []  # every request path (no query), in order
+        self.removed_calls: list[str] = []  # v1 endpoints removed on Cloud that were called
+        self._retired: list[str] = []
         self._faults: list[_Fault] = []
         self._after_listing: list[Callable[[], None]] = []
         self._unindexed: set[str] = set()
@@ -178,12 +229,27 @@ class FakeConfluence:
     def base_url(self) -> str:
         return self.host_url + self.context
 
+    def v1_paths(self) -> set[str]:
+        """The REST v1 paths requested so far (ids replaced by `{id}`)."""
+        with self._lock:
+            paths = [p[len(self.context) :] for p in self.paths if "/rest/api/" in p]
+        return {re.sub(r"/(att)?\d+(?=/|$)", "/{id}", p) for p in paths}
+
     # --- data --------------------------------------------------------------------------
 
     def add_space(self, key: str, name: str | None = None) -> str:
         with self._lock:
             self.spaces[key] = name or f"Space {key}"
+            self.space_ids[key] = str(98000 + len(self.space_ids) * 17)
+            self.space_readers[key] = ([], [DEFAULT_READERS])
         return key
+
+    def grant_space(
+        self, key: str, *, users: Iterable[str] = (), groups: Iterable[str] = ()
+    ) -> None:
+        """Who may read (view) the space: replaces the default `confluence-users`."""
+        with self._lock:
+            self.space_readers[key] = (list(users), list(groups))
 
     def add_page(
         self,
@@ -230,7 +296,7 @@ class FakeConfluence:
     ) -> str:
         with self._lock:
             page = self.content[page_id]
-            content_id = self._new_id()
+            content_id = "att" + self._new_id()
             stamp = when or datetime.now(UTC)
             self.content[content_id] = FakeContent(
                 content_id,
@@ -242,6 +308,37 @@ class FakeConfluence:
                 parent_id=page_id,
                 data=data,
                 media_type=media_type,
+            )
+            return content_id
+
+    def add_comment(
+        self,
+        page_id: str,
+        body: str,
+        *,
+        author: str = "bob",
+        reply_to: str | None = None,
+        inline: bool = False,
+        when: datetime | None = None,
+    ) -> str:
+        """A footer comment on a page or blog post (`reply_to`: an answer to another
+        comment; `inline`: an inline comment instead, which is not synced)."""
+        with self._lock:
+            page = self.content[page_id]
+            content_id = self._new_id()
+            stamp = when or datetime.now(UTC)
+            self.content[content_id] = FakeContent(
+                content_id,
+                "comment",
+                page.space_key,
+                f"Re: {page.title}",
+                body,
+                when=stamp,
+                created=stamp,
+                author=author,
+                parent_id=page_id,
+                reply_to=reply_to,
+                location="inline" if inline else "footer",
             )
             return content_id
 
@@ -267,15 +364,17 @@ class FakeConfluence:
             item.when = when or datetime.now(UTC)
 
     def delete(self, content_id: str) -> None:
-        """Like Confluence: the page's attachments go with it, its child pages move up to
-        its parent."""
+        """Like Confluence: the page's attachments and comments go with it, its child pages
+        move up to its parent; a comment's replies go with it."""
         with self._lock:
             gone = self.content.pop(content_id)
             for child in [c.id for c in self.content.values() if c.parent_id == content_id]:
-                if self.content[child].type == "attachment":
+                if self.content[child].type in ("attachment", "comment"):
                     self.content.pop(child)
                 else:
                     self.content[child].parent_id = gone.parent_id
+            for reply in [c.id for c in self.content.values() if c.reply_to == content_id]:
+                self.delete(reply)
 
     def move(self, content_id: str, parent_id: str | None) -> None:
         """Move a page under another (None: to the space root); no new version, as in
@@ -292,7 +391,8 @@ class FakeConfluence:
             item.read_groups = list(groups)
 
     def forbid(self, content_id: str) -> None:
-        """The bot account loses read access to it: fetching it answers 403."""
+        """The bot account loses read access to it: fetching it answers 403 (v1) or 404
+        (v2, which does not tell the two apart)."""
         with self._lock:
             self.content[content_id].forbidden = True
 
@@ -326,6 +426,12 @@ class FakeConfluence:
     def slow(self, count: int, seconds: float, *, path: str | None = None) -> None:
         self._add_fault(_Fault("slow", count, path, seconds=seconds))
 
+    def retire(self, prefix: str) -> None:
+        """Endpoints under `prefix` (after the context path, e.g. `/rest/api/search`)
+        answer 410 Gone from now on."""
+        with self._lock:
+            self._retired.append(prefix)
+
     def hide_from_search(self, content_id: str) -> None:
         """Not in the search index yet (CQL lags behind new content); /content has it."""
         with self._lock:
@@ -357,10 +463,13 @@ class FakeConfluence:
         self._next_id += 1
         return str(self._next_id)
 
-    # --- JSON shapes -------------------------------------------------------------------
+    # --- JSON shapes: v1 ---------------------------------------------------------------
+
+    def _user(self, name: str) -> FakeUser:
+        return self.users.get(name) or FakeUser(name, name.title())
 
     def _user_json(self, name: str) -> dict[str, Any]:
-        user = self.users.get(name) or FakeUser(name, name.title())
+        user = self._user(name)
         if self.layout == "cloud":
             return {
                 "type": "known",
@@ -375,6 +484,12 @@ class FakeConfluence:
             "userKey": user.user_key,
             "displayName": user.display_name,
         }
+
+    def _group_json(self, name: str) -> dict[str, Any]:
+        out = {"type": "group", "name": name}
+        if self.layout == "cloud":
+            out["id"] = group_id(name)
+        return out
 
     def _stamp(self, value: datetime) -> str:
         if self.layout == "cloud":
@@ -391,6 +506,8 @@ class FakeConfluence:
                 if page
                 else "/attachments"
             )
+        if item.type == "comment":
+            return f"/pages/viewpage.action?pageId={item.parent_id}#comment-{item.id}"
         if self.layout == "cloud":
             kind = "pages" if item.type == "page" else "blog"
             return f"/spaces/{item.space_key}/{kind}/{item.id}/{quote_plus(item.title)}"
@@ -405,7 +522,7 @@ class FakeConfluence:
 
     def _ancestors(self, item: FakeContent) -> list[FakeContent]:
         chain: list[FakeContent] = []
-        parent = self.content.get(item.parent_id or "") if item.type != "attachment" else None
+        parent = self.content.get(item.parent_id or "") if item.type == "page" else None
         while parent is not None:
             chain.append(parent)
             parent = self.content.get(parent.parent_id or "")
@@ -415,7 +532,7 @@ class FakeConfluence:
         self, item: FakeContent, expand: set[str], prefix: str
     ) -> dict[str, Any]:
         users = [self._user_json(u) for u in item.read_users]
-        groups = [{"type": "group", "name": g} for g in item.read_groups]
+        groups = [self._group_json(g) for g in item.read_groups]
         out: dict[str, Any] = {"operation": "read"}
         inner: dict[str, Any] = {}
         for kind, values in (("user", users), ("group", groups)):
@@ -428,14 +545,16 @@ class FakeConfluence:
     def _metadata_json(self, item: FakeContent, expand: set[str]) -> dict[str, Any]:
         out: dict[str, Any] = {"_expandable": {"labels": ""}}
         if "metadata.labels" in expand:
-            labels = [
-                {"prefix": "global", "name": name, "id": str(1000 + i), "label": name}
-                for i, name in enumerate(item.labels)
-            ]
-            out = {"labels": _page_of(labels, limit=200)}
+            out = {"labels": _page_of(self._labels_json(item), limit=200)}
         if item.type == "attachment":
             out["mediaType"] = item.media_type
         return out
+
+    def _labels_json(self, item: FakeContent) -> list[dict[str, Any]]:
+        return [
+            {"prefix": "global", "name": name, "id": str(1000 + i), "label": name}
+            for i, name in enumerate(item.labels)
+        ]
 
     def _content_json(self, item: FakeContent, expand: set[str]) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -488,10 +607,19 @@ class FakeConfluence:
                 "type": "global",
             },
         )
-        if item.type != "attachment":
+        if item.type in ("page", "blogpost", "comment"):
             offer(
                 "ancestors",
-                lambda: [self._content_json(a, set()) for a in self._ancestors(item)],
+                lambda: [
+                    self._content_json(a, set())
+                    for a in (
+                        self._ancestors(item)
+                        if item.type != "comment"
+                        else [self.content[item.reply_to]]
+                        if item.reply_to in self.content
+                        else []
+                    )
+                ],
             )
             offer(
                 "body",
@@ -501,11 +629,14 @@ class FakeConfluence:
                     else {"_expandable": {"storage": ""}}
                 ),
             )
-        else:
+        if item.type in ("attachment", "comment"):
             offer(
                 "container", lambda: self._content_json(self.content[item.parent_id or ""], set())
             )
+        if item.type == "attachment":
             out["extensions"] = {"mediaType": item.media_type, "fileSize": len(item.data)}
+        if item.type == "comment":
+            out["extensions"] = {"location": item.location}
         offer("metadata", lambda: self._metadata_json(item, expand))
         offer(
             "restrictions",
@@ -522,10 +653,170 @@ class FakeConfluence:
         out["_expandable"] = expandable
         return out
 
+    # --- JSON shapes: v2 ---------------------------------------------------------------
+
+    def _v2_version(self, item: FakeContent) -> dict[str, Any]:
+        return {
+            "createdAt": self._stamp(item.when),
+            "message": "",
+            "number": item.version,
+            "minorEdit": False,
+            "authorId": self._user(item.author).account_id,
+        }
+
+    def _v2_body(self, item: FakeContent, query: dict[str, list[str]]) -> dict[str, Any]:
+        fmt = query.get("body-format", [""])[0]
+        if fmt == "storage":
+            return {"storage": {"representation": "storage", "value": item.body}}
+        if fmt in ("", "none"):
+            return {}
+        if fmt == "atlas_doc_format":
+            return {"atlas_doc_format": {"representation": "atlas_doc_format", "value": "{}"}}
+        raise _BadRequest(f"unsupported body-format {fmt}")
+
+    def _v2_page(self, item: FakeContent, query: dict[str, list[str]]) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": item.id,
+            "status": "current",
+            "title": item.title,
+            "spaceId": self.space_ids[item.space_key],
+            "authorId": self._user(item.author).account_id,
+            "createdAt": self._stamp(item.created),
+            "version": self._v2_version(item),
+            "body": self._v2_body(item, query),
+            "_links": {
+                "webui": self._web_path(item),
+                "editui": f"/pages/resumedraft.action?draftId={item.id}",
+                "tinyui": f"/x/{item.id}",
+            },
+        }
+        if item.type == "page":
+            parent = self.content.get(item.parent_id or "")
+            out["parentId"] = parent.id if parent else None
+            out["parentType"] = "page" if parent else None
+            out["position"] = int(item.id) % 1000
+            out["ownerId"] = out["authorId"]
+        if query.get("include-labels", [""])[0] == "true":
+            out["labels"] = {"results": self._labels_json(item), "meta": {"hasMore": False}}
+        return out
+
+    def _v2_attachment(self, item: FakeContent) -> dict[str, Any]:
+        container = self.content.get(item.parent_id or "")
+        owner = "blogPostId" if container and container.type == "blogpost" else "pageId"
+        download = self._download_path(item)
+        return {
+            "id": item.id,
+            "status": "current",
+            "title": item.title,
+            "createdAt": self._stamp(item.created),
+            owner: item.parent_id,
+            "mediaType": item.media_type,
+            "mediaTypeDescription": item.media_type,
+            "comment": "",
+            "fileId": hashlib.sha1(item.id.encode()).hexdigest(),
+            "fileSize": len(item.data),
+            "webuiLink": self._web_path(item),
+            "downloadLink": download,
+            "version": self._v2_version(item),
+            "_links": {"webui": self._web_path(item), "download": download},
+        }
+
+    def _v2_comment(self, item: FakeContent, query: dict[str, list[str]]) -> dict[str, Any]:
+        container = self.content.get(item.parent_id or "")
+        owner = "blogPostId" if container and container.type == "blogpost" else "pageId"
+        out: dict[str, Any] = {
+            "id": item.id,
+            "status": "current",
+            "title": item.title,
+            owner: item.parent_id,
+            "version": self._v2_version(item),
+            "body": self._v2_body(item, query),
+            "_links": {"webui": self._web_path(item)},
+        }
+        if item.reply_to:
+            out["parentCommentId"] = item.reply_to
+        return out
+
+    def _v2_space(self, key: str) -> dict[str, Any]:
+        home = next(
+            (
+                c.id
+                for c in self._visible(self.content.values())
+                if c.space_key == key and c.type == "page" and c.parent_id is None
+            ),
+            None,
+        )
+        return {
+            "id": self.space_ids[key],
+            "key": key,
+            "name": self.spaces[key],
+            "type": "global",
+            "status": "current",
+            "authorId": self._user("alice").account_id,
+            "createdAt": self._stamp(datetime(2020, 1, 1, tzinfo=UTC)),
+            "homepageId": home,
+            "_links": {"webui": f"/spaces/{key}"},
+        }
+
+    def _v2_permissions(self, key: str) -> list[dict[str, Any]]:
+        users, groups = self.space_readers[key]
+        principals = [{"type": "user", "id": self._user(u).account_id} for u in users] + [
+            {"type": "group", "id": group_id(g)} for g in groups
+        ]
+        out: list[dict[str, Any]] = []
+        for principal in principals:
+            for op, target in (("read", "space"), ("create", "page"), ("create", "comment")):
+                out.append(
+                    {
+                        "id": str(len(out) + 1),
+                        "principal": principal,
+                        "operation": {"key": op, "targetType": target},
+                    }
+                )
+        # The space's administrators may always do more; reading is what decides access.
+        out.append(
+            {
+                "id": str(len(out) + 1),
+                "principal": {"type": "group", "id": group_id("site-admins")},
+                "operation": {"key": "administer", "targetType": "space"},
+            }
+        )
+        return out
+
+    def _dc_permissions(self, key: str) -> list[dict[str, Any]]:
+        users, groups = self.space_readers[key]
+        subjects = [
+            {
+                "type": "user",
+                "userKey": self._user(u).user_key,
+                "displayName": self._user(u).display_name,
+            }
+            for u in users
+        ] + [{"type": "group", "name": g, "displayName": g} for g in groups]
+        out: list[dict[str, Any]] = []
+        for subject in subjects:
+            for op, target in (("read", "space"), ("create", "page")):
+                out.append(
+                    {
+                        "operation": {"targetType": target, "operationKey": op},
+                        "subject": subject,
+                        "spaceKey": key,
+                        "spaceId": int(self.space_ids[key]),
+                    }
+                )
+        return out
+
     # --- queries -----------------------------------------------------------------------
 
     def _visible(self, items: Iterable[FakeContent]) -> list[FakeContent]:
-        return sorted((c for c in items if c.space_key in self.spaces), key=lambda c: int(c.id))
+        return sorted(
+            (c for c in items if c.space_key in self.spaces),
+            key=lambda c: int(c.id.removeprefix("att")),
+        )
+
+    def _readable(self, items: Iterable[FakeContent]) -> list[FakeContent]:
+        """What v2 lists: only content the account may view."""
+        return [c for c in self._visible(items) if not c.forbidden]
 
     def _cql(self, cql: str) -> list[FakeContent]:
         where = re.split(r"\border\s+by\b", cql, flags=re.I)[0]
@@ -574,21 +865,17 @@ class FakeConfluence:
         items: list[FakeContent],
         query: dict[str, list[str]],
         path: str,
-        expand: set[str],
+        render: Callable[[FakeContent], Any],
     ) -> dict[str, Any]:
+        """A v1 page of results: `start` on Data Center, an opaque cursor on Cloud."""
         limit = min(int(query.get("limit", ["25"])[0]), self.max_limit)
         if self.layout == "cloud":
-            cursor = query.get("cursor", [""])[0]
-            start = (
-                int(base64.urlsafe_b64decode(cursor.encode()).decode().split(":")[1])
-                if cursor
-                else 0
-            )
+            start = _decode_cursor(query.get("cursor", [""])[0])
         else:
             start = int(query.get("start", ["0"])[0])
         window = items[start : start + limit]
         out: dict[str, Any] = {
-            "results": [self._content_json(c, expand) for c in window],
+            "results": [render(c) for c in window],
             "start": start,
             "limit": limit,
             "size": len(window),
@@ -600,74 +887,310 @@ class FakeConfluence:
             keep = {k: v for k, v in query.items() if k not in ("start", "cursor", "limit")}
             params = "&".join(f"{k}={quote(v[0], safe=',')}" for k, v in keep.items())
             if self.layout == "cloud":
-                token = base64.urlsafe_b64encode(f"pos:{start + limit}".encode()).decode()
-                paging = f"next=true&cursor={token}&limit={limit}"
+                paging = f"next=true&cursor={_encode_cursor(start + limit)}&limit={limit}"
             else:
                 paging = f"start={start + limit}&limit={limit}"
             out["_links"]["next"] = f"{path[len(self.context) :]}?{params}&{paging}"
         return out
 
-    def _route(self, path: str, query: dict[str, list[str]]) -> tuple[str, Any]:
-        """(route name, JSON or bytes) for an authenticated GET."""
-        expand = {e.strip() for e in query.get("expand", [""])[0].split(",") if e.strip()}
+    def _v2_list(
+        self,
+        items: list[Any],
+        query: dict[str, list[str]],
+        path: str,
+        render: Callable[[Any], Any],
+        route: str,
+    ) -> _Answer:
+        """A v2 page of results; the next one through `_links.next` and `Link`, both
+        relative to the host (they carry the context path)."""
+        try:
+            limit = int(query.get("limit", ["25"])[0])
+        except ValueError:
+            raise _BadRequest("limit must be a number") from None
+        if not 1 <= limit <= V2_LIMIT:
+            raise _BadRequest(f"limit must be between 1 and {V2_LIMIT}")
+        limit = min(limit, self.v2_max_limit)
+        start = _decode_cursor(query.get("cursor", [""])[0])
+        window = items[start : start + limit]
+        links: dict[str, str] = {"base": self.base_url}
+        headers: dict[str, str] = {}
+        if start + limit < len(items):
+            keep = [(k, v[0]) for k, v in query.items() if k != "cursor"]
+            keep.append(("cursor", _encode_cursor(start + limit)))
+            next_link = f"{path}?{urlencode(keep)}"
+            headers["Link"] = f'<{next_link}>; rel="next", <{self.base_url}>; rel="base"'
+            if self.next_in_body:
+                links["next"] = next_link
+        return _Answer(route, {"results": [render(c) for c in window], "_links": links}, headers)
+
+    def _route(self, method: str, path: str, query: dict[str, list[str]], body: bytes) -> _Answer:
+        """The answer to an authenticated request."""
         if not path.startswith(self.context + "/"):
             raise _NotFound("no such path (wrong context path?)")
         rel = path[len(self.context) :]
         with self._lock:
-            if m := re.fullmatch(r"/rest/api/space/([^/]+)", rel):
-                key = unquote(m.group(1))
-                if key not in self.spaces:
-                    raise _NotFound(f"No space with key : {key}")
-                return "space", {
-                    "id": 98000 + len(key),
+            if any(rel.startswith(prefix) for prefix in self._retired):
+                raise _Gone("this endpoint has been removed")
+            if method == "POST":
+                if self.layout == "cloud" and rel == "/api/v2/users-bulk":
+                    return self._users_bulk(body)
+                raise _NotFound("no such resource")
+            if rel.startswith("/download/"):
+                return self._download(rel)
+            if self.layout == "cloud":
+                if rel.startswith("/api/v2/"):
+                    return self._route_v2(rel[len("/api/v2") :], path, query)
+                if rel.startswith("/rest/api/") and not _CLOUD_V1_ALIVE.fullmatch(rel):
+                    self.removed_calls.append(rel)
+                    raise _Removed(
+                        "This API has been removed. Use the Confluence REST API v2 instead."
+                    )
+            return self._route_v1(rel, path, query)
+
+    def _route_v1(self, rel: str, path: str, query: dict[str, list[str]]) -> _Answer:
+        expand = {e.strip() for e in query.get("expand", [""])[0].split(",") if e.strip()}
+        if m := re.fullmatch(r"/rest/api/space/([^/]+)(/permissions)?", rel):
+            key = unquote(m.group(1))
+            if key not in self.spaces:
+                raise _NotFound(f"No space with key : {key}")
+            if m.group(2):
+                if not self.space_permissions_api:
+                    raise _NotFound("no such resource")
+                return _Answer("space_permissions", self._dc_permissions(key))
+            return _Answer(
+                "space",
+                {
+                    "id": int(self.space_ids[key]),
                     "key": key,
                     "name": self.spaces[key],
                     "type": "global",
                     "_links": {"webui": f"/spaces/{key}", "base": self.base_url},
-                }
-            if rel == "/rest/api/content":
-                kind = query.get("type", ["page"])[0]
-                key = query.get("spaceKey", [""])[0]
-                if key and key not in self.spaces:
-                    raise _NotFound(f"No space with key : {key}")
+                },
+            )
+        if rel == "/rest/api/user":
+            key = query.get("key", [""])[0]
+            for name in self.users:
+                if self._user(name).user_key == key:
+                    return _Answer("user", self._user_json(name))
+            raise _NotFound("No user found")
+        if rel == "/rest/api/group/by-id":
+            wanted = query.get("id", [""])[0]
+            names = {g for _, groups in self.space_readers.values() for g in groups} | {
+                g for c in self.content.values() for g in c.read_groups
+            }
+            for name in names:
+                if group_id(name) == wanted:
+                    return _Answer("group", self._group_json(name))
+            raise _NotFound("No group found")
+        if rel == "/rest/api/content":
+            kind = query.get("type", ["page"])[0]
+            key = query.get("spaceKey", [""])[0]
+            if key and key not in self.spaces:
+                raise _NotFound(f"No space with key : {key}")
+            items = self._visible(
+                c
+                for c in self.content.values()
+                if c.type == kind and (not key or c.space_key == key)
+            )
+            return _Answer(
+                "list", self._page(items, query, path, lambda c: self._content_json(c, expand))
+            )
+        if rel in ("/rest/api/content/search", "/rest/api/search"):
+            items = self._cql(query.get("cql", [""])[0])
+            if rel == "/rest/api/content/search":
+                return _Answer(
+                    "search",
+                    self._page(items, query, path, lambda c: self._content_json(c, expand)),
+                )
+            inner = {e.removeprefix("content.") for e in expand if e.startswith("content.")}
+            return _Answer(
+                "search", self._page(items, query, path, lambda c: self._search_json(c, inner))
+            )
+        if m := re.fullmatch(r"/rest/api/content/([^/]+)(/.*)?", rel):
+            item = self.content.get(m.group(1))
+            if item is None or item.space_key not in self.spaces:
+                raise _NotFound(f"No content found with id: ContentId{{id={m.group(1)}}}")
+            if item.forbidden:
+                raise _Forbidden("User not permitted to view content")
+            sub = m.group(2) or ""
+            if sub == "":
+                return _Answer("content", self._content_json(item, expand))
+            if sub in ("/child/attachment", "/child/comment"):
+                child_type = sub.rsplit("/", 1)[1]
+                filename = query.get("filename", [None])[0]
+                location = query.get("location", [None])[0]
+                depth_all = query.get("depth", [""])[0] == "all"
                 items = self._visible(
                     c
                     for c in self.content.values()
-                    if c.type == kind and (not key or c.space_key == key)
+                    if c.type == child_type
+                    and c.parent_id == item.id
+                    and (filename is None or c.title == filename)
+                    and (location is None or c.location == location)
+                    and (child_type != "comment" or depth_all or c.reply_to is None)
                 )
-                return "list", self._page(items, query, path, expand)
-            if rel == "/rest/api/content/search":
-                items = self._cql(query.get("cql", [""])[0])
-                return "search", self._page(items, query, path, expand)
-            if m := re.fullmatch(r"/rest/api/content/([^/]+)(/.*)?", rel):
-                item = self.content.get(m.group(1))
-                if item is None or item.space_key not in self.spaces:
-                    raise _NotFound(f"No content found with id: ContentId{{id={m.group(1)}}}")
-                if item.forbidden:
-                    raise _Forbidden("User not permitted to view content")
-                sub = m.group(2) or ""
-                if sub == "":
-                    return "content", self._content_json(item, expand)
-                if sub == "/child/attachment":
-                    name = query.get("filename", [None])[0]
-                    items = self._visible(
-                        c
-                        for c in self.content.values()
-                        if c.type == "attachment"
-                        and c.parent_id == item.id
-                        and (name is None or c.title == name)
-                    )
-                    return "attachments", self._page(items, query, path, expand)
-                if sub == "/restriction/byOperation/read":
-                    expand = {"restrictions.user", "restrictions.group"} & expand
-                    return "restrictions", self._restrictions_json(item, expand, "")
-            if m := re.fullmatch(r"/download/attachments/(\d+)/([^/]+)", rel):
-                page_id, name = m.group(1), unquote(m.group(2))
-                for c in self.content.values():
-                    if c.type == "attachment" and c.parent_id == page_id and c.title == name:
-                        return "download", c.data
-                raise _NotFound("attachment not found")
+                return _Answer(
+                    "children",
+                    self._page(items, query, path, lambda c: self._content_json(c, expand)),
+                )
+            if sub == "/restriction/byOperation/read":
+                expand = {"restrictions.user", "restrictions.group"} & expand
+                return _Answer("restrictions", self._restrictions_json(item, expand, ""))
         raise _NotFound("no such resource")
+
+    def _search_json(self, item: FakeContent, expand: set[str]) -> dict[str, Any]:
+        """A `/rest/api/search` result: the content (with its expansions) and its
+        search-result fields."""
+        return {
+            "content": self._content_json(item, expand),
+            "title": item.title,
+            "excerpt": "",
+            "url": self._web_path(item),
+            "resultGlobalContainer": {
+                "title": self.spaces.get(item.space_key, ""),
+                "displayUrl": f"/spaces/{item.space_key}",
+            },
+            "entityType": "content",
+            "lastModified": self._stamp(item.when),
+            "friendlyLastModified": "recently",
+            "score": 1.0,
+        }
+
+    def _route_v2(self, rel: str, path: str, query: dict[str, list[str]]) -> _Answer:
+        def ids(name: str) -> list[str]:
+            values = [v for raw in query.get(name, []) for v in raw.split(",") if v]
+            if len(values) > V2_LIMIT:
+                raise _BadRequest(f"at most {V2_LIMIT} values of {name}")
+            return values
+
+        if rel == "/spaces":
+            keys, space_ids = set(ids("keys")), set(ids("ids"))
+            found = [
+                k
+                for k in self.spaces
+                if (not keys or k in keys) and (not space_ids or self.space_ids[k] in space_ids)
+            ]
+            return self._v2_list(found, query, path, self._v2_space, "space")
+        if m := re.fullmatch(r"/spaces/(\d+)(/[a-z-]+)?", rel):
+            key = next((k for k, v in self.space_ids.items() if v == m.group(1)), None)
+            if key is None:
+                raise _NotFound("space not found")
+            sub = m.group(2) or ""
+            if sub == "":
+                return _Answer("space", self._v2_space(key))
+            if sub == "/permissions":
+                return self._v2_list(
+                    self._v2_permissions(key), query, path, lambda p: p, "space_permissions"
+                )
+            if sub in ("/pages", "/blogposts"):
+                kind = "page" if sub == "/pages" else "blogpost"
+                items = self._readable(
+                    c for c in self.content.values() if c.type == kind and c.space_key == key
+                )
+                return self._v2_list(items, query, path, lambda c: self._v2_page(c, query), "list")
+            raise _NotFound("no such resource")
+        if rel in ("/pages", "/blogposts"):
+            kind = "page" if rel == "/pages" else "blogpost"
+            wanted = set(ids("id"))
+            items = self._readable(
+                c
+                for c in self.content.values()
+                if c.type == kind and (not wanted or c.id in wanted)
+            )
+            return self._v2_list(items, query, path, lambda c: self._v2_page(c, query), "pages")
+        if rel == "/attachments":
+            items = self._readable(c for c in self.content.values() if c.type == "attachment")
+            return self._v2_list(items, query, path, self._v2_attachment, "attachments")
+        if rel == "/footer-comments":
+            items = self._readable(
+                c for c in self.content.values() if c.type == "comment" and c.location == "footer"
+            )
+            return self._v2_list(
+                items, query, path, lambda c: self._v2_comment(c, query), "comments"
+            )
+        if m := re.fullmatch(r"/footer-comments/(\d+)/children", rel):
+            parent = self.content.get(m.group(1))
+            if parent is None or parent.type != "comment":
+                raise _NotFound("comment not found")
+            items = self._readable(
+                c for c in self.content.values() if c.type == "comment" and c.reply_to == parent.id
+            )
+            return self._v2_list(
+                items, query, path, lambda c: self._v2_comment(c, query), "comments"
+            )
+        if m := re.fullmatch(r"/attachments/((?:att)?\d+)", rel):
+            item = self.content.get(m.group(1)) or self.content.get("att" + m.group(1))
+            if item is None or item.type != "attachment" or item.forbidden:
+                raise _NotFound("attachment not found")
+            return _Answer("attachment", self._v2_attachment(item))
+        if m := re.fullmatch(r"/(pages|blogposts)/(\d+)(/[a-z-]+)?", rel):
+            kind = "page" if m.group(1) == "pages" else "blogpost"
+            item = self.content.get(m.group(2))
+            if item is None or item.type != kind or item.forbidden:
+                raise _NotFound("content not found")
+            sub = m.group(3) or ""
+            if sub == "":
+                return _Answer("content", self._v2_page(item, query))
+            if sub == "/labels":
+                return self._v2_list(
+                    self._labels_json(item),
+                    query,
+                    path,
+                    lambda x: {k: x[k] for k in ("id", "name", "prefix")},
+                    "labels",
+                )
+            if sub == "/ancestors" and kind == "page":
+                chain = [{"id": a.id, "type": "page"} for a in self._ancestors(item)]
+                return _Answer("ancestors", {"results": chain, "_links": {"base": self.base_url}})
+            if sub == "/attachments":
+                items = self._readable(
+                    c
+                    for c in self.content.values()
+                    if c.type == "attachment" and c.parent_id == item.id
+                )
+                return self._v2_list(items, query, path, self._v2_attachment, "attachments")
+            if sub == "/footer-comments":
+                items = self._readable(
+                    c
+                    for c in self.content.values()
+                    if c.type == "comment"
+                    and c.parent_id == item.id
+                    and c.location == "footer"
+                    and c.reply_to is None
+                )
+                return self._v2_list(
+                    items, query, path, lambda c: self._v2_comment(c, query), "comments"
+                )
+        raise _NotFound("no such resource")
+
+    def _users_bulk(self, body: bytes) -> _Answer:
+        try:
+            wanted = json.loads(body)["accountIds"]
+        except (ValueError, KeyError, TypeError):
+            raise _BadRequest("accountIds is required") from None
+        if not isinstance(wanted, list) or not 1 <= len(wanted) <= V2_LIMIT:
+            raise _BadRequest(f"between 1 and {V2_LIMIT} accountIds")
+        known = {self._user(n).account_id: self._user(n) for n in self.users}
+        results = [
+            {
+                "accountId": account,
+                "accountType": "atlassian",
+                "accountStatus": "active",
+                "displayName": known[account].display_name,
+                "publicName": known[account].display_name,
+            }
+            for account in wanted
+            if account in known
+        ]
+        return _Answer("users", {"results": results, "_links": {"base": self.base_url}})
+
+    def _download(self, rel: str) -> _Answer:
+        if m := re.fullmatch(r"/download/attachments/(\d+)/([^/]+)", rel):
+            page_id, name = m.group(1), unquote(m.group(2))
+            for c in self.content.values():
+                if c.type == "attachment" and c.parent_id == page_id and c.title == name:
+                    return _Answer("download", c.data)
+        raise _NotFound("attachment not found")
 
     def _authorized(self, header: str | None) -> bool:
         if not header:
@@ -700,8 +1223,38 @@ class _BadRequest(Exception):
     pass
 
 
+class _Gone(Exception):
+    """410: an endpoint retired by `retire()`."""
+
+
+class _Removed(_Gone):
+    """410: a v1 endpoint Atlassian removed on Cloud."""
+
+
+_ERRORS: tuple[tuple[type[Exception], int, str], ...] = (
+    (_NotFound, 404, "not_found"),
+    (_Forbidden, 403, "forbidden"),
+    (_BadRequest, 400, "bad_request"),
+    (_Removed, 410, "removed"),
+    (_Gone, 410, "retired"),
+)
+
+
 def _page_of(values: list[dict[str, Any]], limit: int = 100) -> dict[str, Any]:
     return {"results": values, "start": 0, "limit": limit, "size": len(values)}
+
+
+def _encode_cursor(position: int) -> str:
+    return base64.urlsafe_b64encode(f"pos:{position}".encode()).decode()
+
+
+def _decode_cursor(cursor: str) -> int:
+    if not cursor:
+        return 0
+    try:
+        return int(base64.urlsafe_b64decode(cursor.encode()).decode().split(":")[1])
+    except (ValueError, IndexError):
+        raise _BadRequest("invalid cursor") from None
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -718,6 +1271,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def do_GET(self) -> None:
+        self._handle("GET", b"")
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        self._handle("POST", self.rfile.read(length) if length else b"")
+
+    def _handle(self, method: str, body: bytes) -> None:
         api = self.api
         parts = urlsplit(self.path)
         path = parts.path
@@ -740,26 +1300,23 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(401, {"statusCode": 401, "message": "Authentication failed"})
             return
         try:
-            route, payload = api._route(path, parse_qs(parts.query))
-        except _NotFound as exc:
-            self._json(404, {"statusCode": 404, "message": str(exc)})
+            answer = api._route(method, path, parse_qs(parts.query), body)
+        except (_NotFound, _Forbidden, _BadRequest, _Gone) as exc:
+            status, name = next((s, n) for kind, s, n in _ERRORS if isinstance(exc, kind))
+            if status == 410:
+                api.requests[name] += 1
+            self._json(status, {"statusCode": status, "message": str(exc)})
             return
-        except _Forbidden as exc:
-            self._json(403, {"statusCode": 403, "message": str(exc)})
-            return
-        except _BadRequest as exc:
-            self._json(400, {"statusCode": 400, "message": str(exc)})
-            return
-        api.requests[route] += 1
-        if isinstance(payload, bytes):
-            body, ctype = payload, "application/octet-stream"
+        api.requests[answer.route] += 1
+        if isinstance(answer.payload, bytes):
+            data, ctype = answer.payload, "application/octet-stream"
         else:
-            body, ctype = json.dumps(payload).encode(), "application/json"
+            data, ctype = json.dumps(answer.payload).encode(), "application/json"
         if fault is not None and fault.kind == "truncate":
-            self._truncated(body, ctype)
+            self._truncated(data, ctype)
             return
-        self._send(200, body, ctype)
-        if route in ("list", "search"):
+        self._send(200, data, ctype, answer.headers)
+        if answer.route == "list" or answer.route == "search":
             api._after_list()
 
     def _json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
@@ -877,6 +1434,8 @@ def ingest_environment(root: Path, api: FakeConfluence, model: Path) -> dict[str
         "INGEST_EMBEDDER__MODEL": str(model),
         "INGEST_EMBEDDER__DEVICE": "cpu",
         "INGEST_CONFLUENCE__URL": api.base_url,
+        # 127.0.0.1 is no *.atlassian.net: say which API the local one serves
+        "INGEST_CONFLUENCE__CLOUD": str(api.layout == "cloud").lower(),
         "INGEST_CONFLUENCE__USERNAME": DEFAULT_USER,
         "INGEST_CONFLUENCE__TOKEN": DEFAULT_TOKEN,
         # the local API answers at once; the default 20 req/s limit would time the limiter
@@ -1008,7 +1567,8 @@ def add_bulk_pages(
 @pytest.fixture
 def confluence_api() -> Iterator[Callable[..., FakeConfluence]]:
     """Factory: `confluence_api(layout="cloud"|"dc", **options)` -> a started server,
-    stopped when the test ends."""
+    stopped when the test ends. Every test on a Cloud server fails if it made a request
+    to a v1 endpoint that Atlassian removed on Cloud."""
     servers: list[FakeConfluence] = []
 
     def make(layout: Layout = "cloud", **options: Any) -> FakeConfluence:
@@ -1020,3 +1580,5 @@ def confluence_api() -> Iterator[Callable[..., FakeConfluence]]:
     yield make
     for api in servers:
         api.stop()
+    removed = [call for api in servers for call in api.removed_calls]
+    assert not removed, f"removed Confluence Cloud v1 endpoints were called: {removed}"

@@ -1,5 +1,7 @@
 """The Confluence connector against the local Confluence REST API (tests/confluence_api.py),
-through the real atlassian-python-api client and a real HTTP server on 127.0.0.1."""
+a real HTTP server on 127.0.0.1: Cloud (REST v2, with the v1 endpoints Atlassian removed
+answering 410, none of which may be called: the `confluence_api` fixture checks) and
+Data Center (REST v1). Cloud-only behaviour is in tests/test_confluence_cloud.py."""
 
 from __future__ import annotations
 
@@ -38,6 +40,15 @@ __all__ = ["confluence_api"]  # the fixture factory, used by name below
 Factory = Callable[..., FakeConfluence]
 EXTENSIONS = {".pdf", ".docx", ".xlsx", ".pptx", ".html", ".txt", ".md"}
 LAYOUTS = ["cloud", "dc"]
+# Where each layout's requests go, for faults aimed at one kind of request.
+PATHS = {
+    "cloud": {"space": "/api/v2/spaces", "listing": "/pages", "search": "/rest/api/search"},
+    "dc": {
+        "space": "/rest/api/space/",
+        "listing": "/rest/api/content",
+        "search": "/rest/api/content/search",
+    },
+}
 
 
 def number(version: str) -> str:
@@ -85,7 +96,7 @@ def expected_ids(api: FakeConfluence) -> set[str]:
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_a_1200_page_space_is_listed_completely(confluence_api: Factory, layout: str) -> None:
-    api = confluence_api(layout)
+    api = confluence_api(layout, v2_max_limit=100)
     build_fixture(api)
     bulk = add_bulk_pages(api, "OPS", 1200)
     # The server caps `limit` at 100 whatever is asked: the client must follow next links.
@@ -158,7 +169,8 @@ def test_poll_after_editing_three_pages_returns_exactly_those(
     assert sorted(ids(changed)) == sorted(edited)
     assert all(number(ref.version) == "2" for ref in changed)
 
-    # The caller fetches only what changed: one batch request for three pages.
+    # The caller fetches only what changed: one batch request for three pages (Cloud:
+    # one per kind, two pages and a blog post).
     before = dict(api.requests)
     to_fetch = [ref for ref in changed if known.get(ref.document_id) != ref.version]
     docs = conn.fetch_many(to_fetch)
@@ -166,8 +178,12 @@ def test_poll_after_editing_three_pages_returns_exactly_those(
     assert {d.data.decode() for d in docs if isinstance(d, SourceDocument)} == {
         f"<p>edited {i}</p>" for i in edited
     }
-    assert api.requests["search"] - before.get("search", 0) == 1
+    batch_route, batches = ("pages", 2) if layout == "cloud" else ("search", 1)
+    assert api.requests[batch_route] - before.get(batch_route, 0) == batches
     assert api.requests["content"] == before.get("content", 0)
+    assert [doc.ref.version for doc in docs if isinstance(doc, SourceDocument)] == [
+        ref.version for ref in to_fetch
+    ]
 
 
 def test_poll_window_keeps_the_overlap_and_nothing_older(confluence_api: Factory) -> None:
@@ -249,10 +265,13 @@ def test_page_edited_mid_run_is_fetched_at_its_new_version(confluence_api: Facto
 # --- HTTP policy ---------------------------------------------------------------------
 
 
-def test_429_storm_ends_in_success_after_the_retry_after_wait(confluence_api: Factory) -> None:
-    api = confluence_api("cloud")
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_429_storm_ends_in_success_after_the_retry_after_wait(
+    confluence_api: Factory, layout: str
+) -> None:
+    api = confluence_api(layout)
     build_fixture(api)
-    api.fail(3, 429, retry_after="0.2", path="/rest/api/space/")
+    api.fail(3, 429, retry_after="0.2", path=PATHS[layout]["space"])
     started = time.monotonic()
     listing = connector(api, max_retries=4).list_refs()
     elapsed = time.monotonic() - started
@@ -285,13 +304,15 @@ def test_retry_after_as_http_date_and_clamped() -> None:
 def test_5xx_truncated_bodies_and_resets_are_retried(confluence_api: Factory, layout: str) -> None:
     api = confluence_api(layout)
     fx = build_fixture(api)
-    api.fail(1, 500, path="/rest/api/space/")
-    api.fail(1, 502, path="/rest/api/content")
-    api.truncate(2, path="/rest/api/content")
-    api.reset(2, path="/rest/api/content/search")
+    paths = PATHS[layout]
+    api.fail(1, 500, path=paths["space"])
+    api.fail(1, 502, path=paths["listing"])
+    api.truncate(2, path=paths["listing"])
+    api.reset(2, path=paths["search"])
     conn = connector(api, max_retries=6)
     listing = conn.list_refs()
     assert listing.complete and ids(listing.refs) == expected_ids(api)
+    assert api.requests["fault"] == 2
     api.truncate(1, path="/download/")  # a binary body cut short
     api.reset(1, path="/download/")
     pdf = next(r for r in listing.refs if r.document_id == fx["pdf"])
@@ -456,23 +477,34 @@ def test_restrictions_become_the_acl(confluence_api: Factory, layout: str) -> No
     def name(user: FakeUser) -> str:
         return user.account_id if layout == "cloud" else user.username
 
-    assert public.acl == {"public": True, "users": [], "groups": [], "space": "ENG"}
+    # Who may read the space (by default the group `confluence-users`) narrows every page.
+    space = {
+        "space": "ENG",
+        "space_open": False,
+        "space_users": [],
+        "space_groups": ["confluence-users"],
+    }
+    assert public.acl == {"public": False, "users": [], "groups": [], "restricted": False, **space}
     assert secret.acl == {
         "public": False,
         "users": [name(alice), name(bob)],
         "groups": ["security", "admins"],
-        "space": "ENG",
+        "restricted": True,
+        **space,
     }
     # The child is readable only by who passes its own and its ancestor's restrictions.
     assert child.acl == {
         "public": False,
         "users": [name(alice)],
         "groups": ["security"],
-        "space": "ENG",
+        "restricted": True,
+        **space,
     }
     assert conn.fetch(refs[locked]).acl == child.acl
     # A page under a restricted ancestor inherits it even when itself unrestricted.
     api.restrict(fx["secret_child"])
+    if layout == "cloud":
+        conn.list_refs()  # Cloud reads restrictions in bulk, once per listing (v2 has none)
     inherited = conn.fetch(DocumentRef(fx["secret_child"], "1", "confluence"))
     assert inherited.acl["users"] == [name(alice), name(bob)]
 
@@ -614,3 +646,68 @@ def test_every_fixture_attachment_downloads_and_normalizes(confluence_api: Facto
         assert isinstance(doc, SourceDocument), doc
         normalized = normalize_bytes(doc.data, doc.filename, mime=doc.mime)
         assert normalized.markdown.strip(), doc.filename
+
+
+# --- space permissions and comments (both deployment types) --------------------------
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_space_read_permission_narrows_every_page(confluence_api: Factory, layout: str) -> None:
+    api = confluence_api(layout)
+    fx = build_fixture(api)
+    api.grant_space("HR", users=["ivan"], groups=["hr"])
+    conn = connector(api)
+    refs = {ref.document_id: ref for ref in conn.list_refs().refs}
+    vacation = conn.fetch(refs[fx["vacation"]])
+    ivan = api.users["ivan"]
+    assert vacation.acl["public"] is False and vacation.acl["restricted"] is False
+    assert vacation.acl["space_users"] == [ivan.account_id if layout == "cloud" else "ivan"]
+    assert vacation.acl["space_groups"] == ["hr"] and vacation.acl["space_open"] is False
+
+
+def test_data_center_without_space_permissions_keeps_restrictions_alone(
+    confluence_api: Factory, caplog: pytest.LogCaptureFixture
+) -> None:
+    api = confluence_api("dc")
+    fx = build_fixture(api)
+    api.space_permissions_api = False  # Data Center before 9.1
+    conn = connector(api)
+    fetched = conn.fetch_many(conn.list_refs().refs)
+    docs = {d.ref.document_id: d for d in fetched if isinstance(d, SourceDocument)}
+    assert len(docs) == len(fetched)
+    guide, secret = docs[fx["guide"]], docs[fx["secret"]]
+    assert guide.acl["public"] is True and guide.acl["space_open"] is True
+    assert secret.acl["public"] is False and secret.acl["groups"] == ["security", "admins"]
+    assert "access follows the page restrictions only" in caplog.text
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_footer_comments_end_the_page_and_their_changes_relist_it(
+    confluence_api: Factory, layout: str
+) -> None:
+    api = confluence_api(layout)
+    fx = build_fixture(api)
+    conn = connector(api)
+
+    def versions() -> dict[str, str]:
+        return {ref.document_id: ref.version for ref in conn.list_refs().refs}
+
+    start = versions()
+    question = api.add_comment(fx["vacation"], "<p>Сколько дней <em>отпуска</em>?</p>")
+    api.add_comment(fx["vacation"], "<p>28 дней.</p>", reply_to=question, author="alice")
+    api.add_comment(fx["vacation"], "<p>typo here</p>", author="bob", inline=True)
+    commented = versions()
+    assert {d for d in start if start[d] != commented[d]} == {fx["vacation"]}
+    ref = next(r for r in conn.list_refs().refs if r.document_id == fx["vacation"])
+    doc = conn.fetch(ref)
+    assert doc.ref.version == ref.version  # fetch and listing agree
+    normalized = normalize_bytes(doc.data, doc.filename, mime=doc.mime)
+    markdown = normalized.markdown
+    comments = markdown[markdown.index("## Comments") :]
+    assert "**Bob Builder**" in comments and "**Alice Liddell**" in comments
+    assert comments.index("Сколько дней") < comments.index("28 дней.")
+    assert "> " in comments  # the reply quotes under the question
+    assert "typo here" not in markdown  # inline comments are not synced
+    assert markdown.index("Смотрите") < markdown.index("## Comments")
+    api.delete(question)
+    assert versions() == start

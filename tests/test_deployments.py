@@ -429,6 +429,7 @@ def _ingest_env(
     env = dict(base)
     env.update(
         INGEST_CONFLUENCE__URL=api.base_url,
+        INGEST_CONFLUENCE__CLOUD=str(api.layout == "cloud").lower(),
         INGEST_CONFLUENCE__USERNAME=DEFAULT_USER,
         INGEST_CONFLUENCE__TOKEN=DEFAULT_TOKEN,
         INGEST_CONFLUENCE__SPACES=json.dumps(spaces),

@@ -188,6 +188,8 @@ def workspace(
         if api is not None:
             values |= {
                 "INGEST_CONFLUENCE__URL": api.base_url,
+                # 127.0.0.1 is no *.atlassian.net: say which API the local one serves
+                "INGEST_CONFLUENCE__CLOUD": str(api.layout == "cloud").lower(),
                 "INGEST_CONFLUENCE__USERNAME": DEFAULT_USER,
                 "INGEST_CONFLUENCE__TOKEN": DEFAULT_TOKEN,
                 "INGEST_CONFLUENCE__REQUESTS_PER_SECOND": "1000",
@@ -261,7 +263,10 @@ def test_full_run_of_a_space_indexes_pages_blog_posts_and_attachments(
     by_document = {p["document_id"]: p for p in points.values()}
     assert by_document[fx["secret"]]["acl"]["public"] is False
     assert set(by_document[fx["secret"]]["acl"]["groups"]) == {"security", "admins"}
-    assert by_document[fx["guide"]]["acl"]["public"] is True
+    # Readable by whoever may read the space (the group `confluence-users`): not public.
+    guide_acl = by_document[fx["guide"]]["acl"]
+    assert (guide_acl["public"], guide_acl["restricted"]) == (False, False)
+    assert guide_acl["space_groups"] == ["confluence-users"]
     assert by_document[fx["guide"]]["labels"] == ["install", "howto"]
     assert by_document[fx["docx"]]["headings_path"] == ["Attachment"]
     assert by_document[fx["docx"]]["parent_document_id"] == fx["guide"]

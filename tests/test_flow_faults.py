@@ -247,7 +247,7 @@ def test_a_page_restricted_without_an_edit_is_restricted_in_qdrant_after_the_nex
     filtered by ACL stops showing it to others."""
     api, fx, space = indexed(workspace, eng)
     notes = [p for p in space.points().values() if p["document_id"] == fx["notes"]]
-    assert notes and all(p["acl"]["public"] for p in notes)
+    assert notes and not any(p["acl"]["restricted"] for p in notes)
 
     before = space.documents()
     api.restrict(fx["notes"], groups=["release-managers"])
@@ -263,7 +263,17 @@ def test_a_page_restricted_without_an_edit_is_restricted_in_qdrant_after_the_nex
     assert summary["changed"] == len(rewritten) >= 2
     notes = [p for p in space.points().values() if p["document_id"] == fx["notes"]]
     assert notes and all(
-        p["acl"] == {"public": False, "users": [], "groups": ["release-managers"], "space": "ENG"}
+        p["acl"]
+        == {
+            "public": False,
+            "users": [],
+            "groups": ["release-managers"],
+            "restricted": True,
+            "space": "ENG",
+            "space_open": False,
+            "space_users": [],
+            "space_groups": ["confluence-users"],
+        }
         for p in notes
     )
     assert space.points() == uninterrupted(workspace, api)

@@ -498,7 +498,8 @@ def test_confluence_attachment_names_are_never_paths(
         )
         refs = [r for r in conn.list_refs().refs if r.kind == "attachment"]
         assert {r.document_id for r in refs} == set(expected)
-        assert all(r.document_id.isdigit() for r in refs)  # ids are Confluence ids, not names
+        # ids are Confluence ids ("att" and digits), not names
+        assert all(re.fullmatch(r"att\d+", r.document_id) for r in refs)
         fetched_ok = 0
         for doc, ref in zip(conn.fetch_many(refs), refs, strict=True):
             if isinstance(doc, IngestError):
@@ -508,7 +509,7 @@ def test_confluence_attachment_names_are_never_paths(
                 assert "/" in expected[ref.document_id], doc
                 assert doc.code is ErrorCode.FETCH_FAILED
                 continue
-            assert doc.ref.document_id.isdigit()
+            assert re.fullmatch(r"att\d+", doc.ref.document_id)
             assert doc.filename == expected[doc.ref.document_id]
             fetched_ok += 1
             result, seconds = outcome(doc.data, doc.filename, mime=doc.mime)

@@ -1,0 +1,128 @@
+"""Who may read a Confluence page (SPEC §2.1 "Access"), and the listed version that
+changes when that, the page's place in the tree or its comments change.
+
+Confluence shows a page to those who may read its space and pass the read restrictions
+of the page and of every restricted ancestor. The ACL payload keeps the two levels apart,
+so that a search filter can require both:
+
+    {"public": bool,                     # nothing narrows it
+     "users": [...], "groups": [...],    # who passes the read restrictions
+     "restricted": bool,                 # any read restriction on the page or an ancestor
+     "space": "KEY",
+     "space_open": bool,                 # the space's readers are unknown: it does not narrow
+     "space_users": [...], "space_groups": [...]}   # who may read the space
+
+A query for a user with groups matches `public`, or both levels: (`restricted` is false,
+or the user is in `users`, or one of the groups in `groups`) and (`space_open`, or the
+user in `space_users`, or a group in `space_groups`).
+
+With one restricted level (the common case) `users`/`groups` are exactly its lists; with
+several, they are the principals named on every level (an intersection: it may hide a
+page from someone who passes one level by user and another by group, never show it to
+someone who may not read it). Users are Cloud account ids or Data Center user names;
+groups are group names.
+
+Restriction changes, moves, ancestor renames and comments bump no version number in
+Confluence: a listed version is `<number>.<digest>`, the digest covering the ancestors
+(ids and titles), the ACL and the footer comments (ids and versions), so the next run
+rewrites exactly the pages where one of them changed, and their attachments where the
+ACL or the ancestors did.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Principals:
+    """The users and groups one level (a space permission, a page restriction) names."""
+
+    users: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
+
+    @property
+    def named(self) -> bool:
+        return bool(self.users or self.groups)
+
+
+@dataclass(frozen=True)
+class SpaceAccess:
+    """Who may read a space; `known=False` where the API does not say (Data Center
+    before 9.1, or an account the space permissions are hidden from): then the space
+    does not narrow access, as before space permissions were read."""
+
+    readers: Principals
+    known: bool = True
+
+
+UNKNOWN_SPACE = SpaceAccess(Principals(), known=False)
+
+
+@dataclass(frozen=True)
+class Ancestor:
+    id: str
+    title: str | None
+
+
+@dataclass(frozen=True)
+class PageAccess:
+    """A page's ACL and the digests that go into listed versions: `digest` (ACL,
+    ancestors and comments) the page's, `inherited` (ACL and ancestors) its attachments',
+    which a comment does not change."""
+
+    acl: dict[str, Any]
+    digest: str
+    inherited: str
+
+
+def effective_acl(
+    space_key: str, space: SpaceAccess, restrictions: Sequence[Principals]
+) -> dict[str, Any]:
+    """The ACL of a page in `space` whose ancestors and itself have `restrictions`
+    (root first, the page last)."""
+    restricted = [level for level in restrictions if level.named]
+    users: list[str] = []
+    groups: list[str] = []
+    if restricted:
+        innermost = restricted[-1]
+        users = [u for u in innermost.users if all(u in lv.users for lv in restricted)]
+        groups = [g for g in innermost.groups if all(g in lv.groups for lv in restricted)]
+    return {
+        "public": not space.known and not restricted,
+        "users": users,
+        "groups": groups,
+        "restricted": bool(restricted),
+        "space": space_key,
+        "space_open": not space.known,
+        "space_users": list(space.readers.users),
+        "space_groups": list(space.readers.groups),
+    }
+
+
+def page_access(
+    acl: dict[str, Any],
+    ancestors: Sequence[Ancestor],
+    comments: Sequence[tuple[str, int]] = (),
+) -> PageAccess:
+    """`acl` with the digests of it, the ancestors and the footer comments (id, version)."""
+    inherited = [[[a.id, a.title] for a in ancestors], acl]
+    own = [*inherited, sorted([c, v] for c, v in comments)]
+    return PageAccess(acl, _digest(own), _digest(inherited))
+
+
+def _digest(state: list[Any]) -> str:
+    return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()[:10]
+
+
+def listed_version(number: object, digest: str | None) -> str:
+    """A document version: Confluence's edit number, then the digest (`7.3f9a…`)."""
+    return f"{number}.{digest}" if digest else str(number)
+
+
+def version_number(version: str) -> str:
+    return version.partition(".")[0]

@@ -1,0 +1,762 @@
+"""Confluence Cloud through REST v2 (`api/v2/...`), and REST v1 only where v2 has no
+equivalent.
+
+Atlassian removed the v1 content endpoints on Cloud (space by key, content listing and
+by id, children, attachments, labels, versions answer `410 Gone` on newer sites). What
+this source asks, per listing (the cheap full pass that decides changes and deletions):
+
+- v2 `spaces?keys=` (the spaces' ids), `spaces/{id}/permissions` (who may read each),
+  `spaces/{id}/pages` and `/blogposts` (ids, titles, parents, version numbers; no
+  bodies), `attachments` and, where CQL is not offered, `footer-comments` (both
+  site-wide: one request per 250 instead of one per page);
+- v1 CQL `rest/api/search`, once per space: the read restrictions, labels and footer
+  comment versions of all its content in bulk. v2 has no restrictions at all, and its
+  labels and comments are per page (10,000 requests for 10,000 pages);
+- v1 `rest/api/group/by-id` for the names of the groups a space permission names (v2
+  names them by id only; restrictions and searches name them by name).
+
+Per fetch: v2 `pages?id=` / `blogposts?id=` in batches with `body-format=storage` (never
+the ADF default), `attachments/{id}` and the bytes through its `downloadLink`, a page's
+`footer-comments` (and their `children`) where the listing saw comments, its `labels` and
+`ancestors` only when the listing did not run in this process, `users-bulk` for display
+names (v2 gives account ids only).
+
+When CQL is not offered (a `410 Gone` or another status that says so), nothing is
+dropped: restrictions are read page by page (v1 `restriction/byOperation/read`),
+comments through v2 `footer-comments`, labels per fetched page, and `poll()` compares a
+full v2 listing's versions instead. Restrictions that cannot be read at all fail closed:
+the page is listed (so not deleted) and its fetch fails with the reason; it is never
+indexed with a guessed access. A space whose listing fails makes the listing incomplete,
+with the space named in `Listing.errors`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from config.errors import ErrorCode, IngestError
+from connectors.base import DocumentRef, Listing, SourceDocument
+from connectors.confluence.access import (
+    Ancestor,
+    PageAccess,
+    Principals,
+    SpaceAccess,
+    listed_version,
+    version_number,
+)
+from connectors.confluence.client import is_auth
+from connectors.confluence.comments import Comment
+from connectors.confluence.links import ContentIndex
+from connectors.confluence.source import (
+    PAGE_EXTENSION,
+    PAGE_MIME,
+    AccessUnknown,
+    ConfluenceSource,
+    is_unoffered,
+    iso,
+    restriction_from,
+    safe_filename,
+    v1_labels,
+)
+from connectors.http import HttpStatusError
+
+log = logging.getLogger(__name__)
+
+# The most ids, keys or results one v2 request takes: v2 lists always ask for it
+# (`confluence.page_size` sizes v1 requests and fetch batches).
+V2_MAX = 250
+KIND_PATH = {"page": "pages", "blogpost": "blogposts"}
+SEARCH_EXPAND = ",".join(
+    [
+        "content.restrictions.read.restrictions.user",
+        "content.restrictions.read.restrictions.group",
+        "content.metadata.labels",
+        "content.version",
+        "content.container",
+    ]
+)
+POLL_EXPAND = "content.version,content.container"
+
+
+class CloudSource(ConfluenceSource):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._space_ids: dict[str, str] = {}  # key -> id
+        self._space_keys: dict[str, str] = {}  # id -> key
+        self._groups: dict[str, str] = {}  # group id -> name
+        self._names: dict[str, str] = {}  # account id -> display name
+        self._names_lock = threading.Lock()
+        # Filled by a listing: the v2 items, their ancestors and labels.
+        self._pages: dict[str, dict[str, Any]] = {}
+        self._chains: dict[str, list[Ancestor]] = {}
+        self._labels: dict[str, tuple[str, ...]] = {}
+
+    # --- listing -----------------------------------------------------------------------
+
+    def list_refs(self) -> Listing:
+        refs: list[DocumentRef] = []
+        errors: list[str] = []
+        index = ContentIndex()
+        self._start_listing()
+        with self._lock:
+            self._pages.clear()
+            self._chains.clear()
+            self._labels.clear()
+        try:
+            found = self._find_spaces(self.settings.spaces)
+        except IngestError as exc:
+            names = ", ".join(self.settings.spaces)
+            return self._finish_listing([], [f"spaces {names}: {self.http.listing_error(exc)}"])
+        listed: dict[str, list[dict[str, Any]]] = {}
+        unsearched: list[str] = []
+        for key in self.settings.spaces:
+            if key not in found:
+                errors.append(
+                    f"{ErrorCode.FETCH_FAILED.value}: space {key}: the space does not exist, "
+                    "or this account may not see it"
+                )
+                continue
+            try:
+                access = self._read_space_access(key)
+            except IngestError as exc:
+                errors.append(f"permissions of space {key}: {self.http.listing_error(exc)}")
+                continue
+            with self._lock:
+                self._spaces[key] = access
+            items = self._list_space(key, errors)
+            for item in items:
+                index.add_page(key, str(item["title"]), str(item["id"]))
+            try:
+                self._search_space(key)
+            except IngestError as exc:
+                if is_auth(exc):
+                    raise self.http.auth_error() from None
+                if not is_unoffered(exc):
+                    errors.append(f"restrictions and comments of space {key}: {exc}")
+                    continue
+                log.warning(
+                    "space %s: CQL search is not available (%s); reading restrictions page "
+                    "by page and comments through REST v2",
+                    key,
+                    exc,
+                )
+                unsearched.append(key)
+            listed[key] = items
+        if unsearched and self.settings.include_comments:
+            owners = {str(item["id"]) for key in unsearched for item in listed[key]}
+            try:
+                self._list_comments_v2(owners)
+            except IngestError as exc:
+                errors.append(f"comments of spaces {', '.join(unsearched)}: {exc}")
+                for key in unsearched:
+                    del listed[key]
+        if self.settings.include_comments:
+            with self._lock:
+                self._listed.update(str(item["id"]) for items in listed.values() for item in items)
+        # In parallel: where CQL is not offered, each page's restrictions are a request.
+        with ThreadPoolExecutor(max_workers=self.settings.max_concurrency) as pool:
+            for items in listed.values():
+                refs += pool.map(self._page_ref, items)
+        if self._attachments_wanted():
+            owners = {str(item["id"]) for items in listed.values() for item in items}
+            try:
+                for attachment in self.http.paged(
+                    "api/v2/attachments", {"status": "current", "limit": V2_MAX}
+                ):
+                    owner = str(attachment.get("pageId") or attachment.get("blogPostId") or "")
+                    title = str(attachment.get("title") or "")
+                    if owner in owners and self._wanted(title):
+                        ref = self._attachment_ref(attachment)
+                        refs.append(ref)
+                        index.attachments[(owner, title)] = ref.document_id
+            except IngestError as exc:
+                spaces = ", ".join(listed)
+                errors.append(
+                    f"listing attachments of spaces {spaces}: {self.http.listing_error(exc)}"
+                )
+        self.index = index
+        return self._finish_listing(refs, errors)
+
+    def _find_spaces(self, keys: Sequence[str]) -> set[str]:
+        """Look the spaces up by key (their ids); the keys found."""
+        found: set[str] = set()
+        for start in range(0, len(keys), V2_MAX):
+            chunk = keys[start : start + V2_MAX]
+            params = {"keys": ",".join(chunk), "limit": V2_MAX}
+            for space in self.http.paged("api/v2/spaces", params):
+                found.add(str(space["key"]))
+                with self._lock:
+                    self._space_ids[str(space["key"])] = str(space["id"])
+                    self._space_keys[str(space["id"])] = str(space["key"])
+        return found
+
+    def _list_space(self, key: str, errors: list[str]) -> list[dict[str, Any]]:
+        """The space's current pages and blog posts, without bodies."""
+        kinds = ["page", "blogpost"] if self.settings.include_blogposts else ["page"]
+        items: list[dict[str, Any]] = []
+        for kind in kinds:
+            path = f"api/v2/spaces/{self._space_ids[key]}/{KIND_PATH[kind]}"
+            try:
+                for item in self.http.paged(path, {"status": "current", "limit": V2_MAX}):
+                    items.append({**item, "type": kind})
+            except IngestError as exc:
+                errors.append(f"listing {kind}s of space {key}: {self.http.listing_error(exc)}")
+        with self._lock:
+            self._pages.update((str(item["id"]), item) for item in items)
+        return items
+
+    def _search_space(self, key: str) -> None:
+        """One CQL pass over the space: read restrictions and labels of its pages and blog
+        posts, and the versions of its footer comments."""
+        types = "page, blogpost" + (", comment" if self.settings.include_comments else "")
+        params = {
+            "cql": f'space = "{key}" and type in ({types})',
+            "expand": SEARCH_EXPAND,
+            "limit": self.settings.page_size,
+        }
+        restrictions: dict[str, Principals] = {}
+        labels: dict[str, tuple[str, ...]] = {}
+        comments: dict[str, list[tuple[str, int]]] = {}
+        for result in self.http.paged("rest/api/search", params):
+            content = result.get("content") or {}
+            content_id = str(content.get("id") or "")
+            kind = content.get("type")
+            if kind in ("page", "blogpost"):
+                restriction = _expanded_restriction(content)
+                if restriction is not None:  # else read page by page when needed
+                    restrictions[content_id] = restriction
+                labels[content_id] = v1_labels(content)
+            elif kind == "comment" and _is_footer(content):
+                owner = str((content.get("container") or {}).get("id") or "")
+                number = int((content.get("version") or {}).get("number") or 0)
+                comments.setdefault(owner, []).append((content_id, number))
+        with self._lock:
+            self._restrictions.update(restrictions)
+            self._labels.update(labels)
+            self._comments.update(comments)
+
+    def _list_comments_v2(self, owners: set[str]) -> None:
+        """Footer comment versions of `owners` through v2's site-wide listing."""
+        found: dict[str, list[tuple[str, int]]] = {}
+        params = {"limit": V2_MAX}
+        for comment in self.http.paged("api/v2/footer-comments", params):
+            owner = str(comment.get("pageId") or comment.get("blogPostId") or "")
+            if owner in owners:
+                number = int((comment.get("version") or {}).get("number") or 0)
+                found.setdefault(owner, []).append((str(comment["id"]), number))
+        with self._lock:
+            self._comments.update(found)
+
+    def _read_space_access(self, space_key: str) -> SpaceAccess:
+        if space_key not in self._space_ids:
+            self._find_spaces([space_key])
+        with self._lock:
+            space_id = self._space_ids.get(space_key)
+        if space_id is None:
+            raise IngestError(
+                ErrorCode.FETCH_FAILED,
+                "the space does not exist, or this account may not see it",
+                subject=f"space {space_key}",
+            )
+        users: list[str] = []
+        groups: list[str] = []
+        path = f"api/v2/spaces/{space_id}/permissions"
+        for entry in self.http.paged(path, {"limit": V2_MAX}):
+            operation = entry.get("operation") or {}
+            if (operation.get("key"), operation.get("targetType")) != ("read", "space"):
+                continue
+            principal = entry.get("principal") or {}
+            kind, principal_id = principal.get("type"), str(principal.get("id") or "")
+            if kind == "user" and principal_id:
+                users.append(principal_id)
+            elif kind == "group" and principal_id:
+                name = self._group_name(principal_id)
+                if name:
+                    groups.append(name)
+            else:
+                # A role or another principal whose members are unknown here: left out,
+                # which narrows access (never widens it).
+                log.warning("space %s: a read permission for a %s is left out", space_key, kind)
+        return SpaceAccess(Principals(tuple(dict.fromkeys(users)), tuple(dict.fromkeys(groups))))
+
+    def _group_name(self, group_id: str) -> str | None:
+        with self._lock:
+            known = self._groups.get(group_id)
+        if known is not None:
+            return known
+        try:
+            data = self.http.get_json("rest/api/group/by-id", {"id": group_id})
+        except IngestError as exc:
+            if is_auth(exc):
+                raise self.http.auth_error() from None
+            log.warning("group %s of a space permission is left out: %s", group_id, exc)
+            return None
+        name = str(data.get("name") or "") or None
+        if name:
+            with self._lock:
+                self._groups[group_id] = name
+        return name
+
+    def poll(self, since: datetime) -> Iterator[DocumentRef]:
+        """Pages, blog posts and attachments modified at or after `since` minus the
+        safety overlap, and pages whose comments were, found by CQL and versioned by v2
+        as the listing versions them. Without CQL: a listing compared with the last.
+        Raises on any other failure: a partial poll must not pass for complete."""
+        cutoff, window = self._poll_window(since)
+        spaces = ", ".join(f'"{s}"' for s in self.settings.spaces)
+        types = ", ".join(self._poll_types())
+        params = {
+            "cql": f'space in ({spaces}) and type in ({types}) and lastmodified >= "{window}"',
+            "expand": POLL_EXPAND,
+            "limit": self.settings.page_size,
+        }
+        try:
+            results = list(self.http.paged("rest/api/search", params))
+        except IngestError as exc:
+            if is_auth(exc):
+                raise self.http.auth_error() from None
+            if not is_unoffered(exc):
+                raise
+            yield from self._poll_by_listing(cutoff, exc)
+            return
+        pages: dict[str, str] = {}  # id -> kind
+        attachments: list[str] = []
+        for result in results:
+            content = result.get("content") or {}
+            when = iso((content.get("version") or {}).get("when") or result.get("lastModified"))
+            if when is not None and datetime.fromisoformat(when) < cutoff:
+                continue
+            kind, content_id = content.get("type"), str(content.get("id") or "")
+            if kind in KIND_PATH:
+                pages[content_id] = str(kind)
+            elif kind == "attachment" and self._wanted(str(content.get("title"))):
+                attachments.append(content_id)
+            elif kind == "comment":
+                container = content.get("container") or {}
+                if container.get("id") and container.get("type") in KIND_PATH:
+                    pages[str(container["id"])] = str(container["type"])
+        for kind in KIND_PATH:
+            for item in self._items(kind, [i for i, k in pages.items() if k == kind], body=False):
+                with self._lock:
+                    self._pages[str(item["id"])] = item
+                    self._chains.pop(str(item["id"]), None)  # it may have moved
+                if self.settings.include_comments:
+                    self._refresh_comments(item)  # the listing's may be older
+                yield self._page_ref(item)
+        for attachment_id in attachments:
+            try:
+                data = self.http.get_json(f"api/v2/attachments/{attachment_id}")
+            except HttpStatusError as exc:
+                if exc.status == 404:
+                    continue  # deleted since: the next complete listing says so
+                raise self.http.content_error(exc, f"attachment {attachment_id}") from None
+            yield self._attachment_ref(data)
+
+    def _poll_by_listing(self, cutoff: datetime, reason: IngestError) -> Iterator[DocumentRef]:
+        """Change detection without CQL: the full listing, its versions compared with the
+        previous listing's (which see restriction, move and comment changes too), or,
+        with none before, the edit times."""
+        log.warning(
+            "the incremental search is not available (%s): comparing a full listing instead",
+            reason,
+        )
+        with self._lock:
+            previous = dict(self._last_versions)
+        listing = self.list_refs()
+        if not listing.complete:
+            raise IngestError(
+                ErrorCode.FETCH_FAILED,
+                "the listing that stands in for the incremental search is incomplete: "
+                + "; ".join(listing.errors),
+                transient=True,
+            )
+        for ref in listing.refs:
+            edited = ref.updated_at is not None and datetime.fromisoformat(ref.updated_at) >= cutoff
+            if edited or (previous and previous.get(ref.document_id) != ref.version):
+                yield ref
+
+    # --- refs and access ---------------------------------------------------------------
+
+    def _page_ref(self, item: dict[str, Any]) -> DocumentRef:
+        version = item.get("version") or {}
+        return DocumentRef(
+            document_id=str(item["id"]),
+            version=self._listed_version(
+                version.get("number", ""), lambda: self._item_access(item).digest
+            ),
+            source_type="confluence",
+            title=item.get("title"),
+            updated_at=iso(version.get("createdAt")),
+            kind=str(item.get("type") or "page"),
+        )
+
+    def _attachment_ref(self, attachment: dict[str, Any]) -> DocumentRef:
+        owner, kind = _owner(attachment)
+        version = attachment.get("version") or {}
+        return DocumentRef(
+            document_id=str(attachment["id"]),
+            version=self._listed_version(
+                version.get("number", ""),
+                lambda: self._owner_access(owner, kind).inherited if owner else None,
+            ),
+            source_type="confluence",
+            title=attachment.get("title"),
+            updated_at=iso(version.get("createdAt")),
+            parent_document_id=owner or None,
+            kind="attachment",
+        )
+
+    def _item_access(
+        self, item: dict[str, Any], comments: Sequence[tuple[str, int]] | None = None
+    ) -> PageAccess:
+        page_id = str(item["id"])
+        if comments is None:
+            with self._lock:
+                comments = list(self._comments.get(page_id, []))
+        space_key = self._space_key(str(item.get("spaceId") or ""))
+        return self._page_access_for(page_id, space_key, self._ancestors(item), None, comments)
+
+    def _owner_access(self, owner_id: str, kind: str) -> PageAccess:
+        """The access of an attachment's page or blog post: from the listing, else asked."""
+        known = self._known_access(owner_id)
+        if known is not None:
+            return known
+        try:
+            item = self.http.get_json(f"api/v2/{KIND_PATH[kind]}/{owner_id}")
+        except HttpStatusError as exc:
+            what = f"{kind} {owner_id} (owner of the attachment)"
+            raise self.http.content_error(exc, what) from None
+        item = {**item, "type": kind}
+        with self._lock:
+            self._pages[owner_id] = item
+        return self._item_access(item)
+
+    def _ancestors(self, item: dict[str, Any]) -> list[Ancestor]:
+        """The page's ancestors, root first: up the listed pages' parents, else (a parent
+        that is a folder, or not listed) asked of v2."""
+        page_id = str(item["id"])
+        if item.get("type") == "blogpost":
+            return []
+        with self._lock:
+            chain = self._chains.get(page_id)
+            if chain is None:
+                chain = self._chain_from_listing(item)
+        if chain is None:
+            chain = self._ancestors_from_api(page_id)
+        with self._lock:
+            self._chains[page_id] = chain
+        return chain
+
+    def _chain_from_listing(self, item: dict[str, Any]) -> list[Ancestor] | None:
+        """Ancestors from the listed pages' `parentId`s; None where one is not a listed
+        page. Called with the lock held."""
+        chain: list[Ancestor] = []
+        current = item
+        while current.get("parentId"):
+            parent = self._pages.get(str(current["parentId"]))
+            if current.get("parentType") not in (None, "page") or parent is None:
+                return None
+            if len(chain) > len(self._pages):
+                return None  # a cycle: Confluence's tree has none, a broken answer might
+            chain.append(Ancestor(str(parent["id"]), parent.get("title")))
+            current = parent
+        return chain[::-1]
+
+    def _ancestors_from_api(self, page_id: str) -> list[Ancestor]:
+        try:
+            data = self.http.get_json(f"api/v2/pages/{page_id}/ancestors", {"limit": V2_MAX})
+            chain = [(str(a["id"]), a.get("type")) for a in data.get("results") or []]
+            with self._lock:
+                titles = {i: self._pages[i].get("title") for i, _ in chain if i in self._pages}
+            unknown = [i for i, kind in chain if kind == "page" and i not in titles]
+            if unknown:
+                titles.update(
+                    (str(it["id"]), it.get("title"))
+                    for it in self._items("page", unknown, body=False)
+                )
+        except IngestError as exc:
+            if is_auth(exc):
+                raise self.http.auth_error() from None
+            raise AccessUnknown(
+                f"cannot read the ancestors of page {page_id} ({exc}), so who may read it "
+                "is unknown: it is not indexed until they can be read",
+                subject=f"page {page_id}",
+                transient=exc.transient,
+            ) from None
+        return [Ancestor(i, titles.get(i)) for i, _ in chain]
+
+    def _space_key(self, space_id: str) -> str:
+        with self._lock:
+            key = self._space_keys.get(space_id)
+        if key is None:
+            space = self.http.get_json(f"api/v2/spaces/{space_id}")
+            key = str(space["key"])
+            with self._lock:
+                self._space_keys[space_id] = key
+                self._space_ids[key] = space_id
+        return key
+
+    # --- fetching ----------------------------------------------------------------------
+
+    def fetch(self, ref: DocumentRef) -> SourceDocument:
+        if ref.kind == "attachment":
+            return self._fetch_attachment(ref)
+        kind = ref.kind if ref.kind in KIND_PATH else "page"
+        params = {"body-format": "storage", "include-labels": "true"}
+        try:
+            item = self.http.get_json(f"api/v2/{KIND_PATH[kind]}/{ref.document_id}", params)
+        except HttpStatusError as exc:
+            raise self.http.content_error(exc, f"{kind} {ref.document_id}") from None
+        return self._page_document(ref, {**item, "type": kind})
+
+    def fetch_many(self, refs: Sequence[DocumentRef]) -> list[SourceDocument | IngestError]:
+        """Pages and blog posts in batches through v2 `pages?id=` (one request per
+        `page_size` pages), one by one where a batch lacks one (only the page itself may
+        say it is gone); attachments one by one (each is a download)."""
+        results: dict[int, SourceDocument | IngestError] = {}
+        for kind in KIND_PATH:
+            group = [(i, r) for i, r in enumerate(refs) if r.kind == kind]
+            size = min(self.settings.page_size, V2_MAX)
+            for start in range(0, len(group), size):
+                batch = group[start : start + size]
+                try:
+                    found = {
+                        str(item["id"]): item
+                        for item in self._items(kind, [r.document_id for _, r in batch], body=True)
+                    }
+                except IngestError as exc:
+                    for i, ref in batch:
+                        results[i] = self.http.batch_error(exc, f"{ref.kind} {ref.document_id}")
+                    continue
+                self._display_names(item.get("authorId") for item in found.values())
+                for i, ref in batch:
+                    item = found.get(ref.document_id)
+                    try:
+                        results[i] = (
+                            self.fetch(ref) if item is None else self._page_document(ref, item)
+                        )
+                    except IngestError as exc:
+                        results[i] = exc
+        for i, ref in enumerate(refs):
+            if i not in results:
+                try:
+                    results[i] = self.fetch(ref)
+                except IngestError as exc:
+                    results[i] = exc
+        return [results[i] for i in range(len(refs))]
+
+    def _items(self, kind: str, ids: Sequence[str], *, body: bool) -> Iterator[dict[str, Any]]:
+        """Pages or blog posts by id, `V2_MAX` per request."""
+        for start in range(0, len(ids), V2_MAX):
+            chunk = ids[start : start + V2_MAX]
+            params: dict[str, Any] = {"id": ",".join(chunk), "limit": len(chunk)}
+            if body:
+                params["body-format"] = "storage"
+            for item in self.http.paged(f"api/v2/{KIND_PATH[kind]}", params):
+                yield {**item, "type": kind}
+
+    def _page_document(self, ref: DocumentRef, item: dict[str, Any]) -> SourceDocument:
+        page_id = str(item["id"])
+        kind = str(item["type"])
+        title = str(item.get("title") or "")
+        version = item.get("version") or {}
+        with self._lock:  # its attachments' fetches name it (without its body)
+            self._pages.setdefault(page_id, {k: v for k, v in item.items() if k != "body"})
+        comments = self._page_comments(page_id, kind)
+        access = self._item_access(item, self._comments_digest(page_id, comments))
+        updated_at = iso(version.get("createdAt"))
+        number = version.get("number", version_number(ref.version))
+        fresh = replace(
+            ref, version=listed_version(number, access.digest), title=title, updated_at=updated_at
+        )
+        body = ((item.get("body") or {}).get("storage") or {}).get("value", "")
+        return SourceDocument(
+            ref=fresh,
+            data=self._page_body(body, comments),
+            filename=safe_filename(title) + PAGE_EXTENSION,
+            mime=PAGE_MIME,
+            source_url=self.http.url((item.get("_links") or {}).get("webui", "")),
+            title=title,
+            author=self._display_names([item.get("authorId")]).get(str(item.get("authorId"))),
+            updated_at=updated_at,
+            labels=self._labels_of(page_id, kind, item),
+            space_key=str(access.acl["space"]),
+            page_id=page_id,
+            acl=access.acl,
+            extra={
+                "content_type": kind,
+                "ancestors": [{"id": a.id, "title": a.title} for a in self._ancestors(item)],
+                "created_at": iso(item.get("createdAt")),
+                "base_url": self.http.base_url,
+            },
+        )
+
+    def _labels_of(self, page_id: str, kind: str, item: dict[str, Any]) -> tuple[str, ...]:
+        included = item.get("labels")
+        if isinstance(included, dict):
+            return tuple(str(label.get("name")) for label in included.get("results") or [])
+        with self._lock:
+            known = self._labels.get(page_id)
+        if known is not None:
+            return known
+        path = f"api/v2/{KIND_PATH[kind]}/{page_id}/labels"
+        try:
+            labels = self.http.paged(path, {"limit": V2_MAX})
+            return tuple(str(label.get("name")) for label in labels)
+        except HttpStatusError as exc:
+            raise self.http.content_error(exc, f"labels of {kind} {page_id}") from None
+
+    def _page_comments(self, page_id: str, kind: str) -> list[Comment]:
+        if not self.settings.include_comments or self._comments_known_absent(page_id):
+            return []
+        return self._fetch_comments(page_id, kind, with_bodies=True)
+
+    def _refresh_comments(self, item: dict[str, Any]) -> None:
+        page_id = str(item["id"])
+        comments = self._fetch_comments(page_id, str(item["type"]), with_bodies=False)
+        with self._lock:
+            self._comments[page_id] = [(c.id, c.version) for c in comments]
+            self._listed.add(page_id)
+
+    def _fetch_comments(self, page_id: str, kind: str, *, with_bodies: bool) -> list[Comment]:
+        """The footer comments of a page: its top-level ones, then replies (v2 lists them
+        per comment) while the listing saw more comments than found, or saw none."""
+        params: dict[str, Any] = {"limit": V2_MAX}
+        if with_bodies:
+            params["body-format"] = "storage"
+        with self._lock:
+            expected = len(self._comments.get(page_id, [])) if page_id in self._listed else None
+        try:
+            found: list[tuple[dict[str, Any], str | None]] = [
+                (c, None)
+                for c in self.http.paged(
+                    f"api/v2/{KIND_PATH[kind]}/{page_id}/footer-comments", params
+                )
+            ]
+            queue = [str(c["id"]) for c, _ in found]
+            while queue and (expected is None or len(found) < expected):
+                parent = queue.pop(0)
+                for child in self.http.paged(f"api/v2/footer-comments/{parent}/children", params):
+                    found.append((child, parent))
+                    queue.append(str(child["id"]))
+        except HttpStatusError as exc:
+            raise self.http.content_error(exc, f"comments of {kind} {page_id}") from None
+        names = self._display_names((c.get("version") or {}).get("authorId") for c, _ in found)
+        comments: list[Comment] = []
+        for comment, answered in found:
+            version = comment.get("version") or {}
+            comments.append(
+                Comment(
+                    id=str(comment["id"]),
+                    version=int(version.get("number") or 0),
+                    body=((comment.get("body") or {}).get("storage") or {}).get("value", ""),
+                    author=names.get(str(version.get("authorId"))),
+                    created_at=iso(version.get("createdAt")),
+                    reply_to=str(comment.get("parentCommentId") or answered or "") or None,
+                )
+            )
+        return comments
+
+    def _fetch_attachment(self, ref: DocumentRef) -> SourceDocument:
+        what = f"attachment {ref.title or ref.document_id}"
+        try:
+            data = self.http.get_json(
+                f"api/v2/attachments/{ref.document_id}", {"include-labels": "true"}
+            )
+        except HttpStatusError as exc:
+            raise self.http.content_error(exc, what) from None
+        filename = str(data["title"])
+        self._check_size(data.get("fileSize"), filename)
+        links = data.get("_links") or {}
+        link = data.get("downloadLink") or links.get("download")
+        if not link:
+            raise IngestError(
+                ErrorCode.FETCH_FAILED, "the attachment has no download link", subject=filename
+            )
+        body = self._download(str(link), filename, what)
+        owner, kind = _owner(data)
+        owner = owner or (ref.parent_document_id or "")
+        access = self._owner_access(owner, kind) if owner else None
+        version = data.get("version") or {}
+        updated_at = iso(version.get("createdAt"))
+        number = version.get("number", version_number(ref.version))
+        with self._lock:
+            page_title = (self._pages.get(owner) or {}).get("title")
+        author_id = str(version.get("authorId"))
+        return SourceDocument(
+            ref=replace(
+                ref,
+                version=listed_version(number, access.inherited if access else None),
+                title=filename,
+                updated_at=updated_at,
+                parent_document_id=owner or ref.parent_document_id,
+            ),
+            data=body,
+            filename=filename,
+            mime=data.get("mediaType"),
+            source_url=self.http.url(data.get("webuiLink") or links.get("webui") or str(link)),
+            title=filename,
+            author=self._display_names([author_id]).get(author_id),
+            updated_at=updated_at,
+            labels=tuple(
+                str(label.get("name")) for label in (data.get("labels") or {}).get("results") or []
+            ),
+            space_key=str(access.acl["space"]) if access else None,
+            page_id=owner,
+            acl=access.acl if access else {},
+            extra={"content_type": "attachment", "page_title": page_title},
+        )
+
+    def _display_names(self, account_ids: Iterable[object]) -> dict[str, str]:
+        """Display names by account id (v2 content names its authors by id only), looked
+        up in bulk once per connector. Names are optional metadata: a failed lookup is
+        logged, not raised."""
+        wanted = {str(a) for a in account_ids if a}
+        with self._names_lock:  # concurrent batches wait for one lookup, not make their own
+            with self._lock:
+                missing = sorted(a for a in wanted if a not in self._names)
+            for start in range(0, len(missing), V2_MAX):
+                chunk = missing[start : start + V2_MAX]
+                try:
+                    data = self.http.post_json("api/v2/users-bulk", {"accountIds": chunk})
+                except IngestError as exc:
+                    if is_auth(exc):
+                        raise self.http.auth_error() from None
+                    log.warning("author names are not available: %s", exc)
+                    break
+                with self._lock:
+                    for user in data.get("results") or []:
+                        name = user.get("displayName") or user.get("publicName")
+                        if user.get("accountId") and name:
+                            self._names[str(user["accountId"])] = str(name)
+        with self._lock:
+            return {a: self._names[a] for a in wanted if a in self._names}
+
+
+def _owner(attachment: dict[str, Any]) -> tuple[str, str]:
+    """The page or blog post an attachment is on, and which of the two."""
+    if attachment.get("blogPostId"):
+        return str(attachment["blogPostId"]), "blogpost"
+    return str(attachment.get("pageId") or ""), "page"
+
+
+def _expanded_restriction(content: dict[str, Any]) -> Principals | None:
+    """The read restrictions a search result carries, or None where they are not (fully)
+    there: the page's are then read on their own rather than taken as none."""
+    read = (content.get("restrictions") or {}).get("read") or {}
+    inner = read.get("restrictions") or {}
+    for kind in ("user", "group"):
+        part = inner.get(kind)
+        if not isinstance(part, dict) or (part.get("_links") or {}).get("next"):
+            return None
+    return restriction_from(read)
+
+
+def _is_footer(content: dict[str, Any]) -> bool:
+    return (content.get("extensions") or {}).get("location") != "inline"

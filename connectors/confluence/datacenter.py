@@ -1,0 +1,451 @@
+"""Confluence Data Center / Server through REST v1 (`rest/api/...`).
+
+- `list_refs()`: per space, pages and blog posts (`/rest/api/content?spaceKey=&type=`,
+  with versions, ancestors and read restrictions expanded), the space's read permission
+  (`/rest/api/space/{key}/permissions`, Data Center 9.1+; older versions do not offer
+  it and the space then does not narrow access), footer comment versions (CQL
+  `space = K and type = comment`) and attachments (CQL `type = attachment`), following
+  `_links.next` to the end (`start`/`limit`; servers cap `limit` silently). Any failed
+  part makes the listing incomplete, so the caller deletes nothing.
+- `poll(since)`: CQL `lastmodified >= "yyyy/MM/dd HH:mm"`. CQL reads that date in the
+  account's own time zone, which the API does not reveal, so the window opens
+  `MAX_TZ_SHIFT` earlier than `since - incremental_overlap_minutes`, and results are
+  then filtered exactly on their `version.when` (which carries its offset). A comment
+  changed in the window brings its page.
+- `fetch()`/`fetch_many()`: the body in storage format, footer comments appended, with
+  metadata and ACL; `fetch_many` gets pages in batches through CQL `id in (...)` (two
+  requests per hundred pages instead of a hundred), one by one where the search index
+  lags. A page gone since the listing raises `DocumentGone`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from config.errors import IngestError
+from connectors.base import DocumentRef, Listing, SourceDocument
+from connectors.confluence.access import (
+    UNKNOWN_SPACE,
+    Ancestor,
+    PageAccess,
+    Principals,
+    SpaceAccess,
+    listed_version,
+    version_number,
+)
+from connectors.confluence.client import is_auth
+from connectors.confluence.comments import Comment
+from connectors.confluence.links import ContentIndex
+from connectors.confluence.source import (
+    PAGE_EXTENSION,
+    PAGE_MIME,
+    ConfluenceSource,
+    is_unoffered,
+    iso,
+    restriction_from,
+    safe_filename,
+    v1_labels,
+)
+from connectors.http import HttpStatusError
+
+log = logging.getLogger(__name__)
+
+_RESTRICTIONS = "restrictions.read.restrictions.user,restrictions.read.restrictions.group"
+PAGE_EXPAND = f"body.storage,version,history,space,ancestors,metadata.labels,{_RESTRICTIONS}"
+PAGE_ACL_EXPAND = f"space,ancestors,{_RESTRICTIONS}"
+ATTACHMENT_EXPAND = "version,container,space,history,metadata.labels"
+LIST_EXPAND = f"version,space,ancestors,{_RESTRICTIONS}"
+SEARCH_EXPAND = f"version,container,space,ancestors,{_RESTRICTIONS}"
+COMMENT_EXPAND = "body.storage,version,history,ancestors"
+
+
+class DataCenterSource(ConfluenceSource):
+    # --- listing -----------------------------------------------------------------------
+
+    def list_refs(self) -> Listing:
+        refs: list[DocumentRef] = []
+        errors: list[str] = []
+        index = ContentIndex()
+        self._start_listing()
+        for space in self.settings.spaces:
+            try:
+                self.http.get_json(f"rest/api/space/{space}")
+                access = self._read_space_access(space)
+            except IngestError as exc:
+                errors.append(str(self.http.space_error(exc, space)))
+                continue
+            with self._lock:
+                self._spaces[space] = access
+            kinds = ["page", "blogpost"] if self.settings.include_blogposts else ["page"]
+            listed: list[dict[str, Any]] = []
+            for kind in kinds:
+                params = {
+                    "spaceKey": space,
+                    "type": kind,
+                    "status": "current",
+                    "expand": LIST_EXPAND,
+                    "limit": self.settings.page_size,
+                }
+                try:
+                    for item in self.http.paged("rest/api/content", params):
+                        listed.append(item)
+                        index.add_page(space, item["title"], str(item["id"]))
+                except IngestError as exc:
+                    errors.append(
+                        f"listing {kind}s of space {space}: {self.http.listing_error(exc)}"
+                    )
+            if self.settings.include_comments:
+                try:
+                    self._list_comments(space)
+                except IngestError as exc:
+                    # Without them a page's version would not say whether its comments
+                    # changed: the space's pages wait for the next listing.
+                    errors.append(f"comments of space {space}: {self.http.listing_error(exc)}")
+                    continue
+            refs += self._versioned_refs(listed)
+            if self._attachments_wanted():
+                cql = f'space = "{space}" and type = attachment'
+                try:
+                    for item in self._search(cql, "version,container"):
+                        ref = self._ref(item)
+                        if ref.kind == "attachment" and self._wanted(ref.title or ""):
+                            refs.append(ref)
+                            index.attachments[(ref.parent_document_id or "", ref.title or "")] = (
+                                ref.document_id
+                            )
+                except IngestError as exc:
+                    errors.append(
+                        f"listing attachments of space {space}: {self.http.listing_error(exc)}"
+                    )
+        self.index = index
+        return self._finish_listing(refs, errors)
+
+    def _read_space_access(self, space_key: str) -> SpaceAccess:
+        """The space's read permission (Data Center 9.1+). A version or an account that
+        is not offered it gets `UNKNOWN_SPACE`: the space does not narrow access."""
+        try:
+            entries = self.http.get_array(f"rest/api/space/{space_key}/permissions")
+        except IngestError as exc:
+            if is_unoffered(exc) and not is_auth(exc):
+                log.warning(
+                    "space %s: its permissions cannot be read (%s); access follows the page "
+                    "restrictions only",
+                    space_key,
+                    exc,
+                )
+                return UNKNOWN_SPACE
+            raise
+        users: list[str] = []
+        groups: list[str] = []
+        for entry in entries:
+            operation = entry.get("operation") or {}
+            if (operation.get("operationKey"), operation.get("targetType")) != ("read", "space"):
+                continue
+            subject = entry.get("subject") or {}
+            if subject.get("type") == "group" and subject.get("name"):
+                groups.append(str(subject["name"]))
+            elif subject.get("type") == "user":
+                name = subject.get("username") or self._username(str(subject.get("userKey")))
+                if name:
+                    users.append(name)
+            # Anything else (anonymous access) is left out: narrower, never wider.
+        return SpaceAccess(Principals(tuple(dict.fromkeys(users)), tuple(dict.fromkeys(groups))))
+
+    def _username(self, user_key: str) -> str | None:
+        """Restrictions name users by user name; space permissions by user key."""
+        try:
+            data = self.http.get_json("rest/api/user", {"key": user_key})
+        except IngestError as exc:
+            if is_auth(exc):
+                raise self.http.auth_error() from None
+            log.warning("user %s of a space permission is unknown (%s): left out", user_key, exc)
+            return None
+        return str(data.get("username") or "") or None
+
+    def _list_comments(self, space: str) -> None:
+        cql = f'space = "{space}" and type = comment'
+        found: dict[str, list[tuple[str, int]]] = {}
+        for item in self._search(cql, "version,container"):
+            if (item.get("extensions") or {}).get("location") == "inline":
+                continue
+            container = str((item.get("container") or {}).get("id") or "")
+            number = int((item.get("version") or {}).get("number") or 0)
+            found.setdefault(container, []).append((str(item["id"]), number))
+        with self._lock:
+            self._comments.update(found)
+
+    def poll(self, since: datetime) -> Iterator[DocumentRef]:
+        """Pages, blog posts and attachments modified at or after `since` minus the
+        safety overlap, and pages whose comments were. Raises on any failure: a partial
+        poll must not pass for complete."""
+        cutoff, window = self._poll_window(since)
+        spaces = ", ".join(f'"{s}"' for s in self.settings.spaces)
+        types = ", ".join(self._poll_types())
+        cql = f'space in ({spaces}) and type in ({types}) and lastmodified >= "{window}"'
+        commented: set[str] = set()
+        for item in self._search(cql, SEARCH_EXPAND):
+            when = iso((item.get("version") or {}).get("when"))
+            if when is not None and datetime.fromisoformat(when) < cutoff:
+                continue
+            kind = item.get("type")
+            if kind == "comment":
+                commented.add(str((item.get("container") or {}).get("id") or ""))
+            elif kind != "attachment" or self._wanted(str(item.get("title"))):
+                commented.discard(str(item["id"]))
+                yield self._ref(item)
+        if commented:
+            ids = ", ".join(sorted(commented - {""}))
+            for item in self._search(f"id in ({ids})", SEARCH_EXPAND):
+                self._refresh_comments(str(item["id"]))
+                yield self._ref(item)
+
+    def _refresh_comments(self, page_id: str) -> None:
+        comments = self._fetch_comments(page_id, with_bodies=False)
+        with self._lock:
+            self._comments[page_id] = [(c.id, c.version) for c in comments]
+            self._listed.add(page_id)
+
+    # --- fetching ----------------------------------------------------------------------
+
+    def fetch(self, ref: DocumentRef) -> SourceDocument:
+        if ref.kind == "attachment":
+            return self._fetch_attachment(ref)
+        try:
+            data = self.http.get_json(
+                f"rest/api/content/{ref.document_id}", {"expand": PAGE_EXPAND}
+            )
+        except HttpStatusError as exc:
+            raise self.http.content_error(exc, f"{ref.kind} {ref.document_id}") from None
+        return self._page_document(ref, data)
+
+    def fetch_many(self, refs: Sequence[DocumentRef]) -> list[SourceDocument | IngestError]:
+        """Pages and blog posts in batches of `page_size` through CQL `id in (...)`, one by
+        one where the search index lags; attachments one by one (each is a download)."""
+        results: dict[int, SourceDocument | IngestError] = {}
+        pages = [(i, r) for i, r in enumerate(refs) if r.kind != "attachment"]
+        size = self.settings.page_size
+        for start in range(0, len(pages), size):
+            batch = pages[start : start + size]
+            ids = ", ".join(ref.document_id for _, ref in batch)
+            try:
+                found = {
+                    str(item["id"]): item for item in self._search(f"id in ({ids})", PAGE_EXPAND)
+                }
+            except IngestError as exc:
+                for i, ref in batch:
+                    results[i] = self.http.batch_error(exc, f"{ref.kind} {ref.document_id}")
+                continue
+            for i, ref in batch:
+                item = found.get(ref.document_id)
+                try:
+                    if item is None or _older(item, ref):
+                        # CQL answers from the search index, which lags behind edits and
+                        # new pages: only the content endpoint may say a page is gone.
+                        results[i] = self.fetch(ref)
+                    else:
+                        results[i] = self._page_document(ref, item)
+                except IngestError as exc:
+                    results[i] = exc
+        for i, ref in enumerate(refs):
+            if ref.kind == "attachment":
+                try:
+                    results[i] = self._fetch_attachment(ref)
+                except IngestError as exc:
+                    results[i] = exc
+        return [results[i] for i in range(len(refs))]
+
+    def _page_document(self, ref: DocumentRef, data: dict[str, Any]) -> SourceDocument:
+        page_id = str(data["id"])
+        space_key = str(data["space"]["key"])
+        title = str(data["title"])
+        version = data.get("version") or {}
+        history = data.get("history") or {}
+        author = (history.get("createdBy") or version.get("by") or {}).get("displayName")
+        updated_at = iso(version.get("when"))
+        comments = self._page_comments(page_id)
+        access = self._access(data, self._comments_digest(page_id, comments))
+        number = version.get("number", version_number(ref.version))
+        fresh = replace(
+            ref, version=listed_version(number, access.digest), title=title, updated_at=updated_at
+        )
+        body = ((data.get("body") or {}).get("storage") or {}).get("value", "")
+        return SourceDocument(
+            ref=fresh,
+            data=self._page_body(body, comments),
+            filename=safe_filename(title) + PAGE_EXTENSION,
+            mime=PAGE_MIME,
+            source_url=self.http.url((data.get("_links") or {}).get("webui", "")),
+            title=title,
+            author=author,
+            updated_at=updated_at,
+            labels=v1_labels(data),
+            space_key=space_key,
+            page_id=page_id,
+            acl=access.acl,
+            extra={
+                "content_type": data.get("type", ref.kind),
+                "ancestors": [{"id": a.id, "title": a.title} for a in _ancestors(data)],
+                "created_at": iso(history.get("createdDate")),
+                "base_url": self.http.base_url,
+            },
+        )
+
+    def _page_comments(self, page_id: str) -> list[Comment]:
+        if not self.settings.include_comments or self._comments_known_absent(page_id):
+            return []
+        return self._fetch_comments(page_id, with_bodies=True)
+
+    def _fetch_comments(self, page_id: str, *, with_bodies: bool) -> list[Comment]:
+        params = {
+            "expand": COMMENT_EXPAND if with_bodies else "version,ancestors",
+            "depth": "all",
+            "location": "footer",
+            "limit": self.settings.page_size,
+        }
+        try:
+            items = list(self.http.paged(f"rest/api/content/{page_id}/child/comment", params))
+        except HttpStatusError as exc:
+            raise self.http.content_error(exc, f"comments of page {page_id}") from None
+        comments: list[Comment] = []
+        for item in items:
+            history = item.get("history") or {}
+            version = item.get("version") or {}
+            parents = item.get("ancestors") or []
+            comments.append(
+                Comment(
+                    id=str(item["id"]),
+                    version=int(version.get("number") or 0),
+                    body=((item.get("body") or {}).get("storage") or {}).get("value", ""),
+                    author=(history.get("createdBy") or version.get("by") or {}).get("displayName"),
+                    created_at=iso(history.get("createdDate") or version.get("when")),
+                    reply_to=str(parents[-1]["id"]) if parents else None,
+                )
+            )
+        return comments
+
+    def _fetch_attachment(self, ref: DocumentRef) -> SourceDocument:
+        what = f"attachment {ref.title or ref.document_id}"
+        try:
+            data = self.http.get_json(
+                f"rest/api/content/{ref.document_id}", {"expand": ATTACHMENT_EXPAND}
+            )
+        except HttpStatusError as exc:
+            raise self.http.content_error(exc, what) from None
+        filename = str(data["title"])
+        extensions = data.get("extensions") or {}
+        self._check_size(extensions.get("fileSize"), filename)
+        links = data.get("_links") or {}
+        body = self._download(links["download"], filename, what)
+        container = data.get("container") or {}
+        page_id = str(container.get("id") or ref.parent_document_id or "")
+        version = data.get("version") or {}
+        updated_at = iso(version.get("when"))
+        access = self._page_access(page_id) if page_id else None
+        number = version.get("number", version_number(ref.version))
+        return SourceDocument(
+            ref=replace(
+                ref,
+                version=listed_version(number, access.inherited if access else None),
+                title=filename,
+                updated_at=updated_at,
+                parent_document_id=page_id or ref.parent_document_id,
+            ),
+            data=body,
+            filename=filename,
+            mime=extensions.get("mediaType") or (data.get("metadata") or {}).get("mediaType"),
+            source_url=self.http.url(links.get("webui") or links["download"]),
+            title=filename,
+            author=(version.get("by") or {}).get("displayName"),
+            updated_at=updated_at,
+            labels=v1_labels(data),
+            space_key=(data.get("space") or {}).get("key"),
+            page_id=page_id,
+            acl=access.acl if access else {},
+            extra={"content_type": "attachment", "page_title": container.get("title")},
+        )
+
+    # --- access ------------------------------------------------------------------------
+
+    def _access(
+        self, data: dict[str, Any], comments: Sequence[tuple[str, int]] | None = None
+    ) -> PageAccess:
+        """The access of a page from its JSON (restrictions and ancestors expanded)."""
+        page_id = str(data["id"])
+        if comments is None:
+            with self._lock:
+                comments = list(self._comments.get(page_id, []))
+        own = restriction_from((data.get("restrictions") or {}).get("read") or {})
+        with self._lock:
+            self._restrictions[page_id] = own
+        space_key = str((data.get("space") or {}).get("key") or "")
+        return self._page_access_for(page_id, space_key, _ancestors(data), own, comments)
+
+    def _page_access(self, page_id: str) -> PageAccess:
+        """The access of an attachment's page: from the listing, else one request."""
+        known = self._known_access(page_id)
+        if known is not None:
+            return known
+        try:
+            data = self.http.get_json(f"rest/api/content/{page_id}", {"expand": PAGE_ACL_EXPAND})
+        except HttpStatusError as exc:
+            raise self.http.content_error(
+                exc, f"page {page_id} (owner of the attachment)"
+            ) from None
+        return self._access(data)
+
+    # --- HTTP --------------------------------------------------------------------------
+
+    def _search(self, cql: str, expand: str) -> Iterator[dict[str, Any]]:
+        params = {"cql": cql, "expand": expand, "limit": self.settings.page_size}
+        return self.http.paged("rest/api/content/search", params)
+
+    def _versioned_refs(self, items: list[dict[str, Any]]) -> list[DocumentRef]:
+        """Refs of listed pages and blog posts whose version says who may read them, where
+        they sit and which comments they have, besides the edit number. The listing
+        carries every page's own read restrictions, so the ancestors' need no request."""
+        with self._lock:
+            for item in items:
+                read = (item.get("restrictions") or {}).get("read") or {}
+                self._restrictions[str(item["id"])] = restriction_from(read)
+                if self.settings.include_comments:
+                    self._listed.add(str(item["id"]))
+        return [self._ref(item) for item in items]
+
+    def _ref(self, item: dict[str, Any]) -> DocumentRef:
+        """The version carries the access digest of the item (pages, blog posts) or of its
+        page (attachments)."""
+        kind = str(item.get("type", "page"))
+        version = item.get("version") or {}
+        container = item.get("container") or {}
+
+        def digest() -> str | None:
+            if kind != "attachment":
+                return self._access(item).digest
+            if container.get("id"):
+                return self._page_access(str(container["id"])).inherited
+            return None
+
+        return DocumentRef(
+            document_id=str(item["id"]),
+            version=self._listed_version(version.get("number", ""), digest),
+            source_type="confluence",
+            title=item.get("title"),
+            updated_at=iso(version.get("when")),
+            parent_document_id=str(container["id"]) if container.get("id") else None,
+            kind=kind,
+        )
+
+
+def _ancestors(data: dict[str, Any]) -> list[Ancestor]:
+    return [Ancestor(str(a["id"]), a.get("title")) for a in data.get("ancestors") or []]
+
+
+def _older(item: dict[str, Any], ref: DocumentRef) -> bool:
+    """The search index holds an older version than the listing saw."""
+    number = str((item.get("version") or {}).get("number", ""))
+    listed = version_number(ref.version)
+    return number.isdigit() and listed.isdigit() and int(number) < int(listed)

@@ -1,0 +1,310 @@
+"""What Confluence Cloud (REST v2, connectors/confluence/cloud.py) and Data Center (REST
+v1, connectors/confluence/datacenter.py) share: the caches a listing fills for the
+fetches after it, read restrictions (REST v1 on both: v2 has none), effective access,
+comments in the page body, attachment downloads.
+
+A listing fills the caches (restrictions, ancestors, comments and labels of every page);
+a fetch in the same process uses them, so a fetched page's version agrees with the
+listed one. A fetch in a process that did not list (a Dask worker) asks the API for what
+it lacks, page by page.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Collection, Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import PurePath
+from typing import Any
+
+from config.errors import ErrorCode, IngestError
+from config.settings import ConfluenceSettings
+from connectors.base import DocumentRef, Listing, SourceDocument
+from connectors.confluence.access import (
+    Ancestor,
+    PageAccess,
+    Principals,
+    SpaceAccess,
+    effective_acl,
+    listed_version,
+    page_access,
+)
+from connectors.confluence.client import ConfluenceHttp, gone_message, is_status
+from connectors.confluence.comments import Comment, comment_versions, comments_section
+from connectors.confluence.links import ContentIndex
+from connectors.http import HttpStatusError
+
+log = logging.getLogger(__name__)
+
+PAGE_MIME = "application/vnd.atlassian.confluence.storage+xml"
+PAGE_EXTENSION = ".confluence"
+RESTRICTION_EXPAND = "restrictions.user,restrictions.group"
+CQL_DATE_FORMAT = "%Y/%m/%d %H:%M"
+# Time zones run from UTC-12 to UTC+14: a CQL date read in any of them starts no later
+# than the same wall-clock time read in UTC plus 12 hours.
+MAX_TZ_SHIFT = timedelta(hours=14)
+# Statuses that say an endpoint or a query is not offered (rather than overloaded):
+# the connector then takes another way to the same facts.
+UNOFFERED = (400, 403, 404, 405, 410, 501)
+_UNSAFE_FILENAME = re.compile(r'[\\/:*?"<>|\x00-\x1f]')
+
+
+class AccessUnknown(IngestError):
+    """The read restrictions of a page (or of an ancestor) cannot be read: the page is
+    reported with this error and never indexed with a guessed, wider access."""
+
+    def __init__(self, message: str, subject: str | None = None, transient: bool = False) -> None:
+        super().__init__(ErrorCode.FETCH_FAILED, message, subject=subject, transient=transient)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (AccessUnknown, (self.message, self.subject, self.transient))
+
+
+class ConfluenceSource(ABC):
+    def __init__(
+        self,
+        settings: ConfluenceSettings,
+        http: ConfluenceHttp,
+        attachment_extensions: Collection[str],
+    ) -> None:
+        self.settings = settings
+        self.http = http
+        self.attachment_extensions = frozenset(e.lower() for e in attachment_extensions)
+        self.index = ContentIndex()
+        self._lock = threading.Lock()
+        self._fetching: dict[str, threading.Lock] = {}
+        # Filled by a listing, read by the fetches after it.
+        self._restrictions: dict[str, Principals] = {}
+        self._spaces: dict[str, SpaceAccess] = {}
+        self._accesses: dict[str, PageAccess] = {}
+        self._comments: dict[str, list[tuple[str, int]]] = {}
+        self._listed: set[str] = set()  # pages whose comments the listing saw
+        self._last_versions: dict[str, str] = {}
+
+    # --- the connector's surface -------------------------------------------------------
+
+    @abstractmethod
+    def list_refs(self) -> Listing: ...
+
+    @abstractmethod
+    def poll(self, since: datetime) -> Iterator[DocumentRef]: ...
+
+    @abstractmethod
+    def fetch(self, ref: DocumentRef) -> SourceDocument: ...
+
+    @abstractmethod
+    def fetch_many(self, refs: Sequence[DocumentRef]) -> list[SourceDocument | IngestError]: ...
+
+    @abstractmethod
+    def _read_space_access(self, space_key: str) -> SpaceAccess:
+        """Who may read the space, from the API."""
+
+    # --- listing state -----------------------------------------------------------------
+
+    def _start_listing(self) -> None:
+        with self._lock:
+            self._restrictions.clear()
+            self._spaces.clear()
+            self._accesses.clear()
+            self._comments.clear()
+            self._listed.clear()
+            self._fetching.clear()
+
+    def _finish_listing(self, refs: list[DocumentRef], errors: list[str]) -> Listing:
+        for error in errors:
+            log.warning("Confluence listing incomplete: %s", error)
+        listing = Listing(refs=tuple(refs), complete=not errors, errors=tuple(errors))
+        with self._lock:
+            self._last_versions = {ref.document_id: ref.version for ref in refs}
+        return listing
+
+    def _poll_window(self, since: datetime) -> tuple[datetime, str]:
+        """The exact cutoff, and the CQL date that opens the window before it in every
+        time zone (CQL reads dates in the account's zone, which the API does not say)."""
+        if since.tzinfo is None:
+            since = since.replace(tzinfo=UTC)
+        cutoff = since - timedelta(minutes=self.settings.incremental_overlap_minutes)
+        window = (cutoff - MAX_TZ_SHIFT).astimezone(UTC).strftime(CQL_DATE_FORMAT)
+        return cutoff, window
+
+    def _poll_types(self) -> list[str]:
+        types = ["page"]
+        if self.settings.include_blogposts:
+            types.append("blogpost")
+        if self._attachments_wanted():
+            types.append("attachment")
+        if self.settings.include_comments:
+            types.append("comment")
+        return types
+
+    # --- access ------------------------------------------------------------------------
+
+    def _space_access(self, space_key: str) -> SpaceAccess:
+        with self._lock:
+            known = self._spaces.get(space_key)
+        if known is None:
+            known = self._read_space_access(space_key)
+            with self._lock:
+                self._spaces[space_key] = known
+        return known
+
+    def _page_access_for(
+        self,
+        page_id: str,
+        space_key: str,
+        ancestors: Sequence[Ancestor],
+        own: Principals | None,
+        comments: Sequence[tuple[str, int]],
+    ) -> PageAccess:
+        """The page's access from its space, the restrictions of its ancestors and its
+        own (`own`: known already, else read), and its comments. Restrictions that
+        cannot be read raise: a page is never indexed with access wider than it has."""
+        # An ancestor deleted since the listing restricts nothing any more (its children
+        # moved up to its parent); the next listing sees the page's new place.
+        levels = [level for a in ancestors if (level := self._restriction(a.id)) is not None]
+        mine = own if own is not None else self._restriction(page_id)
+        if mine is None:
+            raise AccessUnknown(
+                f"page {page_id} was deleted while it was being read",
+                subject=f"page {page_id}",
+                transient=True,
+            )
+        levels.append(mine)
+        acl = effective_acl(space_key, self._space_access(space_key), levels)
+        access = page_access(acl, ancestors, comments)
+        with self._lock:
+            self._accesses[page_id] = access
+        return access
+
+    def _restriction(self, content_id: str) -> Principals | None:
+        """Read restrictions of one page, from the listing or fetched once per listing
+        cycle (the per-id lock keeps concurrent batches from fetching the same one);
+        None where the page no longer exists."""
+        with self._lock:
+            cached = self._restrictions.get(content_id)
+            key_lock = self._fetching.setdefault(content_id, threading.Lock())
+        if cached is not None:
+            return cached
+        with key_lock:
+            with self._lock:
+                cached = self._restrictions.get(content_id)
+            return cached if cached is not None else self._fetch_restriction(content_id)
+
+    def _fetch_restriction(self, content_id: str) -> Principals | None:
+        try:
+            data = self.http.get_json(
+                f"rest/api/content/{content_id}/restriction/byOperation/read",
+                {"expand": RESTRICTION_EXPAND},
+            )
+        except IngestError as exc:
+            status = exc.status if isinstance(exc, HttpStatusError) else None
+            if status == 401:
+                raise self.http.auth_error() from None
+            if status == 404:
+                return None
+            reason = gone_message(exc) if status == 410 else str(exc)
+            # Without them the page might be shown too widely: it is not indexed.
+            raise AccessUnknown(
+                f"cannot read the read restrictions of page {content_id} ({reason}), so who "
+                "may read it is unknown: it is not indexed until they can be read",
+                subject=f"page {content_id}",
+                transient=status is None,
+            ) from None
+        restriction = restriction_from(data)
+        with self._lock:
+            self._restrictions[content_id] = restriction
+        return restriction
+
+    def _known_access(self, page_id: str) -> PageAccess | None:
+        with self._lock:
+            return self._accesses.get(page_id)
+
+    # --- comments and content ----------------------------------------------------------
+
+    def _comments_digest(self, page_id: str, fetched: Sequence[Comment]) -> list[tuple[str, int]]:
+        """The comment versions that go into a fetched page's version: the listing's when
+        it saw the page (so fetch and listing agree), else those just fetched."""
+        with self._lock:
+            if page_id in self._listed:
+                return list(self._comments.get(page_id, []))
+        return comment_versions(fetched)
+
+    def _comments_known_absent(self, page_id: str) -> bool:
+        """The listing saw the page and no comment on it: nothing to ask for."""
+        with self._lock:
+            return page_id in self._listed and not self._comments.get(page_id)
+
+    def _page_body(self, body: str, comments: Sequence[Comment]) -> bytes:
+        return (body + comments_section(comments)).encode("utf-8")
+
+    def _attachments_wanted(self) -> bool:
+        return self.settings.include_attachments and bool(self.attachment_extensions)
+
+    def _wanted(self, filename: str) -> bool:
+        return PurePath(filename).suffix.lower() in self.attachment_extensions
+
+    def _check_size(self, size: object, filename: str) -> None:
+        limit = self.settings.attachment_max_bytes
+        if isinstance(size, int) and size > limit:
+            raise IngestError(
+                ErrorCode.TOO_LARGE,
+                f"{size} bytes, over confluence.attachment_max_bytes ({limit})",
+                subject=filename,
+            )
+
+    def _download(self, link: str, filename: str, what: str) -> bytes:
+        try:
+            return self.http.download(
+                link, max_bytes=self.settings.attachment_max_bytes, subject=filename
+            )
+        except HttpStatusError as exc:
+            raise self.http.content_error(exc, what) from None
+
+    def _listed_version(self, number: object, digest: Callable[[], str | None]) -> str:
+        """The listed version of a page or attachment, `digest` telling its access. One
+        whose access cannot be read stays listed (so it is not deleted) with a version no
+        fetched document has, so that its next fetch tries again, and fails closed while
+        the access stays unreadable."""
+        try:
+            return listed_version(number, digest())
+        except AccessUnknown as exc:
+            log.warning("%s", exc)
+            return listed_version(number, "unreadable")
+
+
+def restriction_from(read: dict[str, Any]) -> Principals:
+    """Principals of a v1 read restriction (`restrictions.user/group.results`): users by
+    account id (Cloud) or user name (Data Center), groups by name."""
+    inner = read.get("restrictions") or {}
+    users = ((inner.get("user") or {}).get("results")) or []
+    groups = ((inner.get("group") or {}).get("results")) or []
+    return Principals(
+        users=tuple(
+            str(u.get("accountId") or u.get("username") or u.get("userKey")) for u in users
+        ),
+        groups=tuple(str(g.get("name")) for g in groups),
+    )
+
+
+def v1_labels(content: dict[str, Any]) -> tuple[str, ...]:
+    """Label names of v1 content with `metadata.labels` expanded."""
+    labels = ((content.get("metadata") or {}).get("labels") or {}).get("results") or []
+    return tuple(str(label.get("name")) for label in labels)
+
+
+def is_unoffered(exc: IngestError) -> bool:
+    return is_status(exc, *UNOFFERED)
+
+
+def iso(value: Any) -> str | None:
+    """Confluence timestamps (`...Z` on Cloud, `+03:00` on DC) as ISO 8601 in UTC."""
+    if not value:
+        return None
+    return datetime.fromisoformat(str(value).replace("Z", "+00:00")).astimezone(UTC).isoformat()
+
+
+def safe_filename(title: str) -> str:
+    return _UNSAFE_FILENAME.sub("_", title).strip()[:150] or "untitled"

@@ -1,0 +1,262 @@
+"""Confluence Cloud on REST v2 against the local API's Cloud layout, where the v1
+endpoints Atlassian removed answer 410 (the `confluence_api` fixture fails a test that
+calls one): v2 for everything v2 offers, v1 only for CQL, read restrictions and group
+names; a 410 never deletes; without CQL nothing is lost; restrictions that cannot be
+read fail closed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import pytest
+
+from config.errors import ErrorCode, IngestError
+from connectors.base import DocumentGone, SourceDocument
+from connectors.confluence import ConfluenceConnector
+from tests.confluence_api import FakeConfluence, add_bulk_pages, build_fixture, confluence_api
+from tests.test_confluence_connector import EXTENSIONS, connector
+
+__all__ = ["confluence_api"]  # the fixture factory, used by name below
+
+Factory = Callable[..., FakeConfluence]
+# The v1 endpoints a Cloud listing, fetch or poll may use: v2 has no equivalent.
+V1_KEPT = {
+    "/rest/api/search",
+    "/rest/api/group/by-id",
+    "/rest/api/content/{id}/restriction/byOperation/read",
+}
+
+
+def versions(conn: ConfluenceConnector) -> dict[str, str]:
+    listing = conn.list_refs()
+    assert listing.complete, listing.errors
+    return {ref.document_id: ref.version for ref in listing.refs}
+
+
+def documents(conn: ConfluenceConnector) -> dict[str, SourceDocument]:
+    fetched = conn.fetch_many(conn.list_refs().refs)
+    assert all(isinstance(doc, SourceDocument) for doc in fetched), fetched
+    return {d.ref.document_id: d for d in fetched if isinstance(d, SourceDocument)}
+
+
+# --- the APIs used -----------------------------------------------------------------
+
+
+def test_listing_fetch_and_poll_use_v2_and_only_the_v1_that_v2_lacks(
+    confluence_api: Factory,
+) -> None:
+    api = confluence_api("cloud")
+    fx = build_fixture(api)
+    api.add_comment(fx["guide"], "<p>Works on ARM too.</p>", when=datetime(2024, 5, 1, tzinfo=UTC))
+    conn = connector(api)
+    docs = documents(conn)
+    assert set(docs) == {
+        c.id
+        for c in api.content.values()
+        if c.type in ("page", "blogpost") or c.title.lower().endswith(tuple(EXTENSIONS))
+    }
+    api.edit(fx["notes"], body="<p>2.0</p>")
+    assert {ref.document_id for ref in conn.poll(datetime.now(UTC))} == {fx["notes"]}
+    assert api.removed_calls == []
+    assert api.v1_paths() <= V1_KEPT
+    v2 = {p for p in api.paths if "/api/v2/" in p}
+    assert f"/wiki/api/v2/spaces/{api.space_ids['ENG']}/pages" in v2
+    assert "/wiki/api/v2/pages" in v2 and "/wiki/api/v2/attachments" in v2
+    assert all(p.startswith("/wiki/") and not p.startswith("/wiki/wiki") for p in api.paths)
+
+
+def test_the_listing_costs_requests_per_250_items_not_per_page(confluence_api: Factory) -> None:
+    api = confluence_api("cloud")
+    api.add_space("BIG")
+    add_bulk_pages(api, "BIG", 1100)
+    conn = connector(api, spaces=["BIG"], page_size=250)
+    listing = conn.list_refs()
+    assert listing.complete and len(listing.refs) == 1100
+    # spaces, permissions, 5 pages of pages, blog posts, 11 of CQL (the server caps v1
+    # at 100), group names, attachments: no request per page
+    assert sum(api.requests.values()) <= 22, api.requests
+    before = sum(api.requests.values())
+    assert versions(conn) == {ref.document_id: ref.version for ref in listing.refs}
+    assert sum(api.requests.values()) - before <= 21  # relisting: group names are known
+
+
+@pytest.mark.parametrize("next_in_body", [True, False])
+def test_v2_cursors_are_followed_through_links_next_or_the_link_header(
+    confluence_api: Factory, next_in_body: bool
+) -> None:
+    api = confluence_api("cloud", v2_max_limit=7)
+    api.next_in_body = next_in_body
+    build_fixture(api)
+    bulk = add_bulk_pages(api, "OPS", 60)
+    listing = connector(api, page_size=250).list_refs()
+    assert listing.complete
+    assert set(bulk) <= {ref.document_id for ref in listing.refs}
+    assert api.requests["list"] >= 60 // 7
+    assert not any(p.startswith("/wiki/wiki") for p in api.paths)
+
+
+def test_missing_space_is_named_and_the_others_listed(confluence_api: Factory) -> None:
+    api = confluence_api("cloud")
+    fx = build_fixture(api)
+    listing = connector(api, spaces=["ENG", "NOPE"]).list_refs()
+    assert not listing.complete
+    assert len(listing.errors) == 1 and "space NOPE" in listing.errors[0]
+    assert fx["guide"] in {ref.document_id for ref in listing.refs}
+
+
+# --- 410 is never a deletion -------------------------------------------------------
+
+
+def test_410_on_a_content_endpoint_is_an_api_problem_and_never_a_deletion(
+    confluence_api: Factory,
+) -> None:
+    api = confluence_api("cloud")
+    fx = build_fixture(api)
+    conn = connector(api)
+    refs = {ref.document_id: ref for ref in conn.list_refs().refs}
+    api.delete(fx["notes"])  # a real deletion reads as one: v2 answers 404
+    with pytest.raises(DocumentGone):
+        conn.fetch(refs[fx["notes"]])
+    api.retire("/api/v2/pages")
+    api.retire("/api/v2/attachments")
+    results = conn.fetch_many([refs[fx["guide"]], refs[fx["deep"]], refs[fx["pdf"]]])
+    for result in results:
+        assert isinstance(result, IngestError) and not isinstance(result, DocumentGone)
+        assert result.code is ErrorCode.FETCH_FAILED and not result.transient
+        assert "410 Gone" in result.message and "/wiki/api/v2/" in result.message
+        assert "kept" in result.message
+
+
+def test_space_lookup_answering_410_fails_the_listing_naming_the_space(
+    confluence_api: Factory,
+) -> None:
+    api = confluence_api("cloud")
+    build_fixture(api)
+    api.retire("/api/v2/spaces")
+    listing = connector(api).list_refs()
+    assert not listing.complete and listing.refs == ()
+    assert "ENG" in listing.errors[0] and "410" in listing.errors[0]
+
+
+# --- without CQL -------------------------------------------------------------------
+
+
+def test_without_cql_the_listing_reads_the_same_versions_another_way(
+    confluence_api: Factory,
+) -> None:
+    api = confluence_api("cloud")
+    fx = build_fixture(api)
+    api.add_comment(fx["guide"], "<p>first</p>")
+    reply_to = api.add_comment(fx["notes"], "<p>question</p>")
+    api.add_comment(fx["notes"], "<p>answer</p>", reply_to=reply_to, author="alice")
+    with_cql = versions(connector(api))
+    api.retire("/rest/api/search")
+    conn = connector(api)
+    before = api.requests["restrictions"]
+    assert versions(conn) == with_cql
+    pages = sum(1 for c in api.content.values() if c.type in ("page", "blogpost"))
+    assert api.requests["restrictions"] - before == pages  # read page by page
+    docs = documents(conn)
+    assert docs[fx["secret_child"]].acl["users"] == [api.users["alice"].account_id]
+    assert docs[fx["guide"]].labels == ("install", "howto")  # labels through v2
+    assert b"answer" in docs[fx["notes"]].data
+
+
+def test_poll_without_cql_compares_the_listing_with_the_last(confluence_api: Factory) -> None:
+    api = confluence_api("cloud")
+    fx = build_fixture(api)
+    conn = connector(api)
+    conn.list_refs()
+    since = datetime.now(UTC)
+    api.retire("/rest/api/search")
+    api.edit(fx["notes"], body="<p>2.0</p>")
+    api.restrict(fx["ops_home"], groups=["ops"])  # no new version in Confluence
+    api.add_comment(fx["vacation"], "<p>Спасибо</p>")
+    changed = {ref.document_id for ref in conn.poll(since)}
+    assert changed == {fx["notes"], fx["ops_home"], fx["vacation"]}
+    assert api.requests["retired"] >= 1
+
+
+def test_unreadable_restrictions_fail_closed(confluence_api: Factory) -> None:
+    api = confluence_api("cloud")
+    fx = build_fixture(api)
+    api.retire("/rest/api/search")
+    api.retire("/rest/api/content")  # the read restrictions too
+    conn = connector(api)
+    listing = conn.list_refs()
+    assert listing.complete  # every page listed: nothing is deleted
+    refs = {ref.document_id: ref for ref in listing.refs}
+    assert refs[fx["guide"]].version.endswith(".unreadable")
+    for result in conn.fetch_many([refs[fx["guide"]], refs[fx["pdf"]]]):
+        assert isinstance(result, IngestError) and not isinstance(result, DocumentGone)
+        assert "who may read it is unknown" in result.message and "410" in result.message
+
+
+# --- access ------------------------------------------------------------------------
+
+
+def test_space_permissions_narrow_every_page_and_a_change_relists_them(
+    confluence_api: Factory,
+) -> None:
+    api = confluence_api("cloud")
+    fx = build_fixture(api)
+    api.grant_space("HR", users=["ivan"], groups=["hr"])
+    conn = connector(api)
+    before = versions(conn)
+    vacation = documents(conn)[fx["vacation"]]
+    assert vacation.acl == {
+        "public": False,
+        "users": [],
+        "groups": [],
+        "restricted": False,
+        "space": "HR",
+        "space_open": False,
+        "space_users": [api.users["ivan"].account_id],
+        "space_groups": ["hr"],
+    }
+    api.grant_space("HR", groups=["hr", "managers"])
+    after = versions(conn)
+    hr = {c.id for c in api.content.values() if c.space_key == "HR"}
+    assert {d for d in before if before[d] != after[d]} == hr
+
+
+# --- comments ----------------------------------------------------------------------
+
+
+def test_comments_are_appended_and_a_new_edited_or_deleted_one_relists_the_page(
+    confluence_api: Factory,
+) -> None:
+    api = confluence_api("cloud")
+    fx = build_fixture(api)
+    conn = connector(api)
+    start = versions(conn)
+    first = api.add_comment(fx["guide"], "<p>Works on <strong>ARM</strong> too.</p>")
+    api.add_comment(fx["guide"], "<p>Confirmed.</p>", reply_to=first, author="ivan")
+    api.add_comment(fx["guide"], "<p>inline remark</p>", inline=True)
+    commented = versions(conn)
+    assert {d for d in start if start[d] != commented[d]} == {fx["guide"]}
+    doc = documents(conn)[fx["guide"]]
+    assert doc.ref.version == commented[fx["guide"]]  # fetch and listing agree
+    text = doc.data.decode()
+    assert "<h2>Comments</h2>" in text and "Bob Builder" in text and "Иван Петров" in text
+    assert text.index("ARM") < text.index("Confirmed")
+    assert "inline remark" not in text
+    api.edit(first, body="<p>Works on ARM and RISC-V.</p>")
+    edited = versions(conn)
+    assert {d for d in edited if edited[d] != commented[d]} == {fx["guide"]}
+    api.delete(first)  # with its reply
+    deleted = versions(conn)
+    assert deleted[fx["guide"]] == start[fx["guide"]]
+
+
+def test_pages_without_comments_cost_no_comment_request(confluence_api: Factory) -> None:
+    api = confluence_api("cloud")
+    fx = build_fixture(api)
+    api.add_comment(fx["notes"], "<p>nice</p>")
+    documents(connector(api))
+    assert api.requests["comments"] == 1  # the commented page's, nothing for the rest
+    api.requests.clear()
+    docs = documents(connector(api, include_comments=False))
+    assert api.requests["comments"] == 0
+    assert b"Comments" not in docs[fx["notes"]].data

@@ -1,0 +1,155 @@
+"""The `ingest` flow on Confluence Cloud (REST v2, the removed v1 endpoints answering 410:
+the `confluence_api` fixture fails a test that calls one): what the space does without an
+edit (a move, a comment, the search index gone) reaches the index on the next
+incremental run, nothing else is redone, and `ingest search --user` shows a space's pages
+only to those who may read the space.
+
+Same harness as `test_flow.py` (real Prefect API on SQLite, local-mode Qdrant, the local
+Confluence API, the tiny BGE-M3-shaped model). The first run, an unchanged re-run, edits,
+deletions, restriction changes and a 429 storm on Cloud are in test_flow.py and
+test_flow_faults.py, which run on the same Cloud layout.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from flows.cli import main
+from tests.confluence_api import FakeConfluence, Fixture, confluence_api
+from tests.test_flow import ENG_DOCUMENTS, Workspace, eng, prefect_api, workspace
+from tests.tiny_model import tiny_model_dir
+
+# fixtures used by name
+__all__ = ["confluence_api", "eng", "prefect_api", "tiny_model_dir", "workspace"]
+
+pytestmark = pytest.mark.usefixtures("prefect_api")
+
+
+def indexed(
+    make: Callable[..., Workspace], eng: tuple[FakeConfluence, Fixture]
+) -> tuple[FakeConfluence, Fixture, Workspace]:
+    api, fx = eng
+    space = make(api=api)
+    state, summary = space.run(source="confluence", targets=["ENG"])
+    assert state.is_completed() and summary["failed"] == [], summary["failed"]
+    assert api.removed_calls == []
+    return api, fx, space
+
+
+def changed_documents(before: dict[str, set[str]], after: dict[str, set[str]]) -> set[str]:
+    return {d for d in after if after[d] != before.get(d)}
+
+
+def test_unchanged_rerun_fetches_no_body_and_embeds_nothing(
+    workspace: Callable[..., Workspace], eng: tuple[FakeConfluence, Fixture]
+) -> None:
+    api, _, space = indexed(workspace, eng)
+    before = space.points()
+    api.requests.clear()
+    state, summary = space.run(source="confluence", targets=["ENG"])
+    assert state.is_completed()
+    assert summary["unchanged"] == summary["seen"] == len(ENG_DOCUMENTS)
+    assert summary["stages"]["fetch"]["done"] == 0 and summary["embed"]["done"] == 0
+    # the listing only: no page batch (bodies), no attachment, no comment, no download
+    assert api.requests["pages"] == api.requests["attachment"] == api.requests["download"] == 0
+    assert api.requests["comments"] == 0
+    assert space.points() == before
+
+
+def test_a_moved_page_gets_its_new_ancestors_without_being_embedded_again(
+    workspace: Callable[..., Workspace], eng: tuple[FakeConfluence, Fixture]
+) -> None:
+    api, fx, space = indexed(workspace, eng)
+    before = space.documents()
+    api.move(fx["deep"], fx["notes"])  # from under the guide to under the release notes
+    state, summary = space.run(source="confluence", targets=["ENG"])
+    assert state.is_completed() and summary["failed"] == []
+    # the page and its attachment (which carries the page's ancestors), nothing else
+    assert changed_documents(before, space.documents()) == {fx["deep"], fx["md"]}
+    assert summary["embed"]["done"] == 0  # same text: the embeddings are reused
+    deep = [p for p in space.points().values() if p["document_id"] == fx["deep"]]
+    assert deep and all(
+        [a["title"] for a in p["ancestors"]] == ["Engineering Home", "Release Notes"] for p in deep
+    )
+
+
+def test_a_new_comment_reindexes_its_page_only(
+    workspace: Callable[..., Workspace], eng: tuple[FakeConfluence, Fixture]
+) -> None:
+    api, fx, space = indexed(workspace, eng)
+    before = space.documents()
+    question = api.add_comment(fx["notes"], "<p>Does 1.0 support ARM64 servers?</p>")
+    api.add_comment(fx["notes"], "<p>Yes, since 1.0.</p>", reply_to=question, author="alice")
+    state, summary = space.run(source="confluence", targets=["ENG"])
+    assert state.is_completed() and summary["failed"] == []
+    assert (summary["changed"], summary["unchanged"]) == (1, len(ENG_DOCUMENTS) - 1)
+    assert changed_documents(before, space.documents()) == {fx["notes"]}
+    text = "\n".join(
+        p["md_text"] for p in space.points().values() if p["document_id"] == fx["notes"]
+    )
+    assert "ARM64" in text and "Yes, since 1.0." in text and "Bob Builder" in text
+    headings = {
+        tuple(p["headings_path"])
+        for p in space.points().values()
+        if p["document_id"] == fx["notes"]
+    }
+    assert any(path[-1:] == ("Comments",) for path in headings) or "## Comments" in text
+
+
+def test_without_cql_an_incremental_run_still_sees_edits_and_redoes_nothing_else(
+    workspace: Callable[..., Workspace], eng: tuple[FakeConfluence, Fixture]
+) -> None:
+    api, fx, space = indexed(workspace, eng)
+    before = space.documents()
+    api.retire("/rest/api/search")  # the search answers 410 from now on
+    state, summary = space.run(source="confluence", targets=["ENG"])
+    assert state.is_completed() and summary["failed"] == []
+    assert summary["unchanged"] == len(ENG_DOCUMENTS)  # the same versions, read another way
+    assert space.documents() == before
+    api.edit(fx["guide"], body="<p>Install with the new installer.</p>")
+    api.restrict(fx["notes"], groups=["release-managers"])
+    state, summary = space.run(source="confluence", targets=["ENG"])
+    assert state.is_completed() and summary["failed"] == []
+    changed = changed_documents(before, space.documents())
+    notes_and_attachments = {
+        p["document_id"] for p in space.points().values() if p.get("page_id") == fx["notes"]
+    }
+    assert changed == {fx["guide"]} | notes_and_attachments
+    assert api.requests["retired"] >= 2
+
+
+def search_ids(space: Workspace, *args: str, capsys: pytest.CaptureFixture[str]) -> set[str]:
+    space.activate()
+    capsys.readouterr()
+    assert main(["search", "policy handbook text", "--limit", "50", "--json", *args]) == 0
+    hits: list[dict[str, Any]] = [
+        json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()
+    ]
+    return {hit["space_key"] for hit in hits}
+
+
+def test_a_user_who_may_not_read_a_space_never_finds_its_pages(
+    workspace: Callable[..., Workspace],
+    confluence_api: Callable[..., FakeConfluence],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    api = confluence_api("cloud")
+    stamp = datetime.now(UTC) - timedelta(days=1)
+    for key in ("PUB", "HR"):
+        api.add_space(key)
+        home = api.add_page(key, f"{key} home", "<p>policy handbook text</p>", when=stamp)
+        api.add_page(key, f"{key} policy", "<p>policy handbook text</p>", parent=home, when=stamp)
+    api.grant_space("HR", users=["ivan"], groups=["hr"])
+    space = workspace(api=api)
+    state, summary = space.run(source="confluence", targets=["PUB", "HR"])
+    assert state.is_completed() and summary["failed"] == []
+    bob, ivan = api.users["bob"].account_id, api.users["ivan"].account_id
+    assert search_ids(space, "--user", bob, "--group", "confluence-users", capsys=capsys) == {"PUB"}
+    assert search_ids(space, "--user", bob, "--group", "hr", capsys=capsys) == {"HR"}
+    assert search_ids(space, "--user", ivan, capsys=capsys) == {"HR"}
+    assert search_ids(space, capsys=capsys) == {"PUB", "HR"}  # no ACL filter asked
