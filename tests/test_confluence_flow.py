@@ -54,7 +54,7 @@ def test_unchanged_rerun_fetches_no_body_and_embeds_nothing(
     state, summary = space.run(source="confluence", targets=["ENG"])
     assert state.is_completed()
     assert summary["unchanged"] == summary["seen"] == len(ENG_DOCUMENTS)
-    assert summary["stages"]["fetch"]["done"] == 0 and summary["embed"]["done"] == 0
+    assert summary["fetch"]["done"] == 0 and summary["embed"]["done"] == 0
     # the listing only: no page batch (bodies), no attachment, no comment, no download
     assert api.requests["pages"] == api.requests["attachment"] == api.requests["download"] == 0
     assert api.requests["comments"] == 0
