@@ -304,6 +304,13 @@ def _search(args: argparse.Namespace, settings: Settings) -> int:
         user=args.user,
         groups=tuple(args.group),
     )
+    if filters.user is None and not filters.groups:
+        # stderr, so `--json` output stays one object a line
+        print(
+            "note: no --user or --group given: results are not filtered by access "
+            "(pass --user NAME and --group GROUP to see only what that user may read)",
+            file=sys.stderr,
+        )
     try:
         hits = search(
             store,

@@ -353,7 +353,9 @@ def test_search_command_expands_and_does_not_repeat_the_title(
 
     args = ["search", "Zanzibar", "--config", str(config), "--mode", "sparse", "--limit", "1"]
     assert main(args) == 0
-    heading, source, preview = capsys.readouterr().out.splitlines()
+    printed = capsys.readouterr()
+    heading, source, preview = printed.out.splitlines()
+    assert "not filtered by access" in printed.err  # no --user/--group: said, not silent
     assert heading.endswith("] Handbook > Backups")  # not "Handbook > Handbook > Backups"
     assert source.strip() == "handbook"  # no file path or URL: the document id
     assert preview.strip() == target.md_text
@@ -369,3 +371,6 @@ def test_search_command_expands_and_does_not_repeat_the_title(
     assert record["chunk_id"] == target.chunk_id
     assert record["expanded"]["chunk_ids"] == [c.chunk_id for c in section]
     assert record["expanded"]["hits"] == [target.chunk_id]
+
+    assert main([*args, "--user", "ann", "--group", "staff"]) == 0
+    assert "not filtered by access" not in capsys.readouterr().err
