@@ -70,7 +70,7 @@ def run_ingest(workdir: Path, model: Path, *args: str) -> dict[str, Any]:
     }
     return run_json(
         f"""
-        import contextlib, io, json, resource, sys
+        import contextlib, io, json, sys
         from flows.cli import main
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
@@ -79,7 +79,12 @@ def run_ingest(workdir: Path, model: Path, *args: str) -> dict[str, Any]:
             "code": code,
             "summary": json.loads(out.getvalue().strip().splitlines()[-1]),
             "loaded": [m for m in {HEAVY!r} if m in sys.modules],
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            # VmHWM, not ru_maxrss: Linux carries the forking pytest process's peak
+            # into a child's ru_maxrss, VmHWM is this process's own high-water mark.
+            "peak_rss_mb": next(
+                int(line.split()[1]) for line in open("/proc/self/status")
+                if line.startswith("VmHWM:")
+            ) / 1024,
         }}))
         """,
         env,
