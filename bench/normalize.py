@@ -1,6 +1,7 @@
 """Normalization benchmark on the Docling corpus (run by hand, not in CI).
 
     .venv/bin/python bench/normalize.py [--formats pdf,docx] [--json] [--no-others]
+        (the comparison needs `.venv/bin/pip install -e '.[bench]'`)
     .venv/bin/python bench/normalize.py --big-pdf [--pages 500]
 
 Converts every file in `tests/corpus/docling/<format>/` with `normalize_bytes` and, in
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import io
 import json
 import re
@@ -361,6 +363,11 @@ def main(argv: list[str] | None = None) -> int:
 
     formats = args.formats.split(",") if args.formats else None
     others = not args.no_others
+    if others and not all(importlib.util.find_spec(m) for m in ("pymupdf4llm", "markitdown")):
+        raise SystemExit(
+            "pymupdf4llm and markitdown are compared in the same run: install them with "
+            "`.venv/bin/pip install -e '.[bench]'`, or pass --no-others"
+        )
     warm_up(others)
     results = [
         run_file(name, convert, fmt, path)
