@@ -7,13 +7,14 @@ engines count with it and agree exactly:
 - `HFTokenCounter`: `tokenizers` with the normalizer and pre-tokenizer set as
   transformers' XLMRobertaTokenizer behaves (the raw JSON differs on whitespace runs);
 - `SentencePieceCounter`: the same vocabulary and char-map compiled into a SentencePiece
-  model, about 8x faster. The two inputs it would count differently are counted
-  exactly without loading the `tokenizers` engine (which cost 400 MB): literal special
-  tokens (`<s>`, `<mask>`...) split the text as transformers splits it and count one
-  each; a word holding a half-width voiced sound mark (ﾞ ﾟ) is normalized by the
-  `tokenizers` char-map normalizer and counted by the same vocabulary with
-  SentencePiece's own normalization off (its char-map composes the mark with the kana
-  before it, the `tokenizers` one does not).
+  model, about 8x faster. The inputs it would count differently are counted exactly
+  without loading the `tokenizers` engine (which cost 400 MB) or a second SentencePiece
+  one: literal special tokens (`<s>`, `<mask>`...) split the text as transformers splits
+  it and count one each; a word holding a character SentencePiece's char-map composes
+  with the one before it and the `tokenizers` one does not (half-width voiced sound
+  marks ﾞ ﾟ, combining kana voiced marks, conjoining Hangul jamo: decomposed Japanese and
+  Korean) is normalized by the `tokenizers` char-map and segmented by a unigram Viterbi
+  over the loaded vocabulary, as SentencePiece would with its normalization off.
 
 Counts exclude special tokens. A configured Hugging Face id or local path loads that
 tokenizer through `tokenizers` instead.
@@ -47,12 +48,14 @@ BUNDLED = "bundled"
 # their ids in the XLM-R vocabulary.
 _SPECIAL_LITERALS = re.compile(r"<s>|</s>|<pad>|<unk>|<mask>")
 _SPECIAL_IDS = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "<mask>": 250001}
-# Half-width voiced sound marks (ﾞ ﾟ): SentencePiece's char-map composes them with the
-# kana before them, the tokenizers one does not. Every other half-width katakana and
-# punctuation character counts alike in both (checked exhaustively by the tests).
-_SP_DIVERGENT = re.compile(r"[\uff9e\uff9f]|<s>|</s>|<pad>|<unk>|<mask>")
-# A word (between ASCII whitespace, where both engines split) holding a voiced mark.
-_HALF_WIDTH_WORD = re.compile(r"[^ \t\n\r]*[\uff9e\uff9f][^ \t\n\r]*")
+# Characters SentencePiece's char-map composes with the one before them and the tokenizers
+# one does not: half-width voiced sound marks (ﾞ ﾟ), combining kana voiced marks (as in
+# decomposed Japanese, e.g. macOS file names) and conjoining Hangul jamo (decomposed
+# Korean). Every other character counts alike in both (checked by the tests).
+_COMPOSING = "\uff9e\uff9f\u3099\u309a\u1100-\u11ff\ua960-\ua97f\ud7b0-\ud7ff"
+_SP_DIVERGENT = re.compile(rf"[{_COMPOSING}]|<s>|</s>|<pad>|<unk>|<mask>")
+# A word (between ASCII whitespace, where both engines split) holding such a character.
+_COMPOSING_WORD = re.compile(rf"[^ \t\n\r]*[{_COMPOSING}][^ \t\n\r]*")
 
 
 class TokenCounter(Protocol):
@@ -158,7 +161,6 @@ class SentencePieceCounter:
     def __init__(self, model: bytes, name: str) -> None:
         import sentencepiece as spm
 
-        self._model = model
         self._processor = spm.SentencePieceProcessor(model_proto=model)
         self._exact: _ExactPath | None = None  # built on the first input that needs it
         self._lock = threading.Lock()
@@ -169,7 +171,7 @@ class SentencePieceCounter:
     def _exact_path(self) -> _ExactPath:
         with self._lock:
             if self._exact is None:
-                self._exact = _ExactPath(self._model, self._processor)
+                self._exact = _ExactPath(self._processor)
             return self._exact
 
     def encode(self, text: str) -> list[int]:
@@ -202,27 +204,9 @@ class _ExactPath:
     """Counts, exactly as transformers' XLM-R tokenizer does, the inputs SentencePiece
     alone would count differently (see the module docstring)."""
 
-    def __init__(self, model: bytes, processor: Any) -> None:
-        self._model = model
+    def __init__(self, processor: Any) -> None:
         self._processor = processor
-        self._unnormalized: Any = None  # built for the first voiced mark seen
-        self._normalizer: Any = None
-
-    def _voiced_mark_engines(self) -> tuple[Any, Any]:
-        if self._unnormalized is None:
-            import sentencepiece as spm
-            from sentencepiece import sentencepiece_model_pb2
-            from tokenizers import normalizers
-
-            pb: Any = sentencepiece_model_pb2  # generated protobuf module: no type stubs
-            proto = pb.ModelProto()
-            proto.ParseFromString(self._model)
-            charsmap = proto.normalizer_spec.precompiled_charsmap
-            self._normalizer = normalizers.Precompiled(charsmap)
-            proto.normalizer_spec.name = "identity"
-            proto.normalizer_spec.precompiled_charsmap = b""
-            self._unnormalized = spm.SentencePieceProcessor(model_proto=proto.SerializeToString())
-        return self._normalizer, self._unnormalized
+        self._segmenter: _UnnormalizedSegmenter | None = None  # for the first voiced mark
 
     def encode(self, text: str) -> list[int]:
         ids: list[int] = []
@@ -239,13 +223,82 @@ class _ExactPath:
         plain words and half-width katakana words can be encoded apart and joined."""
         ids: list[int] = []
         position = 0
-        for word in _HALF_WIDTH_WORD.finditer(text):
-            normalizer, unnormalized = self._voiced_mark_engines()
+        for word in _COMPOSING_WORD.finditer(text):
+            if self._segmenter is None:
+                self._segmenter = _UnnormalizedSegmenter(self._processor)
             ids.extend(self._processor.encode(text[position : word.start()]))
-            ids.extend(unnormalized.encode(normalizer.normalize_str(word.group(0))))
+            ids.extend(self._segmenter.encode(word.group(0)))
             position = word.end()
         ids.extend(self._processor.encode(text[position:]))
         return _fairseq_ids(ids)
+
+
+_UNK_PENALTY = 10.0  # SentencePiece scores an unknown character min_score - 10
+
+
+class _UnnormalizedSegmenter:
+    """A word normalized by the `tokenizers` char-map, segmented by the loaded
+    SentencePiece vocabulary with SentencePiece's own normalization off: its unigram
+    Viterbi (best total score; on a tie the longest last piece) over the one processor,
+    so no second engine (about 80 MB) is loaded for these few words."""
+
+    def __init__(self, processor: Any) -> None:
+        from sentencepiece import sentencepiece_model_pb2
+        from tokenizers import normalizers
+
+        pb: Any = sentencepiece_model_pb2  # generated protobuf module: no type stubs
+        proto = pb.ModelProto()
+        proto.ParseFromString(processor.serialized_model_proto())
+        self._normalizer = normalizers.Precompiled(proto.normalizer_spec.precompiled_charsmap)
+        self._processor = processor
+        size = processor.get_piece_size()
+        self._unk_id = processor.unk_id()
+        self._unk_score = min(processor.get_score(i) for i in range(size)) - _UNK_PENALTY
+        self._longest = max(len(processor.id_to_piece(i)) for i in range(size))
+
+    def _piece(self, text: str) -> int | None:
+        piece_id: int = self._processor.piece_to_id(text)
+        if piece_id == self._unk_id or self._processor.is_control(piece_id):
+            return None
+        return piece_id
+
+    def encode(self, word: str) -> list[int]:
+        # SentencePiece's identity normalization still drops and collapses spaces, escapes
+        # them as U+2581 and adds the dummy prefix.
+        parts = [part for part in self._normalizer.normalize_str(word).split(" ") if part]
+        if not parts:
+            return []
+        text = "\u2581" + "\u2581".join(parts)
+        # Forward lattice as SentencePiece walks it: starts in order, a node's best path
+        # replaced only by a strictly better one (so a tie keeps the longer last piece),
+        # an unknown character where no one-character piece starts.
+        best: list[tuple[float, int, int] | None] = [(0.0, 0, -1)] + [None] * len(text)
+        for start in range(len(text)):
+            reached = best[start]
+            assert reached is not None  # every position is reached by a piece or an unknown
+            single = False
+            for end in range(start + 1, min(len(text), start + self._longest) + 1):
+                piece_id = self._piece(text[start:end])
+                if piece_id is None:
+                    continue
+                single = single or end == start + 1
+                total = reached[0] + self._processor.get_score(piece_id)
+                current = best[end]
+                if current is None or total > current[0]:
+                    best[end] = (total, start, piece_id)
+            current = best[start + 1]
+            if not single and (current is None or reached[0] + self._unk_score > current[0]):
+                best[start + 1] = (reached[0] + self._unk_score, start, self._unk_id)
+        ids: list[int] = []
+        end = len(text)
+        while end > 0:
+            node = best[end]
+            assert node is not None
+            # A run of unknown characters is one unknown token, as SentencePiece emits it.
+            if not (node[2] == self._unk_id and ids and ids[-1] == self._unk_id):
+                ids.append(node[2])
+            end = node[1]
+        return ids[::-1]
 
 
 def _sentencepiece_model(spec: dict[str, Any]) -> bytes:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import lzma
+import random
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -126,3 +128,28 @@ def test_half_width_katakana_and_special_literals_count_as_transformers_does(
     assert fast.count_many(texts) == reference.count_many(texts)
     for text in texts[-6:]:
         assert fast.encode(text) == reference.encode(text)
+
+
+def test_decomposed_japanese_and_korean_count_as_transformers_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Text in NFD (macOS file names, some exports): kana with combining voiced marks and
+    conjoining Hangul jamo, which SentencePiece's char-map composes and the tokenizers one
+    does not, mixed with half-width marks and runs of unknown characters. Counted exactly
+    with the one SentencePiece engine already loaded: no second engine is built."""
+    reference = HFTokenCounter(bundled_tokenizer_json(), "bundled")
+    fast = SentencePieceCounter(bundled_sentencepiece_model(), "bundled")
+    import sentencepiece
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("a second SentencePiece engine was built")
+
+    monkeypatch.setattr(sentencepiece, "SentencePieceProcessor", refuse)
+    words = ["がぎぐげご", "パピプペポ", "デジタル化", "한국어", "테스트 문서", "ｶﾞｲﾄﾞ"]
+    texts = [unicodedata.normalize("NFD", w) for w in words]
+    alphabet = ["か", "ハ", "ア", "ｶ", "\u3099", "\u309a", "ﾞ", "ﾟ", "\u1100", "\u1161"]
+    alphabet += ["\u11a8", "\ud7b0", "\ua960", "가", "𠀋", "😀", "x", "-", " ", "\t"]
+    rng = random.Random(7)
+    texts += ["".join(rng.choices(alphabet, k=rng.randint(1, 30))) for _ in range(2000)]
+    assert [fast.encode(t) for t in texts] == [reference.encode(t) for t in texts]
+    assert fast.count_many(texts) == reference.count_many(texts)
