@@ -312,7 +312,6 @@ def main() -> None:
 
         from config.settings import load_settings
         from indexing.qdrant_store import close_client
-        from tasks.pipeline import release_shared
 
         server_started = time.perf_counter()
         with prefect_test_harness(server_startup_timeout=120):
@@ -324,14 +323,12 @@ def main() -> None:
             )
             for runner in runners:
                 _environment(work / runner, api, model, args)
-                release_shared()  # a fresh process's state for each run
                 with RssSampler() as rss:
                     started = time.perf_counter()
                     state = _flow(runner)(source="confluence", targets=[SPACE], return_state=True)
                     wall = time.perf_counter() - started
                 summary: dict[str, Any] = state.result()
                 task_runs, task_seconds = _task_runs(state.state_details.flow_run_id)
-                release_shared()
                 close_client(load_settings().qdrant)  # let go of local mode before reading it
                 collections[runner] = _payloads(work / runner)
                 _report(runner, wall, summary, task_runs, task_seconds, rss)

@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from config.errors import ConfigError
 
@@ -236,6 +244,17 @@ class Settings(StrictModel):
     cache: CacheSettings = Field(default_factory=CacheSettings)
     reconcile: ReconcileSettings = Field(default_factory=ReconcileSettings)  # type: ignore[arg-type]
     run: RunSettings = Field(default_factory=RunSettings)  # type: ignore[arg-type]
+    # More source kinds: kind -> "module:Class" of its connector (connectors/registry.py).
+    sources: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("sources")
+    @classmethod
+    def _sources_name_classes(cls, sources: dict[str, str]) -> dict[str, str]:
+        for kind, target in sources.items():
+            module, _, name = target.partition(":")
+            if not (kind and module and name):
+                raise ValueError(f"{kind!r}: {target!r} is no 'module:Class'")
+        return sources
 
 
 # --- loading -------------------------------------------------------------------------
@@ -372,6 +391,11 @@ def _field_for(path: tuple[str, ...]) -> Any | None:
 
 def _parse_env_value(raw: str, annotation: Any) -> Any:
     origin = getattr(annotation, "__origin__", None)
+    if origin is dict:
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError:
+            return raw  # refused by validation, naming the variable
     if origin is list:
         text = raw.strip()
         if text.startswith("["):

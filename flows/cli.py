@@ -76,7 +76,9 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser(
         "run", parents=[common], help="run the ingest flow locally (ephemeral Prefect API)"
     )
-    run.add_argument("source", choices=("files", "confluence"))
+    run.add_argument(
+        "source", help="source kind: files, confluence, or one the `sources` setting adds"
+    )
     run.add_argument("targets", nargs="*", help="directories, or Confluence space keys")
     run.add_argument("--tenant", help="tenant id (default: tenant_id setting)")
     run.add_argument("--mode", choices=("incremental", "full"), default="incremental")
@@ -225,6 +227,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     import os
     from datetime import datetime
 
+    from connectors.registry import connector_class
     from flows.local_run import (
         RunRequest,
         prepare_environment,
@@ -235,11 +238,12 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     )
     from flows.report import exit_code
 
+    local_paths = connector_class(args.source, settings.sources).targets_are_paths
     if args.config:  # the flow loads its settings itself, from the environment
         os.environ["INGEST_CONFIG"] = str(Path(args.config).resolve())
     request = RunRequest(
         source=args.source,
-        targets=[str(Path(t).resolve()) if args.source == "files" else t for t in args.targets],
+        targets=[str(Path(t).resolve()) if local_paths else t for t in args.targets],
         tenant_id=args.tenant,
         mode=args.mode,
         since=datetime.fromisoformat(args.since) if args.since else None,
@@ -286,10 +290,11 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
 def _search(args: argparse.Namespace, settings: Settings) -> int:
     from chunking.chunker import context_header
+    from indexing.embedders import make_embedder
     from indexing.search import SearchFilters, search
-    from tasks.pipeline import embedder_for, store_for
+    from tasks.pipeline import store_for
 
-    embedder = embedder_for(settings)
+    embedder = make_embedder(settings.embedder)
     store = store_for(settings)
     if store.resolve() is None:
         print(
