@@ -61,6 +61,9 @@ class SourceDocument:
     # Who may read it (SPEC: `acl` payload): {"public": bool, "users": [...], "groups": [...]}
     acl: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    # The normalizer's format (normalizers.base.FORMATS) when the connector knows it, as
+    # for a Confluence page's storage XHTML; None: detected from the bytes.
+    format: str | None = None
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from lxml import etree
 
 from chunking.text import decode_utf8
 from config.errors import ErrorCode
-from normalizers.base import LinkRecord, NormalizeContext, NormalizedDocument, register
+from normalizers.base import LinkRecord, NormalizeContext, NormalizedDocument
 from normalizers.html import (
     Kind,
     MarkdownWalker,
@@ -466,8 +466,3 @@ def normalize_confluence(
         links=tuple(walker.links),
         warnings=tuple(warnings),
     )
-
-
-register("confluence", mimes=("application/vnd.atlassian.confluence.storage+xml",))(
-    normalize_confluence
-)

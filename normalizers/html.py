@@ -35,7 +35,7 @@ from enum import Enum
 from lxml import etree
 
 from config.errors import ErrorCode
-from normalizers.base import LinkRecord, NormalizeContext, NormalizedDocument, register
+from normalizers.base import LinkRecord, NormalizeContext, NormalizedDocument
 from normalizers.links import classify_href
 from normalizers.selfcheck import loss_warning, word_loss
 from normalizers.tables import gfm_table
@@ -721,9 +721,6 @@ def _hidden(el: etree._Element) -> bool:
     )
 
 
-@register(
-    "html", extensions=(".html", ".htm", ".xhtml"), mimes=("text/html", "application/xhtml+xml")
-)
 def normalize_html(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
     root = parse_html(decode_html(data, ctx), ctx)
     base = root.find(".//base[@href]")

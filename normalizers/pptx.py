@@ -42,7 +42,6 @@ from normalizers.base import (
     NormalizedDocument,
     check_zip_limits,
     iso_datetime,
-    register,
 )
 from normalizers.charts import chart_markdown, parse_xml_part
 from normalizers.fallback import Reader, first_that_reads, office_round_trip
@@ -50,11 +49,6 @@ from normalizers.legacy import PPTX_ROUND_TRIP
 from normalizers.ooxml import without_doctypes
 from normalizers.selfcheck import loss_warning, word_loss
 from normalizers.tables import comment_line, escape_block_start, gfm_table, one_line
-
-PPTX_MIMES = (
-    "application/vnd.openxmlformats-officedocument.presentationml.presentation",
-    "application/vnd.ms-powerpoint.presentation.macroEnabled.12",
-)
 
 _TITLE_TYPES = {PP_PLACEHOLDER.TITLE, PP_PLACEHOLDER.CENTER_TITLE, PP_PLACEHOLDER.VERTICAL_TITLE}
 # Placeholders whose paragraphs inherit bullets from the slide master.
@@ -79,7 +73,6 @@ _PARENT_COMMENT = "{http://schemas.microsoft.com/office/powerpoint/2012/main}par
 _FILE_NAME = re.compile(r"[\w\-. ]+\.(?:png|jpe?g|gif|bmp|tiff?|emf|wmf|svg|webp)", re.IGNORECASE)
 
 
-@register("pptx", extensions=(".pptx", ".pptm"), mimes=PPTX_MIMES)
 def normalize_pptx(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
     check_zip_limits(data, ctx)  # a broken zip directory or a zip bomb ends here
     return first_that_reads(_READERS, data, ctx)

@@ -463,6 +463,7 @@ def _with_link_counts(source: SourceDocument, normalized: NormalizedDocument) ->
 def _source_meta(source: SourceDocument) -> dict[str, Any]:
     meta = dataclasses.asdict(source)
     meta.pop("data")
+    meta.pop("format")  # follows from the filename and MIME type, which the key holds
     return meta
 
 

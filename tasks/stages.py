@@ -32,6 +32,7 @@ def normalize_source(source: SourceDocument, settings: Settings) -> NormalizedDo
         base_url=source.extra.get("base_url"),
         space_key=source.space_key,
         page_id=source.page_id,
+        fmt=source.format,
     )
 
 

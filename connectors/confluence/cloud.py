@@ -55,6 +55,7 @@ from connectors.confluence.comments import Comment
 from connectors.confluence.links import ContentIndex
 from connectors.confluence.source import (
     PAGE_EXTENSION,
+    PAGE_FORMAT,
     PAGE_MIME,
     AccessUnknown,
     ConfluenceSource,
@@ -581,6 +582,7 @@ class CloudSource(ConfluenceSource):
             data=self._page_body(body, comments),
             filename=safe_filename(title) + PAGE_EXTENSION,
             mime=PAGE_MIME,
+            format=PAGE_FORMAT,
             source_url=self.http.url((item.get("_links") or {}).get("webui", "")),
             title=title,
             author=self._display_names([item.get("authorId")]).get(str(item.get("authorId"))),
