@@ -13,6 +13,7 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Literal
 
 import yaml
@@ -33,13 +34,15 @@ ENV_PREFIX = "INGEST_"
 CONFIG_FILE_ENV = "INGEST_CONFIG"
 
 # ADR-002 environment names (seed 003), accepted beside the INGEST_ names.
-ADR_ENV_NAMES: dict[str, tuple[str, ...]] = {
-    "CHUNK_MIN_TOKENS": ("chunking", "min_tokens"),
-    "CHUNK_TARGET_TOKENS": ("chunking", "target_tokens"),
-    "CHUNK_MAX_TOKENS": ("chunking", "max_tokens"),
-    "CHUNK_OVERLAP_BASE": ("chunking", "overlap_tokens"),
-    "CHUNK_OVERSIZE_BLOCK_LIMIT": ("chunking", "oversize_block_limit"),
-}
+ADR_ENV_NAMES: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "CHUNK_MIN_TOKENS": ("chunking", "min_tokens"),
+        "CHUNK_TARGET_TOKENS": ("chunking", "target_tokens"),
+        "CHUNK_MAX_TOKENS": ("chunking", "max_tokens"),
+        "CHUNK_OVERLAP_BASE": ("chunking", "overlap_tokens"),
+        "CHUNK_OVERSIZE_BLOCK_LIMIT": ("chunking", "oversize_block_limit"),
+    }
+)
 
 ChunkingProfile = Literal["adr-002", "seed-000", "seed-002"]
 EmbedLanguage = Literal["en", "ru"]
@@ -48,30 +51,32 @@ EMBED_LANGUAGES: tuple[EmbedLanguage, ...] = ("en", "ru")
 # Budgets of the seeds (SPEC §3.2). seed-002 names no minimum or oversize limit: packing
 # closes before its soft max (450), a single block splits only above its hard max (520,
 # also the oversize limit), and 15% of its 350 target is the overlap.
-PROFILES: dict[str, dict[str, int]] = {
-    "adr-002": {
-        "min_tokens": 150,
-        "target_tokens": 250,
-        "max_tokens": 300,
-        "overlap_tokens": 50,
-        "oversize_block_limit": 600,
-    },
-    "seed-000": {
-        "min_tokens": 120,
-        "target_tokens": 650,
-        "max_tokens": 900,
-        "overlap_tokens": 80,
-        "oversize_block_limit": 1800,
-    },
-    "seed-002": {
-        "min_tokens": 100,
-        "target_tokens": 350,
-        "soft_max_tokens": 450,
-        "max_tokens": 520,
-        "overlap_tokens": 52,
-        "oversize_block_limit": 520,
-    },
-}
+PROFILES: Mapping[str, dict[str, int]] = MappingProxyType(
+    {
+        "adr-002": {
+            "min_tokens": 150,
+            "target_tokens": 250,
+            "max_tokens": 300,
+            "overlap_tokens": 50,
+            "oversize_block_limit": 600,
+        },
+        "seed-000": {
+            "min_tokens": 120,
+            "target_tokens": 650,
+            "max_tokens": 900,
+            "overlap_tokens": 80,
+            "oversize_block_limit": 1800,
+        },
+        "seed-002": {
+            "min_tokens": 100,
+            "target_tokens": 350,
+            "soft_max_tokens": 450,
+            "max_tokens": 520,
+            "overlap_tokens": 52,
+            "oversize_block_limit": 520,
+        },
+    }
+)
 
 
 class StrictModel(BaseModel):

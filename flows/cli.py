@@ -15,8 +15,12 @@ from config.settings import Settings, load_settings
 from flows.local_run import ApiStartFailed
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
     from chunking import ChunkedDocument
     from connectors.base import SourceDocument
+
+    Commands: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -51,13 +55,29 @@ def _parser() -> argparse.ArgumentParser:
         parents=[common],
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add_command in (
+        _normalize_command,
+        _chunk_command,
+        _validate_command,
+        _run_command,
+        _search_command,
+        _links_command,
+        _cache_command,
+        _serve_command,
+    ):
+        add_command(commands, common)
+    return parser
 
+
+def _normalize_command(commands: Commands, common: argparse.ArgumentParser) -> None:
     normalize = commands.add_parser(
         "normalize", parents=[common], help="print the normalized Markdown of one file"
     )
     normalize.add_argument("path", type=Path)
     normalize.set_defaults(handler=_normalize)
 
+
+def _chunk_command(commands: Commands, common: argparse.ArgumentParser) -> None:
     chunk = commands.add_parser(
         "chunk", parents=[common], help="normalize if needed, chunk, print the chunk records"
     )
@@ -65,6 +85,8 @@ def _parser() -> argparse.ArgumentParser:
     chunk.add_argument("--format", choices=("jsonl", "table"), default="jsonl")
     chunk.set_defaults(handler=_chunk)
 
+
+def _validate_command(commands: Commands, common: argparse.ArgumentParser) -> None:
     validate = commands.add_parser(
         "validate",
         parents=[common],
@@ -73,6 +95,8 @@ def _parser() -> argparse.ArgumentParser:
     validate.add_argument("path", type=Path)
     validate.set_defaults(handler=_validate)
 
+
+def _run_command(commands: Commands, common: argparse.ArgumentParser) -> None:
     run = commands.add_parser(
         "run", parents=[common], help="run the ingest flow locally (ephemeral Prefect API)"
     )
@@ -97,6 +121,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.set_defaults(handler=_run)
 
+
+def _search_command(commands: Commands, common: argparse.ArgumentParser) -> None:
     search = commands.add_parser(
         "search", parents=[common], help="embed a query and print the best chunks"
     )
@@ -125,6 +151,8 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("--json", action="store_true", help="one JSON object per hit")
     search.set_defaults(handler=_search)
 
+
+def _links_command(commands: Commands, common: argparse.ArgumentParser) -> None:
     links = commands.add_parser(
         "links", parents=[common], help="list a document's outgoing and incoming links"
     )
@@ -132,6 +160,8 @@ def _parser() -> argparse.ArgumentParser:
     links.add_argument("--tenant", help="tenant id (default: tenant_id setting)")
     links.set_defaults(handler=_links)
 
+
+def _cache_command(commands: Commands, common: argparse.ArgumentParser) -> None:
     cache = commands.add_parser(
         "cache", parents=[common], help="report the stage cache's size, or prune it"
     )
@@ -140,6 +170,8 @@ def _parser() -> argparse.ArgumentParser:
     cache.add_argument("--max-mb", type=float, help="prune: keep at most this many MB")
     cache.set_defaults(handler=_cache)
 
+
+def _serve_command(commands: Commands, common: argparse.ArgumentParser) -> None:
     serve = commands.add_parser(
         "serve",
         parents=[common],
@@ -147,7 +179,6 @@ def _parser() -> argparse.ArgumentParser:
         "without a work pool",
     )
     serve.set_defaults(handler=_serve)
-    return parser
 
 
 def _read_source(path: Path) -> SourceDocument:

@@ -17,12 +17,13 @@ import sqlite3
 import threading
 import warnings
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 import httpx
@@ -46,28 +47,32 @@ _LOCAL_SCROLL_PAGE = 100_000
 # filters on them). `tenant_id` is the tenant index: Qdrant co-locates a tenant's points.
 # `section_id` and `document_id` + `ordinal` (a range index) make search's expansion of a
 # hit to its section or neighbours a lookup, not a scan.
-PAYLOAD_INDEXES: dict[
+PAYLOAD_INDEXES: Mapping[
     str, models.PayloadSchemaType | models.KeywordIndexParams | models.IntegerIndexParams
-] = {
-    "tenant_id": models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True),
-    "document_id": models.PayloadSchemaType.KEYWORD,
-    "section_id": models.PayloadSchemaType.KEYWORD,
-    "ordinal": models.IntegerIndexParams(
-        type=models.IntegerIndexType.INTEGER, lookup=False, range=True
-    ),
-    "source_type": models.PayloadSchemaType.KEYWORD,
-    "space_key": models.PayloadSchemaType.KEYWORD,
-    "labels": models.PayloadSchemaType.KEYWORD,
-    "updated_at": models.PayloadSchemaType.DATETIME,
-    "source_version_id": models.PayloadSchemaType.KEYWORD,
-    "acl.public": models.PayloadSchemaType.BOOL,
-    "acl.users": models.PayloadSchemaType.KEYWORD,
-    "acl.groups": models.PayloadSchemaType.KEYWORD,
-    "acl.restricted": models.PayloadSchemaType.BOOL,
-    "acl.space_open": models.PayloadSchemaType.BOOL,
-    "acl.space_users": models.PayloadSchemaType.KEYWORD,
-    "acl.space_groups": models.PayloadSchemaType.KEYWORD,
-}
+] = MappingProxyType(
+    {
+        "tenant_id": models.KeywordIndexParams(
+            type=models.KeywordIndexType.KEYWORD, is_tenant=True
+        ),
+        "document_id": models.PayloadSchemaType.KEYWORD,
+        "section_id": models.PayloadSchemaType.KEYWORD,
+        "ordinal": models.IntegerIndexParams(
+            type=models.IntegerIndexType.INTEGER, lookup=False, range=True
+        ),
+        "source_type": models.PayloadSchemaType.KEYWORD,
+        "space_key": models.PayloadSchemaType.KEYWORD,
+        "labels": models.PayloadSchemaType.KEYWORD,
+        "updated_at": models.PayloadSchemaType.DATETIME,
+        "source_version_id": models.PayloadSchemaType.KEYWORD,
+        "acl.public": models.PayloadSchemaType.BOOL,
+        "acl.users": models.PayloadSchemaType.KEYWORD,
+        "acl.groups": models.PayloadSchemaType.KEYWORD,
+        "acl.restricted": models.PayloadSchemaType.BOOL,
+        "acl.space_open": models.PayloadSchemaType.BOOL,
+        "acl.space_users": models.PayloadSchemaType.KEYWORD,
+        "acl.space_groups": models.PayloadSchemaType.KEYWORD,
+    }
+)
 # Payload = the chunk record without `embed_text` (header + overlap + md_text, all of
 # which the payload already holds), to keep points lean.
 _PAYLOAD_EXCLUDED = frozenset({"embed_text"})
@@ -359,7 +364,7 @@ class QdrantStore:
             self._create_payload_indexes(name, PAYLOAD_INDEXES)
         return name
 
-    def _create_payload_indexes(self, name: str, indexes: dict[str, Any]) -> None:
+    def _create_payload_indexes(self, name: str, indexes: Mapping[str, Any]) -> None:
         for field_name, schema in indexes.items():
             self._call(
                 f"index {field_name}",

@@ -25,6 +25,7 @@ import html.entities
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from lxml import etree
 
@@ -52,22 +53,26 @@ from normalizers.links import (
     space_url,
 )
 
-NAMESPACES = {
-    "ac": "http://atlassian.com/content",
-    "ri": "http://atlassian.com/resource/identifier",
-    "at": "http://atlassian.com/template",
-}
-_PREFIX_OF = {uri: prefix for prefix, uri in NAMESPACES.items()}
+NAMESPACES = MappingProxyType(
+    {
+        "ac": "http://atlassian.com/content",
+        "ri": "http://atlassian.com/resource/identifier",
+        "at": "http://atlassian.com/template",
+    }
+)
+_PREFIX_OF = MappingProxyType({uri: prefix for prefix, uri in NAMESPACES.items()})
 
-_PANEL_LABELS = {
-    "info": "Info",
-    "note": "Note",
-    "warning": "Warning",
-    "tip": "Tip",
-    "panel": None,
-    "success": "Success",
-    "error": "Error",
-}
+_PANEL_LABELS = MappingProxyType(
+    {
+        "info": "Info",
+        "note": "Note",
+        "warning": "Warning",
+        "tip": "Tip",
+        "panel": None,
+        "success": "Success",
+        "error": "Error",
+    }
+)
 _CODE_MACROS = frozenset({"code", "noformat"})
 _INLINED_MACROS = frozenset({"expand", "excerpt", "ui-expand"})
 # Macros whose output comes from elsewhere or is navigation: nothing of this page's text.

@@ -38,6 +38,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any
 
 from config.errors import ErrorCode, IngestError
@@ -72,7 +73,7 @@ log = logging.getLogger(__name__)
 # The most ids, keys or results one v2 request takes: v2 lists always ask for it
 # (`confluence.page_size` sizes v1 requests and fetch batches).
 V2_MAX = 250
-KIND_PATH = {"page": "pages", "blogpost": "blogposts"}
+KIND_PATH = MappingProxyType({"page": "pages", "blogpost": "blogposts"})
 SEARCH_EXPAND = ",".join(
     [
         "content.restrictions.read.restrictions.user",
