@@ -87,6 +87,9 @@ KEEP_CONFIGURED = ChunkingOverrides()
 
 
 def _task_runner() -> Any:
+    """The configured runner. Chosen where the flow is defined because worker deployments
+    load the flow from its entrypoint (flows/ingest.py:ingest) and run it as is; a caller
+    in this process picks another for one run with `ingest.with_options(task_runner=...)`."""
     try:
         settings = load_settings()
     except ConfigError:
