@@ -58,6 +58,7 @@ import sys
 from config.settings import load_settings
 from tasks import pipeline
 from tasks.pipeline import BatchOutcome, SourceSpec
+from tasks.resources import Resources
 
 def say(phase):
     print("PHASE " + phase, flush=True)
@@ -65,20 +66,21 @@ def say(phase):
 say("start")
 settings = load_settings()
 spec = SourceSpec("confluence", (sys.argv[1],))
-token = settings.confluence.token.get_secret_value()
+resources = Resources(settings)
 say("listing")
-listing = pipeline.discover(spec, settings, token)
-plan = pipeline.plan(spec, settings, listing, mode="incremental", since=None)
+listing = pipeline.discover(spec, settings, resources)
+plan = pipeline.plan(spec, settings, listing, resources, mode="incremental", since=None)
 total = BatchOutcome()
 for refs in pipeline.batches(plan.to_process, settings.run.batch_size):
     say("preparing")
-    prepared = pipeline.prepare_batch(spec, settings, refs, token=token)
+    prepared = pipeline.prepare_batch(spec, settings, refs, resources)
     say("indexing")
-    outcome = pipeline.index_batch(spec, settings, prepared.documents)
+    outcome = pipeline.index_batch(spec, settings, prepared.documents, resources)
     outcome.merge(prepared.outcome)
     total.merge(outcome)
 say("reconcile")
-pipeline.reconcile(spec, settings, listing, total.gone, total.indexed)
+pipeline.reconcile(spec, settings, listing, total.gone, total.indexed, resources)
+resources.close()
 say("done")
 print("FAILED " + str(len(total.failures)), flush=True)
 """

@@ -49,9 +49,7 @@ def _environment(root: Path, api: FakeConfluence, model: Path, args: argparse.Na
 def _release() -> None:
     from config.settings import load_settings
     from indexing.qdrant_store import close_client
-    from tasks import pipeline
 
-    pipeline.release_shared()
     close_client(load_settings().qdrant)
 
 
@@ -59,19 +57,19 @@ def run_direct() -> dict[str, Any]:
     from config.settings import load_settings
     from tasks import pipeline
     from tasks.pipeline import BatchOutcome, SourceSpec
-    from tasks.prefect_tasks import confluence_token
+    from tasks.resources import Resources
 
     started = time.perf_counter()
     settings = load_settings()
     spec = SourceSpec("confluence", (SPACE,))
-    token = confluence_token(settings)
-    listing = pipeline.discover(spec, settings, token)
-    plan = pipeline.plan(spec, settings, listing, mode="incremental", since=None)
+    resources = Resources(settings)
+    listing = pipeline.discover(spec, settings, resources)
+    plan = pipeline.plan(spec, settings, listing, resources, mode="incremental", since=None)
     batches = pipeline.batches(plan.to_process, settings.run.batch_size)
 
     def one(refs: Any) -> BatchOutcome:
-        prepared = pipeline.prepare_batch(spec, settings, refs, token=token)
-        outcome = pipeline.index_batch(spec, settings, prepared.documents)
+        prepared = pipeline.prepare_batch(spec, settings, refs, resources)
+        outcome = pipeline.index_batch(spec, settings, prepared.documents, resources)
         outcome.merge(prepared.outcome)
         return outcome
 
@@ -79,7 +77,8 @@ def run_direct() -> dict[str, Any]:
     with ThreadPoolExecutor(max_workers=settings.run.max_workers) as pool:
         for outcome in pool.map(one, batches):
             total.merge(outcome)
-    deleted = pipeline.delete_missing(spec, settings, listing, total.gone, force=False)
+    deleted = pipeline.delete_missing(spec, settings, listing, total.gone, resources, force=False)
+    resources.close()
     wall = time.perf_counter() - started
     return {
         "wall_s": wall,

@@ -22,6 +22,7 @@ a second collection, and compares the two: same point ids and payloads.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import tempfile
@@ -283,6 +284,12 @@ def main() -> None:
         default="threads",
         help="task runner; `both` runs threads then Dask and compares the collections",
     )
+    parser.add_argument(
+        "--dump",
+        type=Path,
+        help="write the first runner's point ids and payloads as JSON to this file, "
+        "for comparing two versions of the code",
+    )
     args = parser.parse_args()
     runners = ["threads", "dask"] if args.runner == "both" else [args.runner]
     if "dask" in runners:
@@ -305,7 +312,6 @@ def main() -> None:
 
         from config.settings import load_settings
         from indexing.qdrant_store import close_client
-        from tasks.pipeline import release_shared
 
         server_started = time.perf_counter()
         with prefect_test_harness(server_startup_timeout=120):
@@ -317,17 +323,20 @@ def main() -> None:
             )
             for runner in runners:
                 _environment(work / runner, api, model, args)
-                release_shared()  # a fresh process's state for each run
                 with RssSampler() as rss:
                     started = time.perf_counter()
                     state = _flow(runner)(source="confluence", targets=[SPACE], return_state=True)
                     wall = time.perf_counter() - started
                 summary: dict[str, Any] = state.result()
                 task_runs, task_seconds = _task_runs(state.state_details.flow_run_id)
-                release_shared()
                 close_client(load_settings().qdrant)  # let go of local mode before reading it
                 collections[runner] = _payloads(work / runner)
                 _report(runner, wall, summary, task_runs, task_seconds, rss)
+    if args.dump:
+        first = collections[runners[0]]
+        args.dump.write_text(
+            json.dumps({point: json.loads(first[point]) for point in sorted(first)}, indent=1)
+        )
     if len(collections) == 2:
         same = collections["threads"] == collections["dask"]
         print(

@@ -18,19 +18,6 @@ class BlockType(StrEnum):
     RULE = "rule"
 
 
-# How a block packs: html and display math pack like paragraphs (SPEC §3.6 has no
-# chunk type of their own); headings and rules are boundaries and never pack.
-PACK_KIND: dict[BlockType, str] = {
-    BlockType.PARAGRAPH: "paragraph",
-    BlockType.HTML: "paragraph",
-    BlockType.MATH: "paragraph",
-    BlockType.LIST: "list",
-    BlockType.TABLE: "table",
-    BlockType.CODE: "code",
-    BlockType.QUOTE: "quote",
-}
-
-
 @dataclass(frozen=True, slots=True)
 class ListItem:
     """One list item's char range; `children` are the items of its nested lists, `atoms`

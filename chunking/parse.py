@@ -8,8 +8,9 @@ definitions, stray lines) is kept as a paragraph so every character stays covere
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import lru_cache
+from types import MappingProxyType
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
@@ -20,33 +21,39 @@ from chunking.blocks import Block, BlockType, ListItem
 from chunking.segments import SEGMENT_CHARS, segment_lines
 from chunking.table_rule import table_lines_only
 
-_OPEN_TYPES: dict[str, BlockType] = {
-    "paragraph_open": BlockType.PARAGRAPH,
-    "bullet_list_open": BlockType.LIST,
-    "ordered_list_open": BlockType.LIST,
-    "table_open": BlockType.TABLE,
-    "blockquote_open": BlockType.QUOTE,
-    "heading_open": BlockType.HEADING,
-}
-_LEAF_TYPES: dict[str, BlockType] = {
-    "fence": BlockType.CODE,
-    "code_block": BlockType.CODE,
-    "html_block": BlockType.HTML,
-    "math_block": BlockType.MATH,
-    "math_block_label": BlockType.MATH,
-    "amsmath": BlockType.MATH,
-    "hr": BlockType.RULE,
-}
+_OPEN_TYPES: Mapping[str, BlockType] = MappingProxyType(
+    {
+        "paragraph_open": BlockType.PARAGRAPH,
+        "bullet_list_open": BlockType.LIST,
+        "ordered_list_open": BlockType.LIST,
+        "table_open": BlockType.TABLE,
+        "blockquote_open": BlockType.QUOTE,
+        "heading_open": BlockType.HEADING,
+    }
+)
+_LEAF_TYPES: Mapping[str, BlockType] = MappingProxyType(
+    {
+        "fence": BlockType.CODE,
+        "code_block": BlockType.CODE,
+        "html_block": BlockType.HTML,
+        "math_block": BlockType.MATH,
+        "math_block_label": BlockType.MATH,
+        "amsmath": BlockType.MATH,
+        "hr": BlockType.RULE,
+    }
+)
 # Blocks inside a list item that a list split must keep whole or split by their own rule.
-_ATOM_TYPES: dict[str, BlockType] = {
-    "fence": BlockType.CODE,
-    "code_block": BlockType.CODE,
-    "table_open": BlockType.TABLE,
-    "math_block": BlockType.MATH,
-    "math_block_label": BlockType.MATH,
-    "amsmath": BlockType.MATH,
-    "html_block": BlockType.HTML,
-}
+_ATOM_TYPES: Mapping[str, BlockType] = MappingProxyType(
+    {
+        "fence": BlockType.CODE,
+        "code_block": BlockType.CODE,
+        "table_open": BlockType.TABLE,
+        "math_block": BlockType.MATH,
+        "math_block_label": BlockType.MATH,
+        "amsmath": BlockType.MATH,
+        "html_block": BlockType.HTML,
+    }
+)
 
 
 @lru_cache(maxsize=4)

@@ -21,7 +21,7 @@ class DocumentInfo:
     document_id: str
     tenant_id: str = "default"
     source_version_id: str = ""
-    source_type: Literal["confluence", "file"] = "file"
+    source_type: str = "file"  # the connector's (SPEC §3.6: confluence | file)
     source_url: str | None = None
     file_path: str | None = None
     title: str | None = None

@@ -12,6 +12,7 @@ has ended, so parsing from that line gives the same blocks as parsing from the s
 from __future__ import annotations
 
 import re
+from types import MappingProxyType
 
 SEGMENT_CHARS = 256 * 1024  # smaller documents are parsed whole
 
@@ -21,13 +22,15 @@ _RAW_HTML = re.compile(
     r" {0,3}<(?:(script|pre|style|textarea)(?:[\s>]|$)|(!--)|(\?)|(![A-Za-z])|(!\[CDATA\[))",
     re.IGNORECASE,
 )
-_RAW_HTML_END = {
-    1: re.compile(r"</(?:script|pre|style|textarea)>", re.IGNORECASE),
-    2: re.compile("-->"),
-    3: re.compile(r"\?>"),
-    4: re.compile(">"),
-    5: re.compile(r"\]\]>"),
-}
+_RAW_HTML_END = MappingProxyType(
+    {
+        1: re.compile(r"</(?:script|pre|style|textarea)>", re.IGNORECASE),
+        2: re.compile("-->"),
+        3: re.compile(r"\?>"),
+        4: re.compile(">"),
+        5: re.compile(r"\]\]>"),
+    }
+)
 _MATH_OPEN = re.compile(r" {0,3}(\$\$|\\begin\{)")
 
 

@@ -31,6 +31,7 @@ import threading
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Protocol
 
 from config.errors import ConfigError
@@ -47,7 +48,7 @@ BUNDLED = "bundled"
 # Literal added tokens split the text before the model sees it (transformers does this);
 # their ids in the XLM-R vocabulary.
 _SPECIAL_LITERALS = re.compile(r"<s>|</s>|<pad>|<unk>|<mask>")
-_SPECIAL_IDS = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "<mask>": 250001}
+_SPECIAL_IDS = MappingProxyType({"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "<mask>": 250001})
 # Characters SentencePiece's char-map composes with the one before them and the tokenizers
 # one does not: half-width voiced sound marks (ﾞ ﾟ), combining kana voiced marks (as in
 # decomposed Japanese, e.g. macOS file names) and conjoining Hangul jamo (decomposed

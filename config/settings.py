@@ -13,10 +13,19 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from config.errors import ConfigError
 
@@ -25,13 +34,15 @@ ENV_PREFIX = "INGEST_"
 CONFIG_FILE_ENV = "INGEST_CONFIG"
 
 # ADR-002 environment names (seed 003), accepted beside the INGEST_ names.
-ADR_ENV_NAMES: dict[str, tuple[str, ...]] = {
-    "CHUNK_MIN_TOKENS": ("chunking", "min_tokens"),
-    "CHUNK_TARGET_TOKENS": ("chunking", "target_tokens"),
-    "CHUNK_MAX_TOKENS": ("chunking", "max_tokens"),
-    "CHUNK_OVERLAP_BASE": ("chunking", "overlap_tokens"),
-    "CHUNK_OVERSIZE_BLOCK_LIMIT": ("chunking", "oversize_block_limit"),
-}
+ADR_ENV_NAMES: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "CHUNK_MIN_TOKENS": ("chunking", "min_tokens"),
+        "CHUNK_TARGET_TOKENS": ("chunking", "target_tokens"),
+        "CHUNK_MAX_TOKENS": ("chunking", "max_tokens"),
+        "CHUNK_OVERLAP_BASE": ("chunking", "overlap_tokens"),
+        "CHUNK_OVERSIZE_BLOCK_LIMIT": ("chunking", "oversize_block_limit"),
+    }
+)
 
 ChunkingProfile = Literal["adr-002", "seed-000", "seed-002"]
 EmbedLanguage = Literal["en", "ru"]
@@ -40,30 +51,32 @@ EMBED_LANGUAGES: tuple[EmbedLanguage, ...] = ("en", "ru")
 # Budgets of the seeds (SPEC §3.2). seed-002 names no minimum or oversize limit: packing
 # closes before its soft max (450), a single block splits only above its hard max (520,
 # also the oversize limit), and 15% of its 350 target is the overlap.
-PROFILES: dict[str, dict[str, int]] = {
-    "adr-002": {
-        "min_tokens": 150,
-        "target_tokens": 250,
-        "max_tokens": 300,
-        "overlap_tokens": 50,
-        "oversize_block_limit": 600,
-    },
-    "seed-000": {
-        "min_tokens": 120,
-        "target_tokens": 650,
-        "max_tokens": 900,
-        "overlap_tokens": 80,
-        "oversize_block_limit": 1800,
-    },
-    "seed-002": {
-        "min_tokens": 100,
-        "target_tokens": 350,
-        "soft_max_tokens": 450,
-        "max_tokens": 520,
-        "overlap_tokens": 52,
-        "oversize_block_limit": 520,
-    },
-}
+PROFILES: Mapping[str, dict[str, int]] = MappingProxyType(
+    {
+        "adr-002": {
+            "min_tokens": 150,
+            "target_tokens": 250,
+            "max_tokens": 300,
+            "overlap_tokens": 50,
+            "oversize_block_limit": 600,
+        },
+        "seed-000": {
+            "min_tokens": 120,
+            "target_tokens": 650,
+            "max_tokens": 900,
+            "overlap_tokens": 80,
+            "oversize_block_limit": 1800,
+        },
+        "seed-002": {
+            "min_tokens": 100,
+            "target_tokens": 350,
+            "soft_max_tokens": 450,
+            "max_tokens": 520,
+            "overlap_tokens": 52,
+            "oversize_block_limit": 520,
+        },
+    }
+)
 
 
 class StrictModel(BaseModel):
@@ -236,6 +249,17 @@ class Settings(StrictModel):
     cache: CacheSettings = Field(default_factory=CacheSettings)
     reconcile: ReconcileSettings = Field(default_factory=ReconcileSettings)  # type: ignore[arg-type]
     run: RunSettings = Field(default_factory=RunSettings)  # type: ignore[arg-type]
+    # More source kinds: kind -> "module:Class" of its connector (connectors/registry.py).
+    sources: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("sources")
+    @classmethod
+    def _sources_name_classes(cls, sources: dict[str, str]) -> dict[str, str]:
+        for kind, target in sources.items():
+            module, _, name = target.partition(":")
+            if not (kind and module and name):
+                raise ValueError(f"{kind!r}: {target!r} is no 'module:Class'")
+        return sources
 
 
 # --- loading -------------------------------------------------------------------------
@@ -372,6 +396,11 @@ def _field_for(path: tuple[str, ...]) -> Any | None:
 
 def _parse_env_value(raw: str, annotation: Any) -> Any:
     origin = getattr(annotation, "__origin__", None)
+    if origin is dict:
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError:
+            return raw  # refused by validation, naming the variable
     if origin is list:
         text = raw.strip()
         if text.startswith("["):

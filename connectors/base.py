@@ -3,18 +3,22 @@ detection and deletion, an incremental poll, and a fetch of one document's bytes
 
 Plain Python: no Prefect here. A full load is `list_refs()` followed by `fetch()` of each
 ref whose version is new; deletion is decided only from a `Listing` with `complete=True`.
+
+A connector is built from a `ConnectorContext` (`from_context`) and may offer
+capabilities the pipeline asks for by protocol, never by class: `LinkResolver`,
+`IndexedCheck`, `IdMigration`, `ScopedDeletion`, `Closeable`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
 from config.errors import ErrorCode, IngestError
-
-SourceType = Literal["confluence", "file"]
+from config.settings import LimitsSettings
 
 
 @dataclass(frozen=True)
@@ -23,7 +27,7 @@ class DocumentRef:
 
     document_id: str  # stable: Confluence content id / attachment id, or path relative to root
     version: str  # changes whenever the content may have changed
-    source_type: SourceType
+    source_type: str  # the chunks' `source_type` payload field (SPEC §3.6)
     title: str | None = None
     updated_at: str | None = None  # ISO 8601
     parent_document_id: str | None = None  # attachments: the page they belong to
@@ -57,10 +61,26 @@ class SourceDocument:
     # Who may read it (SPEC: `acl` payload): {"public": bool, "users": [...], "groups": [...]}
     acl: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    # The normalizer's format (normalizers.base.FORMATS) when the connector knows it, as
+    # for a Confluence page's storage XHTML; None: detected from the bytes.
+    format: str | None = None
+
+
+@dataclass(frozen=True)
+class ConnectorContext:
+    """What a connector is built from, for one run's source."""
+
+    kind: str  # the source kind's name (connectors.registry)
+    targets: tuple[str, ...]  # space keys, paths, ...: what the run names
+    section: Any  # the settings section named after the kind (settings.confluence), or None
+    limits: LimitsSettings
+    state_path: Path  # a file the connector may keep between runs, one per source scope
+    document_extensions: frozenset[str]  # formats the normalizers read (".pdf", ...)
+    token: str | None = field(default=None, repr=False)  # the section's secret, resolved
 
 
 class Connector(Protocol):
-    source_type: SourceType
+    source_type: str  # what its documents' refs carry
 
     def list_refs(self) -> Listing:
         """Every document of the source, ids and versions only; follows pagination to the end."""
@@ -91,3 +111,112 @@ class DocumentGone(IngestError):
 
     def __reduce__(self) -> tuple[object, ...]:
         return (DocumentGone, (self.message, self.subject))
+
+
+class ConnectorClass(Protocol):
+    """A connector class as the registry names it."""
+
+    # The setting holding the targets a run uses when it names none ("confluence.spaces").
+    targets_setting: str
+    # Targets are paths on this machine: the command line makes them absolute.
+    targets_are_paths: bool
+
+    def from_context(self, context: ConnectorContext) -> Connector: ...
+
+
+# --- capabilities the pipeline asks a connector for ----------------------------------
+
+
+class LinkTarget(Protocol):
+    """What a link record (normalizers.base.LinkRecord) says about its target."""
+
+    @property
+    def target_url(self) -> str: ...
+    @property
+    def link_type(self) -> str: ...
+    @property
+    def target_page_id(self) -> str | None: ...
+    @property
+    def target_title(self) -> str | None: ...
+    @property
+    def target_space_key(self) -> str | None: ...
+    @property
+    def target_filename(self) -> str | None: ...
+
+
+class LinkResolution(Protocol):
+    def __call__(self, links: Sequence[LinkTarget], source: SourceDocument) -> list[str | None]: ...
+
+
+@runtime_checkable
+class LinkResolver(Protocol):
+    """Resolves a document's links to synced document ids (SPEC §3.8)."""
+
+    def link_index(self) -> dict[str, Any]:
+        """What the last listing knows of link targets, as JSON: saved with the listing,
+        so batches prepared in another process resolve against it."""
+        ...
+
+    def link_resolution(self, index: dict[str, Any]) -> LinkResolution:
+        """The synced document id of each link (None: external or not synced), read
+        against a saved `link_index`."""
+        ...
+
+
+class IndexView(Protocol):
+    """What the index holds of one tenant's documents of the connector's source type."""
+
+    @property
+    def tenant_id(self) -> str: ...
+
+    def field(self, name: str) -> dict[str, Any]:
+        """document id -> the payload field `name` of its points."""
+        ...
+
+    def indexed(self, document_ids: Sequence[str]) -> set[str]:
+        """Those of `document_ids` that have points."""
+        ...
+
+
+@runtime_checkable
+class IndexedCheck(Protocol):
+    """Refuses a run (ConfigError) that would overwrite documents the index holds for
+    another source of the same kind."""
+
+    def check_indexed(self, index: IndexView) -> None: ...
+
+
+@dataclass(frozen=True)
+class IdMigrationResult:
+    replaced: tuple[str, ...]  # old ids whose document is indexed under its new id
+    retired: frozenset[str]  # old ids whose document is no longer listed
+
+
+@runtime_checkable
+class IdMigration(Protocol):
+    """Recognises documents indexed under an id scheme the connector no longer uses."""
+
+    def migrate_ids(self, index: IndexView, listed: Set[str]) -> IdMigrationResult: ...
+
+
+@dataclass(frozen=True)
+class DeletionScope:
+    """The indexed documents a complete listing speaks for: of `source_type`, in
+    `space_key` when given, and among those `owns` accepts when given."""
+
+    source_type: str
+    space_key: str | None = None
+    owns: Callable[[str], bool] | None = None
+
+
+@runtime_checkable
+class ScopedDeletion(Protocol):
+    """A connector whose listing speaks for less than every document of its source type
+    (without it, a complete listing speaks for all of them)."""
+
+    def deletion_scopes(self, retired: frozenset[str]) -> list[DeletionScope]: ...
+
+
+@runtime_checkable
+class Closeable(Protocol):
+    def close(self) -> None: ...

@@ -45,7 +45,7 @@ import logging
 import os
 import re
 import stat
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
@@ -53,7 +53,16 @@ from pathlib import Path, PurePosixPath
 from config.errors import ConfigError, ErrorCode, IngestError
 from config.limits import within_time_limit
 from config.settings import FilesSettings
-from connectors.base import DocumentGone, DocumentRef, Listing, SourceDocument, SourceType
+from connectors.base import (
+    ConnectorContext,
+    DeletionScope,
+    DocumentGone,
+    DocumentRef,
+    IdMigrationResult,
+    IndexView,
+    Listing,
+    SourceDocument,
+)
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +166,9 @@ class _Seen:
 
 
 class FilesConnector:
-    source_type: SourceType = "file"
+    source_type = "file"
+    targets_are_paths = True
+    targets_setting = "files.paths"
 
     def __init__(
         self,
@@ -177,6 +188,16 @@ class FilesConnector:
         self._exclude = [glob_regex(p) for p in settings.exclude]
         self._state_path = state_path
         self._seen: dict[str, _Seen] = self._load_state()
+
+    @classmethod
+    def from_context(cls, context: ConnectorContext) -> FilesConnector:
+        return cls(
+            context.section,
+            list(context.targets),
+            state_path=context.state_path,
+            max_file_bytes=context.limits.max_file_bytes,
+            read_timeout_s=context.limits.document_timeout_s,
+        )
 
     def __repr__(self) -> str:
         return f"FilesConnector({[f'{r.label}={r.base}' for r in self.roots]!r})"
@@ -310,6 +331,40 @@ class FilesConnector:
                 ):
                     renames[document_id] = f"{root.label}/{rel}"
         return renames
+
+    def check_indexed(self, index: IndexView) -> None:
+        """A root label (`name=path`) that already holds another directory's documents in
+        this tenant would overwrite and then delete them: refused before anything is
+        written."""
+        paths = index.field("file_path")
+        for root in self.roots:
+            for document_id, file_path in paths.items():
+                if not document_id.startswith(f"{root.label}/") or not file_path:
+                    continue
+                if not Path(file_path).is_relative_to(root.base):
+                    raise ConfigError(
+                        f"the root label {root.label!r} already holds documents of another "
+                        f"directory in tenant {index.tenant_id!r} (e.g. {file_path}); give "
+                        f"{root.base} a label of its own with a 'name=path' entry",
+                        setting="files.paths",
+                    )
+                break  # one document tells which directory owns the label
+
+    def migrate_ids(self, index: IndexView, listed: Set[str]) -> IdMigrationResult:
+        """Documents indexed under a root's legacy id (`docs/<path>`): those whose file is
+        indexed under its current id are replaced (a rename: no deletion guard applies);
+        those whose file is no longer listed are retired into the run's deletion scope
+        like any other missing document."""
+        renames = self.renamed(index.field("file_path"))
+        indexed_now = index.indexed(sorted(set(renames.values()) & listed))
+        return IdMigrationResult(
+            replaced=tuple(sorted(old for old, new in renames.items() if new in indexed_now)),
+            retired=frozenset(old for old, new in renames.items() if new not in listed),
+        )
+
+    def deletion_scopes(self, retired: frozenset[str]) -> list[DeletionScope]:
+        """A run owns the ids its roots can list, and the retired ids of its roots."""
+        return [DeletionScope(self.source_type, owns=lambda d: self.owns(d) or d in retired)]
 
     # --- fetching ----------------------------------------------------------------------
 

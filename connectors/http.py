@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
+from types import MappingProxyType
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -46,13 +47,15 @@ T = TypeVar("T")
 # 501 (not implemented) and 505 (version not supported) will not get better by waiting.
 _PERMANENT_5XX = frozenset({501, 505})
 _RETRY_AFTER_STATUSES = frozenset({429, 503})
-_STATUS_MEANING = {
-    400: "the request was refused as malformed",
-    401: "the credentials were rejected (wrong or expired token, or wrong username)",
-    403: "the account is authenticated but may not read this",
-    404: "not found, or not visible to this account",
-    410: "gone",
-}
+_STATUS_MEANING = MappingProxyType(
+    {
+        400: "the request was refused as malformed",
+        401: "the credentials were rejected (wrong or expired token, or wrong username)",
+        403: "the account is authenticated but may not read this",
+        404: "not found, or not visible to this account",
+        410: "gone",
+    }
+)
 
 
 class HttpStatusError(IngestError):

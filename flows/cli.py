@@ -15,8 +15,12 @@ from config.settings import Settings, load_settings
 from flows.local_run import ApiStartFailed
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
     from chunking import ChunkedDocument
     from connectors.base import SourceDocument
+
+    Commands: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -51,13 +55,29 @@ def _parser() -> argparse.ArgumentParser:
         parents=[common],
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add_command in (
+        _normalize_command,
+        _chunk_command,
+        _validate_command,
+        _run_command,
+        _search_command,
+        _links_command,
+        _cache_command,
+        _serve_command,
+    ):
+        add_command(commands, common)
+    return parser
 
+
+def _normalize_command(commands: Commands, common: argparse.ArgumentParser) -> None:
     normalize = commands.add_parser(
         "normalize", parents=[common], help="print the normalized Markdown of one file"
     )
     normalize.add_argument("path", type=Path)
     normalize.set_defaults(handler=_normalize)
 
+
+def _chunk_command(commands: Commands, common: argparse.ArgumentParser) -> None:
     chunk = commands.add_parser(
         "chunk", parents=[common], help="normalize if needed, chunk, print the chunk records"
     )
@@ -65,6 +85,8 @@ def _parser() -> argparse.ArgumentParser:
     chunk.add_argument("--format", choices=("jsonl", "table"), default="jsonl")
     chunk.set_defaults(handler=_chunk)
 
+
+def _validate_command(commands: Commands, common: argparse.ArgumentParser) -> None:
     validate = commands.add_parser(
         "validate",
         parents=[common],
@@ -73,10 +95,14 @@ def _parser() -> argparse.ArgumentParser:
     validate.add_argument("path", type=Path)
     validate.set_defaults(handler=_validate)
 
+
+def _run_command(commands: Commands, common: argparse.ArgumentParser) -> None:
     run = commands.add_parser(
         "run", parents=[common], help="run the ingest flow locally (ephemeral Prefect API)"
     )
-    run.add_argument("source", choices=("files", "confluence"))
+    run.add_argument(
+        "source", help="source kind: files, confluence, or one the `sources` setting adds"
+    )
     run.add_argument("targets", nargs="*", help="directories, or Confluence space keys")
     run.add_argument("--tenant", help="tenant id (default: tenant_id setting)")
     run.add_argument("--mode", choices=("incremental", "full"), default="incremental")
@@ -95,6 +121,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.set_defaults(handler=_run)
 
+
+def _search_command(commands: Commands, common: argparse.ArgumentParser) -> None:
     search = commands.add_parser(
         "search", parents=[common], help="embed a query and print the best chunks"
     )
@@ -123,6 +151,8 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("--json", action="store_true", help="one JSON object per hit")
     search.set_defaults(handler=_search)
 
+
+def _links_command(commands: Commands, common: argparse.ArgumentParser) -> None:
     links = commands.add_parser(
         "links", parents=[common], help="list a document's outgoing and incoming links"
     )
@@ -130,6 +160,8 @@ def _parser() -> argparse.ArgumentParser:
     links.add_argument("--tenant", help="tenant id (default: tenant_id setting)")
     links.set_defaults(handler=_links)
 
+
+def _cache_command(commands: Commands, common: argparse.ArgumentParser) -> None:
     cache = commands.add_parser(
         "cache", parents=[common], help="report the stage cache's size, or prune it"
     )
@@ -138,6 +170,8 @@ def _parser() -> argparse.ArgumentParser:
     cache.add_argument("--max-mb", type=float, help="prune: keep at most this many MB")
     cache.set_defaults(handler=_cache)
 
+
+def _serve_command(commands: Commands, common: argparse.ArgumentParser) -> None:
     serve = commands.add_parser(
         "serve",
         parents=[common],
@@ -145,7 +179,6 @@ def _parser() -> argparse.ArgumentParser:
         "without a work pool",
     )
     serve.set_defaults(handler=_serve)
-    return parser
 
 
 def _read_source(path: Path) -> SourceDocument:
@@ -225,6 +258,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     import os
     from datetime import datetime
 
+    from connectors.registry import connector_class
     from flows.local_run import (
         RunRequest,
         prepare_environment,
@@ -235,11 +269,12 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     )
     from flows.report import exit_code
 
+    local_paths = connector_class(args.source, settings.sources).targets_are_paths
     if args.config:  # the flow loads its settings itself, from the environment
         os.environ["INGEST_CONFIG"] = str(Path(args.config).resolve())
     request = RunRequest(
         source=args.source,
-        targets=[str(Path(t).resolve()) if args.source == "files" else t for t in args.targets],
+        targets=[str(Path(t).resolve()) if local_paths else t for t in args.targets],
         tenant_id=args.tenant,
         mode=args.mode,
         since=datetime.fromisoformat(args.since) if args.since else None,
@@ -286,10 +321,11 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
 def _search(args: argparse.Namespace, settings: Settings) -> int:
     from chunking.chunker import context_header
+    from indexing.embedders import make_embedder
     from indexing.search import SearchFilters, search
-    from tasks.pipeline import embedder_for, store_for
+    from tasks.pipeline import store_for
 
-    embedder = embedder_for(settings)
+    embedder = make_embedder(settings.embedder)
     store = store_for(settings)
     if store.resolve() is None:
         print(

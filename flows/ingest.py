@@ -22,12 +22,12 @@ from prefect.states import Failed
 from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import BaseModel, ConfigDict, Field
 
-from config.errors import ConfigError
+from config.errors import ConfigError, ErrorCode
 from config.settings import Settings, load_settings
-from connectors.base import DocumentRef
+from connectors.base import DocumentRef, Listing
 from flows.report import RunSummary, status_message, summary_markdown
 from tasks import pipeline
-from tasks.pipeline import BatchOutcome, PreparedBatch, SourceSpec
+from tasks.pipeline import BatchOutcome, Plan, PreparedBatch, SourceSpec
 from tasks.prefect_tasks import (
     discover_task,
     failed_batch,
@@ -36,6 +36,7 @@ from tasks.prefect_tasks import (
     prepare_task,
     reconcile_task,
 )
+from tasks.resources import Resources
 
 DocumentBatch = tuple[DocumentRef, ...]
 
@@ -86,6 +87,9 @@ KEEP_CONFIGURED = ChunkingOverrides()
 
 
 def _task_runner() -> Any:
+    """The configured runner. Chosen where the flow is defined because worker deployments
+    load the flow from its entrypoint (flows/ingest.py:ingest) and run it as is; a caller
+    in this process picks another for one run with `ingest.with_options(task_runner=...)`."""
     try:
         settings = load_settings()
     except ConfigError:
@@ -101,7 +105,7 @@ def _task_runner() -> Any:
 
 @flow(name="ingest", task_runner=_task_runner(), log_prints=True)
 def ingest(
-    source: Literal["confluence", "files"] = "confluence",
+    source: str = "confluence",
     targets: tuple[str, ...] = (),
     tenant_id: str = "",
     mode: Literal["incremental", "full"] = "incremental",
@@ -113,8 +117,9 @@ def ingest(
     """Sync one source into Qdrant.
 
     Args:
-        source: confluence (targets are space keys) or files (targets are directories,
-            globs or files on the worker's machine).
+        source: The source kind: confluence (targets are space keys), files (targets
+            are directories, globs or files on the worker's machine), or a kind the
+            `sources` setting registers.
         targets: Space keys (ENG) or paths (/mnt/share/docs). Empty: the configured
             confluence.spaces or files.paths.
         tenant_id: Tenant whose points this run writes and deletes. Empty: the configured
@@ -127,54 +132,91 @@ def ingest(
         force: Ignore the stage caches: re-normalize, re-chunk and re-embed everything.
         force_delete: Allow deleting more than reconcile.max_delete_share of the source.
     """
-    logger = get_run_logger()
     overrides: dict[str, Any] = {"tenant_id": tenant_id or None}
     if chunking.settings():
         overrides["chunking"] = chunking.settings()
     settings = load_settings(overrides)
     spec = SourceSpec.of(source, targets, settings)
-    started = datetime.now().astimezone()
+    resources = Resources(settings)
+    try:
+        return _Run(spec, settings, resources, force).sync(mode, since, force_delete)
+    finally:
+        resources.close()
 
-    # Transient errors (Qdrant or the source unreachable) are retried in every task, not
-    # only in indexing: each task's retry condition lets only those through.
-    retrying: dict[str, Any] = {
-        "retries": settings.run.task_retries,
-        "retry_delay_seconds": settings.run.task_retry_delay_s,
-    }
-    listing = discover_task.with_options(**retrying)(spec, settings)
-    if not listing.complete:
-        logger.warning(
-            "the listing of %s is incomplete (%s): nothing will be deleted this run",
-            spec.scope,
-            "; ".join(listing.errors[:3]),
+
+class _Run:
+    """One run's steps: discover -> plan -> batches -> reconcile -> report."""
+
+    def __init__(
+        self, spec: SourceSpec, settings: Settings, resources: Resources, force: bool
+    ) -> None:
+        self.spec, self.settings, self.resources, self.force = spec, settings, resources, force
+        self.logger = get_run_logger()
+        # Transient errors (Qdrant or the source unreachable) are retried in every task,
+        # not only in indexing: each task's retry condition lets only those through.
+        self.retrying: dict[str, Any] = {
+            "retries": settings.run.task_retries,
+            "retry_delay_seconds": settings.run.task_retry_delay_s,
+        }
+
+    def sync(
+        self, mode: Literal["incremental", "full"], since: datetime | None, force_delete: bool
+    ) -> dict[str, Any] | State[Any]:
+        started = datetime.now().astimezone()
+        listing = self.discover()
+        plan = self.plan(listing, mode, since)
+        total = _BatchRunner(self).run(plan.to_process)
+        # Documents that failed for now are still listed, so they are never deleted here.
+        deleted, refused = pipeline.reconcile_into(
+            total,
+            self.spec,
+            self.settings,
+            listing,
+            self.resources,
+            force_delete,
+            reconcile_task.with_options(**self.retrying),
         )
-    plan = plan_task.with_options(**retrying)(spec, settings, listing, mode, since)
-    logger.info(
-        "%s: %d listed, %d to process, %d unchanged, %d still failing",
-        spec.scope,
-        len(listing.refs),
-        len(plan.to_process),
-        len(plan.unchanged),
-        len(plan.still_failing),
-    )
-    total = _BatchRunner(spec, settings, retrying, force).run(plan.to_process)
+        summary = RunSummary.build(
+            spec=self.spec,
+            settings=self.settings,
+            mode=mode,
+            listing=listing,
+            plan=plan,
+            outcome=total,
+            deleted=deleted,
+            started=started,
+            deletion_refused=refused,
+        )
+        return _report(summary)
 
-    # Documents that failed for now are still listed, so they are never deleted here.
-    deleted, refused = pipeline.reconcile_into(
-        total, spec, settings, listing, force_delete, reconcile_task.with_options(**retrying)
-    )
+    def discover(self) -> Listing:
+        discover = discover_task.with_options(**self.retrying)
+        listing = discover(self.spec, self.settings, self.resources)
+        if not listing.complete:
+            self.logger.warning(
+                "the listing of %s is incomplete (%s): nothing will be deleted this run",
+                self.spec.scope,
+                "; ".join(listing.errors[:3]),
+            )
+        return listing
 
-    summary = RunSummary.build(
-        spec=spec,
-        settings=settings,
-        mode=mode,
-        listing=listing,
-        plan=plan,
-        outcome=total,
-        deleted=deleted,
-        started=started,
-        deletion_refused=refused,
-    )
+    def plan(
+        self, listing: Listing, mode: Literal["incremental", "full"], since: datetime | None
+    ) -> Plan:
+        plan_run = plan_task.with_options(**self.retrying)
+        plan = plan_run(self.spec, self.settings, listing, self.resources, mode, since)
+        self.logger.info(
+            "%s: %d listed, %d to process, %d unchanged, %d still failing",
+            self.spec.scope,
+            len(listing.refs),
+            len(plan.to_process),
+            len(plan.unchanged),
+            len(plan.still_failing),
+        )
+        return plan
+
+
+def _report(summary: RunSummary) -> dict[str, Any] | State[Any]:
     _write_artifacts(summary)
     result = summary.as_dict()
     if result["status"] != "ok":
@@ -187,16 +229,15 @@ class _BatchRunner:
     """Prepares (fetch, normalize, chunk) and indexes the plan's documents in batches,
     one task run per batch and stage group, and adds up their outcomes."""
 
-    def __init__(
-        self, spec: SourceSpec, settings: Settings, retrying: dict[str, Any], force: bool
-    ) -> None:
-        self.spec, self.settings, self.force = spec, settings, force
-        self.index_task = index_task.with_options(**retrying)
+    def __init__(self, run: _Run) -> None:
+        self.spec, self.settings, self.force = run.spec, run.settings, run.force
+        self.resources = run.resources
+        self.index_task = index_task.with_options(**run.retrying)
         self.total = BatchOutcome()
         self.done = 0
         self.expected = 0
         self.progress_id: Any = None
-        self.logger = get_run_logger()
+        self.logger = run.logger
 
     def run(self, refs: Sequence[DocumentRef]) -> BatchOutcome:
         self.expected = len(refs)
@@ -215,7 +256,7 @@ class _BatchRunner:
         # An index task is submitted only when its batch is prepared, so no worker thread
         # sits waiting on an upstream future while other batches could be preparing.
         preparing = {
-            prepare_task.submit(self.spec, self.settings, batch, self.force): batch
+            prepare_task.submit(self.spec, self.settings, batch, self.resources, self.force): batch
             for batch in batches
         }
         indexing: dict[PrefectFuture[BatchOutcome], tuple[PreparedBatch, DocumentBatch]] = {}
@@ -224,13 +265,14 @@ class _BatchRunner:
             prepared, error = _result_or_error(prepare_future)
             if error is not None:
                 self.logger.error("preparing a batch of %d documents failed: %s", len(batch), error)
-                self._account(failed_batch(None, batch, error), len(batch))
+                failed = failed_batch(None, batch, error, ErrorCode.CHUNKING_FAILED)
+                self._account(failed, len(batch))
             elif index_here:
-                args = (self.spec, self.settings, prepared, self.force)
+                args = (self.spec, self.settings, prepared, self.resources, self.force)
                 self._indexed(prepared, batch, self.index_task(*args, return_state=True))
             else:
-                future = self.index_task.submit(self.spec, self.settings, prepared, self.force)
-                indexing[future] = (prepared, batch)
+                args = (self.spec, self.settings, prepared, self.resources, self.force)
+                indexing[self.index_task.submit(*args)] = (prepared, batch)
         for index_future in as_completed(list(indexing)):
             prepared, batch = indexing[index_future]
             self._indexed(prepared, batch, index_future)
@@ -242,7 +284,7 @@ class _BatchRunner:
         outcome, error = _result_or_error(done)
         if error is not None:  # the batch failed for good: report, keep the old points
             self.logger.error("indexing a batch of %d documents failed: %s", len(batch), error)
-            outcome = failed_batch(prepared, batch, error)
+            outcome = failed_batch(prepared, batch, error, ErrorCode.UPSERT_FAILED)
         self._account(outcome, len(batch))
 
     def _account(self, outcome: BatchOutcome, documents: int) -> None:

@@ -16,6 +16,7 @@ nothing to orchestrate. `--always-flow` turns that off.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,7 +35,7 @@ _EPHEMERAL_FAILURE = "Timed out while attempting to connect to ephemeral Prefect
 
 @dataclass(frozen=True)
 class RunRequest:
-    source: Literal["confluence", "files"]
+    source: str  # a source kind of connectors.registry
     targets: list[str]
     tenant_id: str | None
     mode: Literal["incremental", "full"]
@@ -72,29 +73,33 @@ def summary_without_flow(request: RunRequest, settings: Settings) -> dict[str, A
         return None
     from flows.report import RunSummary
     from tasks import pipeline
+    from tasks.resources import Resources
 
     spec = pipeline.SourceSpec.of(request.source, request.targets, settings)
-    token: str | None = None
-    if spec.kind == "confluence":
-        if settings.confluence.token is None and settings.confluence.token_secret_block:
-            return None  # the token is in a Prefect Secret block: the flow reads it
-        token = settings.confluence.token.get_secret_value() if settings.confluence.token else None
+    section = getattr(settings, spec.kind, None)
+    if getattr(section, "token", None) is None and getattr(section, "token_secret_block", None):
+        return None  # the token is in a Prefect Secret block: the flow reads it
     started = datetime.now().astimezone()
+    resources = Resources(settings)
     try:
-        listing = pipeline.discover(spec, settings, token)
+        listing = pipeline.discover(spec, settings, resources)
         if not listing.complete:
             return None  # the flow retries and reports it
-        plan = pipeline.plan(spec, settings, listing, mode=request.mode, since=request.since)
+        plan = pipeline.plan(
+            spec, settings, listing, resources, mode=request.mode, since=request.since
+        )
+        if plan.to_process:
+            return None
+        outcome = pipeline.BatchOutcome()
+        deleted, refused = pipeline.reconcile_into(
+            outcome, spec, settings, listing, resources, request.force_delete
+        )
     except IngestError as exc:
         if exc.transient:
             return None  # the flow's tasks retry transient failures
         raise
-    if plan.to_process:
-        return None
-    outcome = pipeline.BatchOutcome()
-    deleted, refused = pipeline.reconcile_into(
-        outcome, spec, settings, listing, request.force_delete
-    )
+    finally:
+        resources.close()
     return RunSummary.build(
         spec=spec,
         settings=settings,
@@ -111,28 +116,57 @@ def summary_without_flow(request: RunRequest, settings: Settings) -> dict[str, A
 def run_flow(request: RunRequest, progress: Any) -> dict[str, Any]:
     """One run of the `ingest` flow; its summary (also when it ended Failed)."""
     from flows.ingest import ingest
-    from tasks.pipeline import set_progress_hook
 
-    set_progress_hook(progress)
-    try:
-        with _ephemeral_api_errors():
-            state = ingest(
-                source=request.source,
-                targets=tuple(request.targets),
-                tenant_id=request.tenant_id or "",
-                mode=request.mode,
-                since=request.since,
-                force=request.force,
-                force_delete=request.force_delete,
-                return_state=True,
-            )
-    finally:
-        set_progress_hook(None)
+    with _progress_records_to(progress), _ephemeral_api_errors():
+        state = ingest(
+            source=request.source,
+            targets=tuple(request.targets),
+            tenant_id=request.tenant_id or "",
+            mode=request.mode,
+            since=request.since,
+            force=request.force,
+            force_delete=request.force_delete,
+            return_state=True,
+        )
     summary = state.result(raise_on_failure=False)
     if not isinstance(summary, dict):  # the run ended before its report (config, crash)
         state.result(raise_on_failure=True)
         raise RuntimeError(f"the flow run ended {state.type.value} without a summary")
     return summary
+
+
+class _ProgressRecords(logging.Handler):
+    """Feeds the pipeline's progress records (tasks.pipeline.progress) to a progress bar
+    with `start(total)` and `advance(documents)`."""
+
+    def __init__(self, bar: Any) -> None:
+        super().__init__(logging.DEBUG)
+        self.bar = bar
+
+    def emit(self, record: logging.LogRecord) -> None:
+        total = getattr(record, "progress_total", None)
+        done = getattr(record, "progress_done", None)
+        if total is not None:
+            self.bar.start(total)
+        if done is not None:
+            self.bar.advance(done)
+
+
+@contextmanager
+def _progress_records_to(bar: Any) -> Iterator[None]:
+    from tasks.pipeline import progress
+
+    handler = _ProgressRecords(bar)
+    level, propagate = progress.level, progress.propagate
+    progress.addHandler(handler)
+    progress.setLevel(logging.DEBUG)
+    progress.propagate = False  # the bar shows them; the console is for warnings
+    try:
+        yield
+    finally:
+        progress.removeHandler(handler)
+        progress.setLevel(level)
+        progress.propagate = propagate
 
 
 @contextmanager
@@ -155,10 +189,8 @@ def settings_for(request: RunRequest, config_file: str | None) -> Settings:
 
 
 def release_local_resources(settings: Settings) -> None:
-    """Close the run's connectors and Qdrant client before the interpreter shuts down
-    (local-mode Qdrant holds its directory's lock until closed)."""
+    """Close the Qdrant client before the interpreter shuts down (local-mode Qdrant holds
+    its directory's lock until closed)."""
     from indexing.qdrant_store import close_client
-    from tasks.pipeline import release_shared
 
-    release_shared()
     close_client(settings.qdrant)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any
 
 from config.errors import ErrorCode
@@ -17,12 +18,14 @@ EXIT_OK = 0
 EXIT_LISTING_INCOMPLETE = 4
 EXIT_DELETION_REFUSED = 5
 EXIT_DOCUMENTS_FAILED = 3
-STATUS_EXIT_CODES = {
-    "listing_incomplete": EXIT_LISTING_INCOMPLETE,
-    "deletion_refused": EXIT_DELETION_REFUSED,
-    "documents_failed": EXIT_DOCUMENTS_FAILED,
-    "ok": EXIT_OK,
-}
+STATUS_EXIT_CODES = MappingProxyType(
+    {
+        "listing_incomplete": EXIT_LISTING_INCOMPLETE,
+        "deletion_refused": EXIT_DELETION_REFUSED,
+        "documents_failed": EXIT_DOCUMENTS_FAILED,
+        "ok": EXIT_OK,
+    }
+)
 
 
 @dataclass

@@ -3,7 +3,7 @@
 Local mode on disk (`QdrantClient(path=...)`) by default; `qdrant.url` (+ `api_key`)
 selects a server or cluster. The configured `qdrant.collection` name is an ALIAS that
 readers use; the points live in a physical collection `<name>_<timestamp>` behind it, so
-a blue/green re-index builds a new one and swaps the alias atomically.
+a re-index into another collection can be switched to by moving the alias.
 
 Named vectors: `dense` (cosine, size from the embedder) and, when the embedder has one,
 `sparse` (BGE-M3 lexical weights). The sparse vector has NO IDF modifier: BGE-M3's
@@ -17,12 +17,12 @@ import sqlite3
 import threading
 import warnings
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 import httpx
@@ -46,28 +46,32 @@ _LOCAL_SCROLL_PAGE = 100_000
 # filters on them). `tenant_id` is the tenant index: Qdrant co-locates a tenant's points.
 # `section_id` and `document_id` + `ordinal` (a range index) make search's expansion of a
 # hit to its section or neighbours a lookup, not a scan.
-PAYLOAD_INDEXES: dict[
+PAYLOAD_INDEXES: Mapping[
     str, models.PayloadSchemaType | models.KeywordIndexParams | models.IntegerIndexParams
-] = {
-    "tenant_id": models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True),
-    "document_id": models.PayloadSchemaType.KEYWORD,
-    "section_id": models.PayloadSchemaType.KEYWORD,
-    "ordinal": models.IntegerIndexParams(
-        type=models.IntegerIndexType.INTEGER, lookup=False, range=True
-    ),
-    "source_type": models.PayloadSchemaType.KEYWORD,
-    "space_key": models.PayloadSchemaType.KEYWORD,
-    "labels": models.PayloadSchemaType.KEYWORD,
-    "updated_at": models.PayloadSchemaType.DATETIME,
-    "source_version_id": models.PayloadSchemaType.KEYWORD,
-    "acl.public": models.PayloadSchemaType.BOOL,
-    "acl.users": models.PayloadSchemaType.KEYWORD,
-    "acl.groups": models.PayloadSchemaType.KEYWORD,
-    "acl.restricted": models.PayloadSchemaType.BOOL,
-    "acl.space_open": models.PayloadSchemaType.BOOL,
-    "acl.space_users": models.PayloadSchemaType.KEYWORD,
-    "acl.space_groups": models.PayloadSchemaType.KEYWORD,
-}
+] = MappingProxyType(
+    {
+        "tenant_id": models.KeywordIndexParams(
+            type=models.KeywordIndexType.KEYWORD, is_tenant=True
+        ),
+        "document_id": models.PayloadSchemaType.KEYWORD,
+        "section_id": models.PayloadSchemaType.KEYWORD,
+        "ordinal": models.IntegerIndexParams(
+            type=models.IntegerIndexType.INTEGER, lookup=False, range=True
+        ),
+        "source_type": models.PayloadSchemaType.KEYWORD,
+        "space_key": models.PayloadSchemaType.KEYWORD,
+        "labels": models.PayloadSchemaType.KEYWORD,
+        "updated_at": models.PayloadSchemaType.DATETIME,
+        "source_version_id": models.PayloadSchemaType.KEYWORD,
+        "acl.public": models.PayloadSchemaType.BOOL,
+        "acl.users": models.PayloadSchemaType.KEYWORD,
+        "acl.groups": models.PayloadSchemaType.KEYWORD,
+        "acl.restricted": models.PayloadSchemaType.BOOL,
+        "acl.space_open": models.PayloadSchemaType.BOOL,
+        "acl.space_users": models.PayloadSchemaType.KEYWORD,
+        "acl.space_groups": models.PayloadSchemaType.KEYWORD,
+    }
+)
 # Payload = the chunk record without `embed_text` (header + overlap + md_text, all of
 # which the payload already holds), to keep points lean.
 _PAYLOAD_EXCLUDED = frozenset({"embed_text"})
@@ -228,9 +232,6 @@ class QdrantStore:
             _local_locks.get(self._client_key) or nullcontext()
         )
 
-    def for_collection(self, collection: str) -> QdrantStore:
-        return QdrantStore(self.settings, self.vector_size, self.sparse, collection=collection)
-
     def close(self) -> None:
         close_client(self.settings)
 
@@ -282,10 +283,9 @@ class QdrantStore:
         """Make sure the collection (or the alias and a collection behind it) exists with the
         expected vectors and payload indexes; returns the physical collection name.
 
-        Race-free: concurrent first batches each found no collection, each created one and
-        moved the alias, so the points written into the first were lost. Now this process
-        creates under a lock, and other processes (Dask workers, a second run) all create
-        the same first name, `<alias>_initial`, at most once."""
+        Race-free: this process creates under a lock, and other processes (Dask workers, a
+        second run) all create the same first name, `<alias>_initial`, at most once, so
+        concurrent first batches never write into a collection the alias then leaves."""
         with _ENSURE_LOCK:
             physical = self.resolve()
             if physical is None:
@@ -322,15 +322,6 @@ class QdrantStore:
                 connection.execute("PRAGMA journal_mode=WAL")
                 connection.execute("PRAGMA synchronous=NORMAL")
 
-    def new_collection_name(self) -> str:
-        return f"{self.alias}_{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%f')}"
-
-    def create_collection(self, name: str) -> QdrantStore:
-        """A new physical collection (for a blue/green build) and a store writing to it."""
-        self._create(name)
-        self._tune_local_storage(name)
-        return self.for_collection(name)
-
     def _create(self, name: str) -> str:
         on_disk = self.settings.on_disk
         sparse = (
@@ -359,7 +350,7 @@ class QdrantStore:
             self._create_payload_indexes(name, PAYLOAD_INDEXES)
         return name
 
-    def _create_payload_indexes(self, name: str, indexes: dict[str, Any]) -> None:
+    def _create_payload_indexes(self, name: str, indexes: Mapping[str, Any]) -> None:
         for field_name, schema in indexes.items():
             self._call(
                 f"index {field_name}",
@@ -389,7 +380,7 @@ class QdrantStore:
             found = "no 'dense' vector" if dense is None else f"size {dense.size}"
             raise ConfigError(
                 f"collection {physical!r} has {found}, the embedder makes {self.vector_size}: "
-                "run a full re-index (blue/green) into a new collection, or pick another "
+                "re-index into a new collection, or pick another "
                 "qdrant.collection",
                 setting="qdrant.collection",
             )
@@ -415,18 +406,6 @@ class QdrantStore:
             )
         )
         self._call("swap alias", lambda: self.client.update_collection_aliases(operations))
-
-    def swap_alias(self, physical: str, *, drop_previous: bool = True) -> str | None:
-        """Make readers see `physical` (atomic on the server); optionally drop the old one."""
-        previous = self.resolve(self.alias)
-        if previous == self.alias:
-            # A plain collection named like the alias (created before aliases were used):
-            # it must go before the alias can take its name; readers see a short gap once.
-            self.drop_collection(previous)
-        self._set_alias(physical)
-        if drop_previous and previous is not None and previous not in (physical, self.alias):
-            self.drop_collection(previous)
-        return previous
 
     def drop_collection(self, name: str) -> None:
         self._call("drop collection", lambda: self.client.delete_collection(name))
@@ -638,16 +617,6 @@ class QdrantStore:
                     for point in gone & points.keys():
                         del points[point]
         return len(point_ids)
-
-    def delete_other_versions(self, tenant_id: str, document_id: str, keep_version: str) -> None:
-        self._delete_and_forget(
-            "delete old versions",
-            tenant_id,
-            models.Filter(
-                must=[_match("tenant_id", tenant_id), _match("document_id", document_id)],
-                must_not=[_match("source_version_id", keep_version)],
-            ),
-        )
 
     def delete_documents(self, tenant_id: str, document_ids: Sequence[str]) -> None:
         if document_ids:

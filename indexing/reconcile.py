@@ -10,7 +10,6 @@
 - `delete_missing_documents`: after a COMPLETE listing of a source, its documents that
   were not listed are deleted, unless that is more than `reconcile.max_delete_share` of the
   source's documents (refused unless forced). An incomplete listing deletes nothing.
-- `full_reindex`: blue/green: build into a new collection, then swap the alias.
 
 Every read and delete is scoped by `tenant_id`.
 """
@@ -137,21 +136,3 @@ def delete_missing_documents(
         )
     store.delete_documents(tenant_id, missing)
     return missing
-
-
-def full_reindex(
-    store: QdrantStore, build: Callable[[QdrantStore], None], *, keep_previous: bool = False
-) -> str:
-    """Blue/green: `build` fills a new collection `<alias>_<timestamp>`; when it returns,
-    the alias moves to it in one atomic step and the old collection is dropped (kept when
-    `keep_previous`, e.g. for a quick roll back). If `build` fails, the new collection is
-    dropped and readers never saw it. Returns the new collection's name."""
-    name = store.new_collection_name()
-    target = store.create_collection(name)
-    try:
-        build(target)
-    except BaseException:
-        store.drop_collection(name)
-        raise
-    store.swap_alias(name, drop_previous=not keep_previous)
-    return name

@@ -1,21 +1,24 @@
 """The one small interface every format module implements, and the registry.
 
 A normalizer is a plain function `(data: bytes, ctx: NormalizeContext) -> NormalizedDocument`
-registered for a format name with its extensions and MIME types. `normalize_bytes` picks
-the format from the content (never the extension alone), enforces the size limit, turns
-unexpected library exceptions into `CORRUPT`, and runs the shared `NORMALIZE_MARKDOWN`
-pass so every format leaves here in the same normalized form.
+listed in `FORMATS` under a format name with its extensions and MIME types, as a
+"module:function" string imported on first use: normalizing a Markdown file imports no
+PDF or Office library. `normalize_bytes` picks the format from the content (never the
+extension alone) unless the caller knows it, enforces the size limit, turns unexpected
+library exceptions into `CORRUPT`, and runs the shared `NORMALIZE_MARKDOWN` pass so every
+format leaves here in the same normalized form.
 """
 
 from __future__ import annotations
 
+import importlib
 import re
-import threading
 import zipfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import PurePath
+from types import MappingProxyType
 from typing import Any
 
 from chunking.text import Anchor, normalize_markdown
@@ -102,41 +105,100 @@ class AnchoredMarkdown:
 @dataclass(frozen=True)
 class FormatEntry:
     name: str
-    normalize: Normalizer
-    extensions: tuple[str, ...]
-    mimes: tuple[str, ...]
+    target: str  # "module:function" of its normalizer
+    extensions: tuple[str, ...] = ()  # lower case, with the dot
+    mimes: tuple[str, ...] = ()
+
+    @property
+    def normalize(self) -> Normalizer:
+        """The normalizer, its module imported now (once: Python keeps it)."""
+        module, _, function = self.target.partition(":")
+        normalizer: Normalizer = getattr(importlib.import_module(module), function)
+        return normalizer
 
 
-_REGISTRY: dict[str, FormatEntry] = {}
-
-
-def register(
-    name: str, *, extensions: tuple[str, ...] = (), mimes: tuple[str, ...] = ()
-) -> Callable[[Normalizer], Normalizer]:
-    """Register `fn` as the normalizer of format `name` (extensions with the dot)."""
-
-    def decorate(fn: Normalizer) -> Normalizer:
-        _REGISTRY[name] = FormatEntry(name, fn, tuple(e.lower() for e in extensions), mimes)
-        return fn
-
-    return decorate
-
-
-def registered_formats() -> Mapping[str, FormatEntry]:
-    _load_builtin_formats()
-    return dict(_REGISTRY)
+FORMATS: Mapping[str, FormatEntry] = MappingProxyType(
+    {
+        entry.name: entry
+        for entry in (
+            FormatEntry(
+                "markdown",
+                "normalizers.text:normalize_markdown_file",
+                (".md", ".markdown", ".mdown", ".mkd"),
+                ("text/markdown", "text/x-markdown"),
+            ),
+            FormatEntry(
+                "text",
+                "normalizers.text:normalize_text_file",
+                (".txt", ".text", ".log"),
+                ("text/plain",),
+            ),
+            FormatEntry(
+                "html",
+                "normalizers.html:normalize_html",
+                (".html", ".htm", ".xhtml"),
+                ("text/html", "application/xhtml+xml"),
+            ),
+            FormatEntry("pdf", "normalizers.pdf:normalize_pdf", (".pdf",), ("application/pdf",)),
+            FormatEntry(
+                "docx",
+                "normalizers.docx:normalize_docx",
+                (".docx", ".docm"),
+                (
+                    "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+                    "application/vnd.ms-word.document.macroEnabled.12",
+                ),
+            ),
+            FormatEntry(
+                "xlsx",
+                "normalizers.xlsx:normalize_xlsx",
+                (".xlsx", ".xlsm"),
+                (
+                    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+                    "application/vnd.ms-excel.sheet.macroEnabled.12",
+                ),
+            ),
+            FormatEntry(
+                "pptx",
+                "normalizers.pptx:normalize_pptx",
+                (".pptx", ".pptm"),
+                (
+                    "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+                    "application/vnd.ms-powerpoint.presentation.macroEnabled.12",
+                ),
+            ),
+            FormatEntry(
+                "doc", "normalizers.legacy:normalize_doc", (".doc",), ("application/msword",)
+            ),
+            FormatEntry(
+                "xls", "normalizers.legacy:normalize_xls", (".xls",), ("application/vnd.ms-excel",)
+            ),
+            FormatEntry(
+                "ppt",
+                "normalizers.legacy:normalize_ppt",
+                (".ppt",),
+                ("application/vnd.ms-powerpoint",),
+            ),
+            FormatEntry(
+                "confluence",
+                "normalizers.confluence:normalize_confluence",
+                mimes=("application/vnd.atlassian.confluence.storage+xml",),
+            ),
+        )
+    }
+)
 
 
 def supported_extensions() -> frozenset[str]:
-    return frozenset(e for entry in registered_formats().values() for e in entry.extensions)
+    return frozenset(e for entry in FORMATS.values() for e in entry.extensions)
 
 
 # --- format detection --------------------------------------------------------------
 
 _OLE2_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 _ENCRYPTED_PACKAGE = "EncryptedPackage".encode("utf-16-le")
-_OOXML_MAIN_PART = {"word/": "docx", "xl/": "xlsx", "ppt/": "pptx"}
-_LEGACY_BY_EXTENSION = {".doc": "doc", ".xls": "xls", ".ppt": "ppt"}
+_OOXML_MAIN_PART = (("word/", "docx"), ("xl/", "xlsx"), ("ppt/", "pptx"))
+_LEGACY_BY_EXTENSION = MappingProxyType({".doc": "doc", ".xls": "xls", ".ppt": "ppt"})
 # An `ac:` or `ri:` element (`<ac:structured-macro`, `<ri:page`): Confluence storage format.
 _STORAGE_ELEMENT = re.compile(rb"<(?:ac|ri):[A-Za-z]")
 
@@ -144,10 +206,9 @@ _STORAGE_ELEMENT = re.compile(rb"<(?:ac|ri):[A-Za-z]")
 def detect_format(data: bytes, filename: str, mime: str | None = None) -> str:
     """Decide the format from the bytes; the extension and MIME type only break ties
     that the content cannot (OLE2 containers, text flavours)."""
-    _load_builtin_formats()
     ext = PurePath(filename).suffix.lower()
-    by_ext = next((e.name for e in _REGISTRY.values() if ext in e.extensions), None)
-    by_mime = next((e.name for e in _REGISTRY.values() if mime and mime in e.mimes), None)
+    by_ext = next((e.name for e in FORMATS.values() if ext in e.extensions), None)
+    by_mime = next((e.name for e in FORMATS.values() if mime and mime in e.mimes), None)
     head = data[:8]
     # Markup (HTML, Confluence storage format) may mention "%PDF-" early; it is no PDF.
     markup = data[:1024].lstrip()[:1] == b"<"
@@ -214,7 +275,7 @@ def _detect_zip(data: bytes, filename: str) -> str:
         raise IngestError(
             ErrorCode.CORRUPT, f"broken ZIP container ({exc})", subject=filename
         ) from None
-    for prefix, fmt in _OOXML_MAIN_PART.items():
+    for prefix, fmt in _OOXML_MAIN_PART:
         if any(n.startswith(prefix) for n in names):
             return fmt
     raise IngestError(
@@ -257,8 +318,10 @@ def normalize_bytes(
     base_url: str | None = None,
     space_key: str | None = None,
     page_id: str | None = None,
+    fmt: str | None = None,
 ) -> NormalizedDocument:
-    """Normalize one document of any supported format to Markdown (SPEC §2)."""
+    """Normalize one document of any supported format to Markdown (SPEC §2): of format
+    `fmt` when the caller knows it (a Confluence page's body), else the detected one."""
     ctx = NormalizeContext(
         filename=filename,
         mime=mime,
@@ -274,8 +337,8 @@ def normalize_bytes(
         )
     if not data.strip():
         raise ctx.fail(ErrorCode.CORRUPT, "the file is empty")
-    fmt = detect_format(data, filename, mime)
-    entry = _REGISTRY.get(fmt)
+    fmt = fmt or detect_format(data, filename, mime)
+    entry = FORMATS.get(fmt)
     if entry is None:
         raise ctx.fail(ErrorCode.UNSUPPORTED_FORMAT, f"no normalizer for format {fmt!r}")
     try:
@@ -302,25 +365,3 @@ def normalize_bytes(
 
 def iso_datetime(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
-
-
-_BUILTINS_LOADED = False
-_BUILTINS_LOCK = threading.Lock()
-
-
-def _load_builtin_formats() -> None:
-    """Import the format modules once so their `register` calls run. Under a lock, and
-    marked loaded only when done: the first documents of a fresh process (a Dask worker)
-    are normalized by several threads at once, and a thread that went ahead of a
-    half-done import found formats missing (python-docx half-initialized)."""
-    global _BUILTINS_LOADED
-    if _BUILTINS_LOADED:
-        return
-    import importlib
-
-    with _BUILTINS_LOCK:
-        if _BUILTINS_LOADED:
-            return
-        for module in ("text", "html", "pdf", "docx", "xlsx", "pptx", "legacy", "confluence"):
-            importlib.import_module(f"normalizers.{module}")
-        _BUILTINS_LOADED = True

@@ -8,27 +8,31 @@ sign that the table below is a chart's data.
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from lxml import etree
 
 from normalizers.tables import format_number, gfm_table
 
 _C = "http://schemas.openxmlformats.org/drawingml/2006/chart"
 _A = "http://schemas.openxmlformats.org/drawingml/2006/main"
-_NS = {"c": _C, "a": _A}
+_NS = MappingProxyType({"c": _C, "a": _A})
 _SAFE_XML = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=False)
 # Plot elements (`c:plotArea` children) by the kind of chart they draw.
-_KINDS = {
-    **dict.fromkeys(("barChart", "bar3DChart"), "bar"),
-    **dict.fromkeys(("lineChart", "line3DChart"), "line"),
-    **dict.fromkeys(("pieChart", "pie3DChart", "ofPieChart"), "pie"),
-    **dict.fromkeys(("areaChart", "area3DChart"), "area"),
-    **dict.fromkeys(("surfaceChart", "surface3DChart"), "surface"),
-    "doughnutChart": "doughnut",
-    "scatterChart": "scatter",
-    "bubbleChart": "bubble",
-    "radarChart": "radar",
-    "stockChart": "stock",
-}
+_KINDS = MappingProxyType(
+    {
+        **dict.fromkeys(("barChart", "bar3DChart"), "bar"),
+        **dict.fromkeys(("lineChart", "line3DChart"), "line"),
+        **dict.fromkeys(("pieChart", "pie3DChart", "ofPieChart"), "pie"),
+        **dict.fromkeys(("areaChart", "area3DChart"), "area"),
+        **dict.fromkeys(("surfaceChart", "surface3DChart"), "surface"),
+        "doughnutChart": "doughnut",
+        "scatterChart": "scatter",
+        "bubbleChart": "bubble",
+        "radarChart": "radar",
+        "stockChart": "stock",
+    }
+)
 
 
 def parse_xml_part(data: bytes) -> etree._Element:

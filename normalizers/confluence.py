@@ -25,12 +25,13 @@ import html.entities
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from lxml import etree
 
 from chunking.text import decode_utf8
 from config.errors import ErrorCode
-from normalizers.base import LinkRecord, NormalizeContext, NormalizedDocument, register
+from normalizers.base import LinkRecord, NormalizeContext, NormalizedDocument
 from normalizers.html import (
     Kind,
     MarkdownWalker,
@@ -52,22 +53,26 @@ from normalizers.links import (
     space_url,
 )
 
-NAMESPACES = {
-    "ac": "http://atlassian.com/content",
-    "ri": "http://atlassian.com/resource/identifier",
-    "at": "http://atlassian.com/template",
-}
-_PREFIX_OF = {uri: prefix for prefix, uri in NAMESPACES.items()}
+NAMESPACES = MappingProxyType(
+    {
+        "ac": "http://atlassian.com/content",
+        "ri": "http://atlassian.com/resource/identifier",
+        "at": "http://atlassian.com/template",
+    }
+)
+_PREFIX_OF = MappingProxyType({uri: prefix for prefix, uri in NAMESPACES.items()})
 
-_PANEL_LABELS = {
-    "info": "Info",
-    "note": "Note",
-    "warning": "Warning",
-    "tip": "Tip",
-    "panel": None,
-    "success": "Success",
-    "error": "Error",
-}
+_PANEL_LABELS = MappingProxyType(
+    {
+        "info": "Info",
+        "note": "Note",
+        "warning": "Warning",
+        "tip": "Tip",
+        "panel": None,
+        "success": "Success",
+        "error": "Error",
+    }
+)
 _CODE_MACROS = frozenset({"code", "noformat"})
 _INLINED_MACROS = frozenset({"expand", "excerpt", "ui-expand"})
 # Macros whose output comes from elsewhere or is navigation: nothing of this page's text.
@@ -466,8 +471,3 @@ def normalize_confluence(
         links=tuple(walker.links),
         warnings=tuple(warnings),
     )
-
-
-register("confluence", mimes=("application/vnd.atlassian.confluence.storage+xml",))(
-    normalize_confluence
-)

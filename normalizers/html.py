@@ -31,11 +31,12 @@ import re
 import textwrap
 from collections.abc import Callable, Iterable, Iterator
 from enum import Enum
+from types import MappingProxyType
 
 from lxml import etree
 
 from config.errors import ErrorCode
-from normalizers.base import LinkRecord, NormalizeContext, NormalizedDocument, register
+from normalizers.base import LinkRecord, NormalizeContext, NormalizedDocument
 from normalizers.links import classify_href
 from normalizers.selfcheck import loss_warning, word_loss
 from normalizers.tables import gfm_table
@@ -79,7 +80,7 @@ _CONTAINERS = frozenset(
         "tbody", "tfoot", "hgroup", "search", "output",
     }
 )  # fmt: skip
-_HEADINGS = {f"h{n}": n for n in range(1, 7)}
+_HEADINGS = MappingProxyType({f"h{n}": n for n in range(1, 7)})
 _GAPPED = _CONTAINERS | _HEADINGS.keys() | {"ul", "ol", "dl", "table", "pre", "blockquote", "hr"}
 _BOLD = frozenset({"strong", "b"})
 _ITALIC = frozenset({"em", "i", "cite", "dfn", "var"})
@@ -105,8 +106,8 @@ _CHARSET = re.compile(
 )
 # The HTML standard reads these labels as windows-1252, and UTF-16 labels on
 # ASCII-compatible bytes (no BOM) as UTF-8.
-_CHARSET_ALIASES = {"iso8859-1": "cp1252", "ascii": "cp1252", "utf-16-le": "utf-8",
-                    "utf-16-be": "utf-8", "utf-16": "utf-8"}  # fmt: skip
+_CHARSET_ALIASES = MappingProxyType({"iso8859-1": "cp1252", "ascii": "cp1252", "utf-16-le": "utf-8",
+                    "utf-16-be": "utf-8", "utf-16": "utf-8"})  # fmt: skip
 
 # HTML never needs an internal DTD subset; libxml2's HTML parser ignores its entity
 # declarations but would show the subset's tail as text, so it goes before parsing.
@@ -721,9 +722,6 @@ def _hidden(el: etree._Element) -> bool:
     )
 
 
-@register(
-    "html", extensions=(".html", ".htm", ".xhtml"), mimes=("text/html", "application/xhtml+xml")
-)
 def normalize_html(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
     root = parse_html(decode_html(data, ctx), ctx)
     base = root.find(".//base[@href]")

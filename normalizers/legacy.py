@@ -19,11 +19,10 @@ from pathlib import Path
 
 from config.errors import ErrorCode
 from normalizers.base import (
+    FORMATS,
     NormalizeContext,
     NormalizedDocument,
     Normalizer,
-    register,
-    registered_formats,
 )
 
 LIBREOFFICE_APT_INSTALL = (
@@ -130,7 +129,7 @@ def _run(command: list[str], workdir: Path, ctx: NormalizeContext) -> str:
 def _legacy_normalizer(conversion: Conversion) -> Normalizer:
     def normalize(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
         converted = convert_with_libreoffice(data, conversion, ctx)
-        entry = registered_formats().get(conversion.target)
+        entry = FORMATS.get(conversion.target)
         if entry is None:
             raise ctx.fail(
                 ErrorCode.UNSUPPORTED_FORMAT, f"no {conversion.target.upper()} normalizer"
@@ -142,12 +141,6 @@ def _legacy_normalizer(conversion: Conversion) -> Normalizer:
     return normalize
 
 
-normalize_doc = register("doc", extensions=(".doc",), mimes=("application/msword",))(
-    _legacy_normalizer(DOC_TO_DOCX)
-)
-normalize_xls = register("xls", extensions=(".xls",), mimes=("application/vnd.ms-excel",))(
-    _legacy_normalizer(XLS_TO_XLSX)
-)
-normalize_ppt = register("ppt", extensions=(".ppt",), mimes=("application/vnd.ms-powerpoint",))(
-    _legacy_normalizer(PPT_TO_PPTX)
-)
+normalize_doc = _legacy_normalizer(DOC_TO_DOCX)
+normalize_xls = _legacy_normalizer(XLS_TO_XLSX)
+normalize_ppt = _legacy_normalizer(PPT_TO_PPTX)

@@ -42,7 +42,6 @@ from normalizers.base import (
     NormalizedDocument,
     check_zip_limits,
     iso_datetime,
-    register,
 )
 from normalizers.charts import chart_markdown, parse_xml_part
 from normalizers.fallback import Reader, first_that_reads, office_round_trip
@@ -51,16 +50,13 @@ from normalizers.ooxml import without_doctypes
 from normalizers.selfcheck import loss_warning, word_loss
 from normalizers.tables import comment_line, escape_block_start, gfm_table, one_line
 
-PPTX_MIMES = (
-    "application/vnd.openxmlformats-officedocument.presentationml.presentation",
-    "application/vnd.ms-powerpoint.presentation.macroEnabled.12",
+_TITLE_TYPES = frozenset(
+    {PP_PLACEHOLDER.TITLE, PP_PLACEHOLDER.CENTER_TITLE, PP_PLACEHOLDER.VERTICAL_TITLE}
 )
-
-_TITLE_TYPES = {PP_PLACEHOLDER.TITLE, PP_PLACEHOLDER.CENTER_TITLE, PP_PLACEHOLDER.VERTICAL_TITLE}
 # Placeholders whose paragraphs inherit bullets from the slide master.
-_BODY_TYPES = {PP_PLACEHOLDER.BODY, PP_PLACEHOLDER.OBJECT, PP_PLACEHOLDER.VERTICAL_BODY}
+_BODY_TYPES = frozenset({PP_PLACEHOLDER.BODY, PP_PLACEHOLDER.OBJECT, PP_PLACEHOLDER.VERTICAL_BODY})
 # Repeated on every slide, not content.
-_CHROME_TYPES = {PP_PLACEHOLDER.DATE, PP_PLACEHOLDER.FOOTER, PP_PLACEHOLDER.SLIDE_NUMBER}
+_CHROME_TYPES = frozenset({PP_PLACEHOLDER.DATE, PP_PLACEHOLDER.FOOTER, PP_PLACEHOLDER.SLIDE_NUMBER})
 _DGM = "{http://schemas.openxmlformats.org/drawingml/2006/diagram}"
 _DIAGRAM_REL_IDS, _DIAGRAM_POINT = f"{_DGM}relIds", f"{_DGM}pt"
 _DATA_MODEL_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}dm"
@@ -79,7 +75,6 @@ _PARENT_COMMENT = "{http://schemas.microsoft.com/office/powerpoint/2012/main}par
 _FILE_NAME = re.compile(r"[\w\-. ]+\.(?:png|jpe?g|gif|bmp|tiff?|emf|wmf|svg|webp)", re.IGNORECASE)
 
 
-@register("pptx", extensions=(".pptx", ".pptm"), mimes=PPTX_MIMES)
 def normalize_pptx(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
     check_zip_limits(data, ctx)  # a broken zip directory or a zip bomb ends here
     return first_that_reads(_READERS, data, ctx)

@@ -8,18 +8,12 @@ paragraphs.
 from __future__ import annotations
 
 from chunking.text import decode_utf8
-from normalizers.base import NormalizeContext, NormalizedDocument, register
+from normalizers.base import NormalizeContext, NormalizedDocument
 
 
-@register(
-    "markdown",
-    extensions=(".md", ".markdown", ".mdown", ".mkd"),
-    mimes=("text/markdown", "text/x-markdown"),
-)
 def normalize_markdown_file(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
     return NormalizedDocument(markdown=decode_utf8(data, subject=ctx.filename))
 
 
-@register("text", extensions=(".txt", ".text", ".log"), mimes=("text/plain",))
 def normalize_text_file(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
     return NormalizedDocument(markdown=decode_utf8(data, subject=ctx.filename))

@@ -65,7 +65,6 @@ from normalizers.base import (
     NormalizedDocument,
     check_zip_limits,
     iso_datetime,
-    register,
 )
 from normalizers.charts import chart_markdown, parse_xml_part
 from normalizers.fallback import Reader, first_that_reads, office_round_trip
@@ -78,11 +77,6 @@ from normalizers.tables import (
     format_number,
     gfm_table,
     one_line,
-)
-
-XLSX_MIMES = (
-    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
-    "application/vnd.ms-excel.sheet.macroEnabled.12",
 )
 
 _MAIN = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
@@ -122,7 +116,6 @@ class _Book:
     percent_styles: frozenset[int]
 
 
-@register("xlsx", extensions=(".xlsx", ".xlsm"), mimes=XLSX_MIMES)
 def normalize_xlsx(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
     check_zip_limits(data, ctx)  # a broken zip directory or a zip bomb ends here
     return first_that_reads(_READERS, data, ctx)

@@ -15,23 +15,33 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal
 
 from chunking.record import Chunk
 from chunking.text import Anchor
 from config.errors import ConfigError, ErrorCode, IngestError
 from config.limits import within_time_limit
 from config.settings import Settings
-from connectors.base import Connector, DocumentGone, DocumentRef, Listing, SourceDocument
+from connectors.base import (
+    Connector,
+    DeletionScope,
+    DocumentGone,
+    DocumentRef,
+    IdMigration,
+    IndexedCheck,
+    LinkResolver,
+    Listing,
+    ScopedDeletion,
+    SourceDocument,
+)
+from connectors.registry import check_source, connector_class
 from indexing.cache import CacheKey, StageCache, config_hash, sha256_hex, stage_key
-from indexing.embedders import Embedder, Embedding, make_embedder
+from indexing.embedders import Embedder, Embedding
 from indexing.qdrant_store import QdrantStore
 from indexing.reconcile import (
     DocumentChunks,
@@ -39,8 +49,9 @@ from indexing.reconcile import (
     delete_missing_documents,
     sync_documents,
 )
-from normalizers.base import LinkRecord, NormalizedDocument, supported_extensions
+from normalizers.base import LinkRecord, NormalizedDocument
 from tasks.links import LinkStore, StoredLink
+from tasks.resources import Resources
 from tasks.stages import chunk_normalized, normalize_source
 from tasks.state import (
     CHUNK_STAGE_VERSION,
@@ -50,44 +61,27 @@ from tasks.state import (
     pipeline_fingerprint,
 )
 
-if TYPE_CHECKING:
-    from connectors.confluence import ContentIndex
-    from connectors.files import FilesConnector
-
-SourceKind = Literal["files", "confluence"]
 STAGES = ("fetch", "normalize", "chunk", "embed", "upsert")
 TOKEN_BINS = ((0, 49), (50, 149), (150, 300), (301, 600), (601, 10**9))
 
 
-class ProgressHook(Protocol):
-    """The CLI's progress bar (same process); deployments report through artifacts."""
-
-    def start(self, total: int) -> None: ...
-
-    def advance(self, documents: int) -> None: ...
-
-
-_progress: list[ProgressHook] = []
-
-
-def set_progress_hook(hook: ProgressHook | None) -> None:
-    _progress[:] = [hook] if hook is not None else []
+# Progress of a run as DEBUG records (`progress_total`, `progress_done` in their extra):
+# the CLI's progress bar listens in the same process; deployments report through artifacts.
+progress = logging.getLogger("ingest.progress")
 
 
 def progress_start(total: int) -> None:
-    for hook in _progress:
-        hook.start(total)
+    progress.debug("%d documents to process", total, extra={"progress_total": total})
 
 
 def report_progress(documents: int) -> None:
-    for hook in _progress:
-        hook.advance(documents)
+    progress.debug("%d documents processed", documents, extra={"progress_done": documents})
 
 
 @dataclass(frozen=True)
 class SourceSpec:
-    kind: SourceKind
-    targets: tuple[str, ...]  # directories/globs, or Confluence space keys
+    kind: str  # a source kind of connectors.registry
+    targets: tuple[str, ...]  # directories/globs, Confluence space keys, ...
 
     @property
     def scope(self) -> str:
@@ -95,19 +89,20 @@ class SourceSpec:
 
     @classmethod
     def of(cls, kind: str, targets: Sequence[str] | None, settings: Settings) -> SourceSpec:
-        """The run's source: the given targets, else the configured spaces or paths."""
-        if kind == "confluence":
-            chosen = list(targets or settings.confluence.spaces)
-            if not chosen:
-                raise ConfigError(
-                    "no space keys: pass targets or set confluence.spaces",
-                    setting="confluence.spaces",
-                )
-            return cls("confluence", tuple(chosen))
-        chosen = list(targets or settings.files.paths)
+        """The run's source: the given targets, else those of the kind's targets setting
+        (`confluence.spaces`, `files.paths`)."""
+        check_source(kind, settings.sources)
+        setting = connector_class(kind, settings.sources).targets_setting
+        configured: Any = settings
+        for part in setting.split("."):
+            configured = getattr(configured, part, None)
+        chosen = tuple(targets or configured or ())
         if not chosen:
-            raise ConfigError("no paths: pass targets or set files.paths", setting="files.paths")
-        return cls("files", tuple(chosen))
+            raise ConfigError(f"no targets: pass targets or set {setting}", setting=setting)
+        return cls(kind, chosen)
+
+    def connector(self, resources: Resources) -> Connector:
+        return resources.connector(self.kind, self.targets, self.scope)
 
 
 @dataclass(frozen=True)
@@ -175,50 +170,7 @@ class Plan:
 
 log = logging.getLogger(__name__)
 
-# --- connectors, store, embedder (one of each per process) -------------------------
-
-_shared: dict[str, Any] = {}
-_shared_lock = threading.Lock()
-
-
-def _shared_object(key: str, build: Callable[[], Any]) -> Any:
-    with _shared_lock:
-        if key not in _shared:
-            _shared[key] = build()
-        return _shared[key]
-
-
-def connector_for(spec: SourceSpec, settings: Settings, token: str | None = None) -> Connector:
-    """The process's connector for a source: the one that listed it also fetches, so what
-    the listing learned (titles for link resolution, restrictions) is reused."""
-
-    def build() -> Connector:
-        if spec.kind == "files":
-            from connectors.files import FilesConnector
-
-            state = Path(settings.cache.dir) / "files" / f"{sha256_hex(spec.scope)[:16]}.json"
-            return FilesConnector(
-                settings.files,
-                list(spec.targets),
-                state_path=state,
-                max_file_bytes=settings.limits.max_file_bytes,
-                read_timeout_s=settings.limits.document_timeout_s,
-            )
-        from connectors.confluence import ConfluenceConnector
-
-        confluence = settings.confluence.model_copy(update={"spaces": list(spec.targets)})
-        return ConfluenceConnector(confluence, token, attachment_extensions=supported_extensions())
-
-    key = f"connector|{spec.scope}|{config_hash(settings.files)}|{config_hash(settings.confluence)}"
-    connector: Connector = _shared_object(key, build)
-    return connector
-
-
-def embedder_for(settings: Settings) -> Embedder:
-    embedder: Embedder = _shared_object(
-        f"embedder|{config_hash(settings.embedder)}", lambda: make_embedder(settings.embedder)
-    )
-    return embedder
+# --- store, embedder ----------------------------------------------------------------
 
 
 def store_for(settings: Settings, embedder: Embedder | None = None) -> QdrantStore:
@@ -229,12 +181,6 @@ def store_for(settings: Settings, embedder: Embedder | None = None) -> QdrantSto
     store = QdrantStore(settings.qdrant, embedder.vector_size, embedder.has_sparse)
     store.ensure_collection()
     return store
-
-
-def release_shared() -> None:
-    """Close what this process opened (local-mode Qdrant holds a file lock)."""
-    with _shared_lock:
-        _shared.clear()
 
 
 class _TimedEmbedder:
@@ -280,15 +226,13 @@ def handoff_cache(settings: Settings) -> StageCache:
 # --- discover and plan ----------------------------------------------------------------
 
 
-def discover(spec: SourceSpec, settings: Settings, token: str | None = None) -> Listing:
-    from connectors.confluence import ConfluenceConnector
-
-    connector = connector_for(spec, settings, token)
+def discover(spec: SourceSpec, settings: Settings, resources: Resources) -> Listing:
+    connector = spec.connector(resources)
     listing = connector.list_refs()
-    if isinstance(connector, ConfluenceConnector):
+    if isinstance(connector, LinkResolver):
         links = LinkStore(settings.cache.dir, settings.tenant_id)
         try:
-            links.save_listing_index(spec.scope, connector.index.to_json())
+            links.save_listing_index(spec.scope, connector.link_index())
         except OSError as exc:  # documents then fail on the same disk, each reported
             log.warning("%s", cache_unwritable(settings, exc, code=ErrorCode.CHUNKING_FAILED))
     return listing
@@ -298,6 +242,7 @@ def plan(
     spec: SourceSpec,
     settings: Settings,
     listing: Listing,
+    resources: Resources,
     *,
     mode: Literal["incremental", "full"],
     since: datetime | None,
@@ -307,8 +252,9 @@ def plan(
     store = store_for(settings)
     ids = [ref.document_id for ref in listing.refs]
     indexed = store.existing_versions(settings.tenant_id, ids) if store.resolve() else {}
-    if spec.kind == "files" and store.resolve():
-        _refuse_labels_of_other_roots(_files_connector(spec, settings), store, settings.tenant_id)
+    connector = spec.connector(resources)
+    if isinstance(connector, IndexedCheck) and store.resolve():
+        connector.check_indexed(IndexedDocuments(store, settings.tenant_id, connector.source_type))
     since_iso = since.isoformat() if since else None
     process: list[DocumentRef] = []
     unchanged: list[str] = []
@@ -351,18 +297,21 @@ def prepare_batch(
     spec: SourceSpec,
     settings: Settings,
     refs: Sequence[DocumentRef],
+    resources: Resources,
     *,
     force: bool = False,
-    token: str | None = None,
 ) -> PreparedBatch:
     outcome = BatchOutcome(documents=len(refs))
     cache = handoff_cache(settings)
     force = force or not settings.cache.enabled
     state = SyncState.for_scope(settings, spec.scope)
     fingerprint = pipeline_fingerprint(settings)
-    connector = connector_for(spec, settings, token)
+    connector = spec.connector(resources)
+    links = DocumentLinks(
+        LinkStore(settings.cache.dir, settings.tenant_id), spec.scope, connector, resources
+    )
     started = time.perf_counter()
-    fetched = connector.fetch_many(list(refs))
+    fetched = _fetch_many(connector, refs)
     outcome.seconds["fetch"] += time.perf_counter() - started
     prepared: list[PreparedDocument] = []
     failed_states: dict[str, DocumentState] = {}
@@ -377,9 +326,7 @@ def prepare_batch(
             continue
         outcome.stages["fetch"].done += 1
         try:
-            prepared.append(
-                _prepare_one(item, settings, cache, outcome, force=force, scope=spec.scope)
-            )
+            prepared.append(_prepare_one(item, settings, cache, outcome, force=force, links=links))
         except IngestError as exc:
             outcome.failures.append(_failure(ref.document_id, exc))
             if not exc.transient:
@@ -392,6 +339,20 @@ def prepare_batch(
     return PreparedBatch(outcome, prepared)
 
 
+def _fetch_many(
+    connector: Connector, refs: Sequence[DocumentRef]
+) -> list[SourceDocument | IngestError]:
+    """The connector's fetch; a crash of it fails the batch as a transient fetch failure."""
+    try:
+        return connector.fetch_many(list(refs))
+    except IngestError:
+        raise
+    except Exception as exc:
+        raise IngestError(
+            ErrorCode.FETCH_FAILED, f"{type(exc).__name__}: {exc}", transient=True
+        ) from exc
+
+
 def _prepare_one(
     source: SourceDocument,
     settings: Settings,
@@ -399,7 +360,7 @@ def _prepare_one(
     outcome: BatchOutcome,
     *,
     force: bool,
-    scope: str,
+    links: DocumentLinks,
 ) -> PreparedDocument:
     started = time.perf_counter()
     normalize_input = sha256_hex(
@@ -434,7 +395,7 @@ def _prepare_one(
     outcome.seconds["normalize"] += time.perf_counter() - started
 
     started = time.perf_counter()
-    _store_links(source, normalized, settings, scope)
+    links.store(source, normalized)
     source = _with_link_counts(source, normalized)
     chunk_input = sha256_hex(
         json.dumps(
@@ -466,48 +427,29 @@ def _prepare_one(
     )
 
 
-def _store_links(
-    source: SourceDocument, normalized: NormalizedDocument, settings: Settings, scope: str
-) -> None:
-    """Persist the document's outgoing links, resolved to synced document ids where the
-    target is a page or attachment the latest listing of `scope` holds (SPEC §3.8)."""
-    targets: list[str | None] = [None] * len(normalized.links)
-    store = LinkStore(settings.cache.dir, settings.tenant_id)
-    if source.ref.source_type == "confluence" and normalized.links:
-        from connectors.confluence import resolve_links
+@dataclass(frozen=True)
+class DocumentLinks:
+    """Where a batch's documents' outgoing links go, resolved to synced document ids where
+    the connector resolves links against the latest listing of `scope` (SPEC §3.8)."""
 
-        targets = resolve_links(
-            normalized.links,
-            _listing_index(store, scope),
-            space_key=source.space_key or "",
-            page_id=source.page_id,
+    links: LinkStore
+    scope: str
+    connector: Connector
+    resources: Resources
+
+    def store(self, source: SourceDocument, normalized: NormalizedDocument) -> None:
+        targets: list[str | None] = [None] * len(normalized.links)
+        if isinstance(self.connector, LinkResolver) and normalized.links:
+            saved = self.links.listing_index(self.scope)
+            resolve = self.resources.link_resolution(self.connector, saved)
+            targets = resolve(normalized.links, source)
+        self.links.put(
+            source.ref.document_id,
+            [
+                StoredLink(link.target_url, link.link_type, target, link.text)
+                for link, target in zip(normalized.links, targets, strict=True)
+            ],
         )
-    store.put(
-        source.ref.document_id,
-        [
-            StoredLink(link.target_url, link.link_type, target, link.text)
-            for link, target in zip(normalized.links, targets, strict=True)
-        ],
-    )
-
-
-_listing_indexes: dict[Path, tuple[int, ContentIndex]] = {}
-
-
-def _listing_index(store: LinkStore, scope: str) -> ContentIndex:
-    """The link index saved by the latest listing of `scope`, read once per listing in
-    each process (Dask workers prepare batches of a listing another process made)."""
-    from connectors.confluence import ContentIndex
-
-    mtime, path = store.listing_index(scope)
-    with _shared_lock:
-        known = _listing_indexes.get(path)
-        if known is not None and known[0] == mtime:
-            return known[1]
-    index = ContentIndex.from_json(json.loads(path.read_text("utf-8"))) if mtime else ContentIndex()
-    with _shared_lock:
-        _listing_indexes[path] = (mtime, index)
-    return index
 
 
 def _with_link_counts(source: SourceDocument, normalized: NormalizedDocument) -> SourceDocument:
@@ -521,6 +463,7 @@ def _with_link_counts(source: SourceDocument, normalized: NormalizedDocument) ->
 def _source_meta(source: SourceDocument) -> dict[str, Any]:
     meta = dataclasses.asdict(source)
     meta.pop("data")
+    meta.pop("format")  # follows from the filename and MIME type, which the key holds
     return meta
 
 
@@ -531,6 +474,7 @@ def index_batch(
     spec: SourceSpec,
     settings: Settings,
     documents: Sequence[PreparedDocument],
+    resources: Resources,
     *,
     force: bool = False,
 ) -> BatchOutcome:
@@ -539,7 +483,7 @@ def index_batch(
     if not documents:
         return outcome
     cache = handoff_cache(settings)
-    embedder = embedder_for(settings)
+    embedder = resources.embedder()
     store = store_for(settings, embedder)
     batch: list[DocumentChunks] = []
     for document in documents:
@@ -605,6 +549,7 @@ def delete_missing(
     settings: Settings,
     listing: Listing,
     gone: Sequence[str],
+    resources: Resources,
     *,
     force: bool,
 ) -> list[str]:
@@ -618,15 +563,19 @@ def delete_missing(
         store.delete_documents(settings.tenant_id, list(gone))
         deleted += gone
     listed = [ref.document_id for ref in listing.refs if ref.document_id not in set(gone)]
-    # A Confluence run owns its spaces' documents; a files run the ids its roots can list.
-    scopes: list[dict[str, Any]]
-    if spec.kind == "confluence":
-        scopes = [{"source_type": "confluence", "space_key": space} for space in spec.targets]
-    else:
-        files = _files_connector(spec, settings)
-        replaced, orphans = _replace_legacy_ids(files, store, settings.tenant_id, set(listed))
-        deleted += replaced
-        scopes = [{"source_type": "file", "owned": lambda d: files.owns(d) or d in orphans}]
+    connector = spec.connector(resources)
+    retired: frozenset[str] = frozenset()
+    if isinstance(connector, IdMigration):
+        view = IndexedDocuments(store, settings.tenant_id, connector.source_type)
+        migration = connector.migrate_ids(view, set(listed))
+        store.delete_documents(settings.tenant_id, list(migration.replaced))
+        deleted += migration.replaced
+        retired = migration.retired
+    scopes = (
+        connector.deletion_scopes(retired)
+        if isinstance(connector, ScopedDeletion)
+        else [DeletionScope(connector.source_type)]
+    )
     for scope in scopes:
         deleted += delete_missing_documents(
             store,
@@ -635,7 +584,9 @@ def delete_missing(
             listing_complete=listing.complete,
             max_delete_share=settings.reconcile.max_delete_share,
             force=force,
-            **scope,
+            source_type=scope.source_type,
+            space_key=scope.space_key,
+            owned=scope.owns,
         )
     if deleted:
         SyncState.for_scope(settings, spec.scope).forget(deleted)
@@ -648,6 +599,7 @@ def reconcile_into(
     spec: SourceSpec,
     settings: Settings,
     listing: Listing,
+    resources: Resources,
     force: bool,
     reconciler: Callable[..., list[str]] | None = None,
 ) -> tuple[list[str], bool]:
@@ -656,7 +608,7 @@ def reconcile_into(
     Returns the deleted ids and whether a mass deletion was refused."""
     try:
         deleted = (reconciler or reconcile)(
-            spec, settings, listing, outcome.gone, outcome.indexed, force
+            spec, settings, listing, outcome.gone, outcome.indexed, resources, force
         )
     except IngestError as exc:
         log.error("reconcile: %s", exc)
@@ -671,12 +623,13 @@ def reconcile(
     listing: Listing,
     gone: Sequence[str],
     indexed: Sequence[str],
+    resources: Resources,
     force: bool = False,
 ) -> list[str]:
     """Delete what vanished, then bring incoming-link counts in payloads up to date.
     Returns the deleted document ids."""
     try:
-        deleted = delete_missing(spec, settings, listing, list(gone), force=force)
+        deleted = delete_missing(spec, settings, listing, list(gone), resources, force=force)
         push_incoming_link_counts(settings, indexed)
     except OSError as exc:
         raise cache_unwritable(settings, exc, code=ErrorCode.UPSERT_FAILED) from exc
@@ -707,45 +660,19 @@ def push_incoming_link_counts(settings: Settings, indexed: Sequence[str]) -> int
     return len(targets)
 
 
-def _files_connector(spec: SourceSpec, settings: Settings) -> FilesConnector:
-    from connectors.files import FilesConnector
+@dataclass(frozen=True)
+class IndexedDocuments:
+    """The store's view of one tenant's documents of one source type, for connectors."""
 
-    connector = connector_for(spec, settings)
-    assert isinstance(connector, FilesConnector)
-    return connector
+    store: QdrantStore
+    tenant_id: str
+    source_type: str
 
+    def field(self, name: str) -> dict[str, Any]:
+        return self.store.document_field(self.tenant_id, name, source_type=self.source_type)
 
-def _refuse_labels_of_other_roots(files: FilesConnector, store: QdrantStore, tenant: str) -> None:
-    """A root label (`name=path`) that already holds another directory's documents in
-    this tenant would overwrite and then delete them: refused before anything is written."""
-    paths = store.document_field(tenant, "file_path", source_type="file")
-    for root in files.roots:
-        for document_id, file_path in paths.items():
-            if not document_id.startswith(f"{root.label}/") or not file_path:
-                continue
-            if not Path(file_path).is_relative_to(root.base):
-                raise ConfigError(
-                    f"the root label {root.label!r} already holds documents of another "
-                    f"directory in tenant {tenant!r} (e.g. {file_path}); give {root.base} a "
-                    "label of its own with a 'name=path' entry",
-                    setting="files.paths",
-                )
-            break  # one document tells which directory owns the label
-
-
-def _replace_legacy_ids(
-    files: FilesConnector, store: QdrantStore, tenant: str, listed: set[str]
-) -> tuple[list[str], set[str]]:
-    """Documents indexed under a root's legacy id (`docs/<path>`): those whose file is
-    indexed under its current id now are deleted (a rename: no deletion guard applies);
-    returns them and the legacy ids whose file is no longer listed, which belong to the
-    run's deletion scope like any other missing document."""
-    renames = files.renamed(store.document_field(tenant, "file_path", source_type="file"))
-    indexed_now = store.existing_versions(tenant, sorted(set(renames.values()) & listed))
-    replaced = sorted(old for old, new in renames.items() if new in indexed_now)
-    if replaced:
-        store.delete_documents(tenant, replaced)
-    return replaced, {old for old, new in renames.items() if new not in listed}
+    def indexed(self, document_ids: Sequence[str]) -> set[str]:
+        return set(self.store.existing_versions(self.tenant_id, document_ids))
 
 
 # --- helpers ------------------------------------------------------------------------------

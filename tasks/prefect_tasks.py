@@ -15,6 +15,7 @@ from config.settings import Settings
 from connectors.base import DocumentRef, Listing
 from tasks import pipeline
 from tasks.pipeline import BatchOutcome, Failure, PreparedBatch, SourceSpec
+from tasks.resources import Resources
 
 
 def retry_when_transient(task: Task[..., Any], task_run: TaskRun, state: State[Any]) -> bool:
@@ -28,44 +29,35 @@ def retry_when_transient(task: Task[..., Any], task_run: TaskRun, state: State[A
     return False
 
 
-def confluence_token(settings: Settings) -> str | None:
-    """The token from settings, else from the named Prefect Secret block; never logged."""
-    if settings.confluence.token is not None:
-        return settings.confluence.token.get_secret_value()
-    if settings.confluence.token_secret_block:
-        from prefect.blocks.system import Secret
-
-        value = Secret.load(settings.confluence.token_secret_block).get()  # type: ignore[union-attr]
-        return str(value)
-    return None
-
-
-def _token(spec: SourceSpec, settings: Settings) -> str | None:
-    return confluence_token(settings) if spec.kind == "confluence" else None
-
-
 @task(name="discover", cache_policy=NO_CACHE, retry_condition_fn=retry_when_transient)
-def discover_task(spec: SourceSpec, settings: Settings) -> Listing:
-    return pipeline.discover(spec, settings, _token(spec, settings))
+def discover_task(spec: SourceSpec, settings: Settings, resources: Resources) -> Listing:
+    return pipeline.discover(spec, settings, resources)
 
 
 @task(name="plan", cache_policy=NO_CACHE, retry_condition_fn=retry_when_transient)
 def plan_task(
-    spec: SourceSpec, settings: Settings, listing: Listing, mode: str, since: Any
+    spec: SourceSpec,
+    settings: Settings,
+    listing: Listing,
+    resources: Resources,
+    mode: str,
+    since: Any,
 ) -> pipeline.Plan:
-    return pipeline.plan(spec, settings, listing, mode=mode, since=since)  # type: ignore[arg-type]
+    return pipeline.plan(spec, settings, listing, resources, mode=mode, since=since)  # type: ignore[arg-type]
 
 
 @task(name="prepare-batch", cache_policy=NO_CACHE)
 def prepare_task(
-    spec: SourceSpec, settings: Settings, refs: tuple[DocumentRef, ...], force: bool
+    spec: SourceSpec,
+    settings: Settings,
+    refs: tuple[DocumentRef, ...],
+    resources: Resources,
+    force: bool,
 ) -> PreparedBatch:
     """Fetch, normalize, chunk. Per-document failures are recorded inside; a failure of the
     whole batch (the source went away) marks every document transiently failed."""
     try:
-        return pipeline.prepare_batch(
-            spec, settings, refs, force=force, token=_token(spec, settings)
-        )
+        return pipeline.prepare_batch(spec, settings, refs, resources, force=force)
     except IngestError as exc:
         failures = [Failure(r.document_id, exc.code.value, exc.message, True) for r in refs]
         return PreparedBatch(BatchOutcome(documents=len(refs), failures=failures), [])
@@ -73,9 +65,13 @@ def prepare_task(
 
 @task(name="index-batch", cache_policy=NO_CACHE, retry_condition_fn=retry_when_transient)
 def index_task(
-    spec: SourceSpec, settings: Settings, prepared: PreparedBatch, force: bool
+    spec: SourceSpec,
+    settings: Settings,
+    prepared: PreparedBatch,
+    resources: Resources,
+    force: bool,
 ) -> BatchOutcome:
-    outcome = pipeline.index_batch(spec, settings, prepared.documents, force=force)
+    outcome = pipeline.index_batch(spec, settings, prepared.documents, resources, force=force)
     outcome.merge(prepared.outcome)
     pipeline.report_progress(prepared.outcome.documents)
     return outcome
@@ -88,22 +84,27 @@ def reconcile_task(
     listing: Listing,
     gone: list[str],
     indexed: list[str],
+    resources: Resources,
     force: bool,
 ) -> list[str]:
     """Delete what vanished, then bring incoming-link counts in payloads up to date."""
-    return pipeline.reconcile(spec, settings, listing, gone, indexed, force=force)
+    return pipeline.reconcile(spec, settings, listing, gone, indexed, resources, force=force)
 
 
 def failed_batch(
-    prepared: PreparedBatch | None, refs: tuple[DocumentRef, ...], error: BaseException
+    prepared: PreparedBatch | None,
+    refs: tuple[DocumentRef, ...],
+    error: BaseException,
+    crash_code: ErrorCode,
 ) -> BatchOutcome:
-    """The outcome of a batch whose indexing failed for good: its documents keep their old
-    points (nothing is deleted) and are reported with the error."""
+    """The outcome of a batch that failed for good while being prepared (`prepared` None)
+    or indexed: its documents keep their old points (nothing is deleted) and are reported
+    with the error, as `crash_code` when it is no IngestError."""
     if isinstance(error, IngestError):
         code, message, transient = error.code.value, error.message, error.transient
     else:
         code, message, transient = (
-            ErrorCode.UPSERT_FAILED.value,
+            crash_code.value,
             f"{type(error).__name__}: {error}",
             True,
         )

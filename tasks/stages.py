@@ -32,6 +32,7 @@ def normalize_source(source: SourceDocument, settings: Settings) -> NormalizedDo
         base_url=source.extra.get("base_url"),
         space_key=source.space_key,
         page_id=source.page_id,
+        fmt=source.format,
     )
 
 
@@ -51,13 +52,9 @@ def document_info(
         source_type=source.ref.source_type,
         source_url=source.source_url,
         file_path=source.file_path,
-        # A page's title is the page's; a file's own title (PDF/Office properties, HTML
-        # <title>, front matter) beats its file name.
-        title=(
-            source.title
-            if source.ref.source_type == "confluence"
-            else normalized.title or source.title
-        )
+        # A page's (or attachment's) title is the one its source gives; a file's own title
+        # (PDF/Office properties, HTML <title>, front matter) beats its file name.
+        title=(source.title if source.ref.kind != "file" else normalized.title or source.title)
         or source.filename,
         labels=source.labels,
         updated_at=source.updated_at or normalized.updated_at,

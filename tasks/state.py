@@ -51,7 +51,7 @@ class DocumentState:
 class SyncState:
     """Read once for planning; every update merges into the file as it is on disk now,
     under an exclusive file lock, so concurrent batches (threads, Dask worker processes)
-    never lose each other's entries (the last writer used to win)."""
+    never lose each other's entries (a plain rewrite would keep only the last writer's)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path

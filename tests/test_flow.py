@@ -39,7 +39,6 @@ from config.settings import QdrantSettings, Settings, load_settings
 from connectors.files import root_label
 from flows.ingest import ingest
 from indexing.qdrant_store import QdrantStore, close_client
-from tasks import pipeline
 from tests.confluence_api import (
     DEFAULT_TOKEN,
     DEFAULT_USER,
@@ -92,8 +91,6 @@ pytestmark = pytest.mark.usefixtures("prefect_api")
 
 # --- workspaces: one Qdrant directory + cache directory each --------------------------
 
-_active: list[Workspace] = []  # the workspace whose shared objects this process holds
-
 
 @dataclass(eq=False)
 class Workspace:
@@ -110,11 +107,7 @@ class Workspace:
         return settings
 
     def activate(self) -> Settings:
-        """Point the settings at this workspace; when another workspace ran last, drop the
-        process's shared connector and embedder so nothing of it (state paths) is reused."""
-        if _active[:1] != [self]:
-            pipeline.release_shared()
-            _active[:] = [self]
+        """Point the settings at this workspace."""
         return self.settings()
 
     def run(self, flow: Any = ingest, **params: Any) -> tuple[State[Any], dict[str, Any]]:
@@ -200,8 +193,6 @@ def workspace(
         return space
 
     yield make
-    pipeline.release_shared()
-    _active.clear()
     for space in made:
         for qdrant in space.opened:
             close_client(qdrant)

@@ -29,6 +29,7 @@ import pytest
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.ingest import ingest
+from indexing.embedders import make_embedder
 from indexing.search import SearchFilters, search
 from tasks import pipeline
 from tests.confluence_api import FakeConfluence, Fixture, confluence_api
@@ -412,7 +413,7 @@ def test_two_tenants_with_colliding_ids_never_touch_each_other(
         store = pipeline.store_for(settings)
         hits = search(
             store,
-            pipeline.embedder_for(settings),
+            make_embedder(settings.embedder),
             f"{other}marker",
             limit=50,
             filters=SearchFilters(tenant_id=tenant),

@@ -18,7 +18,6 @@ from indexing.reconcile import (
     DocumentChunks,
     MassDeletionRefused,
     delete_missing_documents,
-    full_reindex,
     sync_documents,
 )
 from tests.index_helpers import (
@@ -157,12 +156,12 @@ def test_tenants_with_the_same_document_ids_never_touch_each_other(store, embedd
     sync_documents(
         store, embedder, cache, "acme", [make_document("acme", "doc-0", "v9", PARAGRAPHS[:1])]
     )
-    store.delete_other_versions("acme", "doc-1", keep_version="v9")
+    store.delete_documents("acme", ["doc-1"])
     deleted = delete_missing_documents(
         store, "acme", [], listing_complete=True, max_delete_share=0.2, force=True
     )
 
-    assert deleted == ["doc-0"]  # doc-1 lost its only version (v1) just above
+    assert deleted == ["doc-0"]  # doc-1 was deleted just above
     assert store.count("acme") == 0
     assert store.existing_points("globex", ["doc-0", "doc-1"]) == globex_points
     assert store.count("globex") == 6
@@ -272,52 +271,6 @@ def test_missing_documents_are_scoped_to_their_source(store, embedder, cache):
     assert store.document_ids("acme") == {"page-1"}
 
 
-def test_blue_green_reindex_swaps_the_alias_atomically(store, embedder, cache):
-    sync_documents(store, embedder, cache, "acme", docs("acme", count=1))
-    old_physical = store.resolve()
-    assert old_physical is not None and old_physical != store.alias
-
-    def build(target: QdrantStore) -> None:
-        sync_documents(target, embedder, cache, "acme", docs("acme", "v2", count=2))
-        # Half-built: readers of the alias still see the old collection only.
-        assert store.count() == 3 and store.existing_versions("acme", ["doc-0"]) == {
-            "doc-0": {"v1"}
-        }
-
-    new = full_reindex(store, build)
-
-    assert store.resolve() == new != old_physical
-    assert store.count() == 6
-    assert store.existing_versions("acme", ["doc-0"]) == {"doc-0": {"v2"}}
-    assert not store.client.collection_exists(old_physical)
-
-
-def test_failed_reindex_leaves_the_alias_and_drops_the_half_built_collection(
-    store, embedder, cache
-):
-    sync_documents(store, embedder, cache, "acme", docs("acme", count=1))
-    before = store.resolve()
-    built: list[str] = []
-
-    def build(target: QdrantStore) -> None:
-        built.append(target.collection)
-        raise IngestError(ErrorCode.EMBED_FAILED, "embedder went away", transient=True)
-
-    with pytest.raises(IngestError, match="embedder went away"):
-        full_reindex(store, build)
-    assert store.resolve() == before and store.count() == 3
-    assert not store.client.collection_exists(built[0])
-
-
-def test_reindex_can_keep_the_previous_collection(store, embedder, cache):
-    sync_documents(store, embedder, cache, "acme", docs("acme", count=1))
-    old = store.resolve()
-    assert old is not None
-    full_reindex(store, lambda target: None, keep_previous=True)
-    assert store.client.collection_exists(old) and store.count() == 0
-    store.drop_collection(old)  # the caller owns a kept collection
-
-
 class RecordingClient:
     """Forwards to the real client, recording payload-index requests."""
 
@@ -404,7 +357,7 @@ def test_point_lookups_agree_with_a_fresh_read_after_every_kind_of_write(store, 
     sync_documents(
         store, embedder, cache, "acme", [make_document("acme", "doc-0", "v2", PARAGRAPHS[:2])]
     )
-    store.delete_other_versions("acme", "doc-1", keep_version="v0")
+    store.delete_documents("acme", ["doc-1"])
     sync_documents(store, embedder, cache, "acme", [make_document("acme", "doc-1", "v3", ["x"])])
     store.delete_documents("acme", ["doc-2"])
     before = {tenant: store.existing_points(tenant, ids) for tenant in ("acme", "globex")}

@@ -1,7 +1,7 @@
 """Confluence Cloud (REST v2) and Data Center / Server (REST v1): see connector.py."""
 
 from connectors.confluence.connector import ConfluenceConnector
-from connectors.confluence.links import ContentIndex, LinkTarget, resolve_links
+from connectors.confluence.links import ContentIndex, resolve_links
 from connectors.confluence.source import PAGE_EXTENSION, PAGE_MIME
 
 __all__ = [
@@ -9,6 +9,5 @@ __all__ = [
     "PAGE_MIME",
     "ConfluenceConnector",
     "ContentIndex",
-    "LinkTarget",
     "resolve_links",
 ]

@@ -38,6 +38,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any
 
 from config.errors import ErrorCode, IngestError
@@ -55,6 +56,7 @@ from connectors.confluence.comments import Comment
 from connectors.confluence.links import ContentIndex
 from connectors.confluence.source import (
     PAGE_EXTENSION,
+    PAGE_FORMAT,
     PAGE_MIME,
     AccessUnknown,
     ConfluenceSource,
@@ -71,7 +73,7 @@ log = logging.getLogger(__name__)
 # The most ids, keys or results one v2 request takes: v2 lists always ask for it
 # (`confluence.page_size` sizes v1 requests and fetch batches).
 V2_MAX = 250
-KIND_PATH = {"page": "pages", "blogpost": "blogposts"}
+KIND_PATH = MappingProxyType({"page": "pages", "blogpost": "blogposts"})
 SEARCH_EXPAND = ",".join(
     [
         "content.restrictions.read.restrictions.user",
@@ -581,6 +583,7 @@ class CloudSource(ConfluenceSource):
             data=self._page_body(body, comments),
             filename=safe_filename(title) + PAGE_EXTENSION,
             mime=PAGE_MIME,
+            format=PAGE_FORMAT,
             source_url=self.http.url((item.get("_links") or {}).get("webui", "")),
             title=title,
             author=self._display_names([item.get("authorId")]).get(str(item.get("authorId"))),

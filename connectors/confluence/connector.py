@@ -15,21 +15,32 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Iterator, Sequence
 from datetime import datetime
+from typing import Any
 
 from config.errors import IngestError
 from config.settings import ConfluenceSettings
-from connectors.base import DocumentRef, Listing, SourceDocument, SourceType
+from connectors.base import (
+    ConnectorContext,
+    DeletionScope,
+    DocumentRef,
+    LinkResolution,
+    LinkTarget,
+    Listing,
+    SourceDocument,
+)
 from connectors.confluence.client import ConfluenceHttp
 from connectors.confluence.cloud import CloudSource
 from connectors.confluence.datacenter import DataCenterSource
-from connectors.confluence.links import ContentIndex
+from connectors.confluence.links import ContentIndex, resolve_links
 from connectors.confluence.source import ConfluenceSource
 
 log = logging.getLogger(__name__)
 
 
 class ConfluenceConnector:
-    source_type: SourceType = "confluence"
+    source_type = "confluence"
+    targets_are_paths = False
+    targets_setting = "confluence.spaces"
 
     def __init__(
         self,
@@ -47,6 +58,12 @@ class ConfluenceConnector:
             log.warning("no attachment extensions given: Confluence attachments are skipped")
         kind = CloudSource if self.cloud else DataCenterSource
         self._source: ConfluenceSource = kind(settings, self._http, attachment_extensions)
+
+    @classmethod
+    def from_context(cls, context: ConnectorContext) -> ConfluenceConnector:
+        settings: ConfluenceSettings = context.section
+        spaces = settings.model_copy(update={"spaces": list(context.targets)})
+        return cls(spaces, context.token, attachment_extensions=context.document_extensions)
 
     def __repr__(self) -> str:
         return f"ConfluenceConnector({self.base_url!r}, spaces={self.settings.spaces!r})"
@@ -66,6 +83,23 @@ class ConfluenceConnector:
 
     def fetch_many(self, refs: Sequence[DocumentRef]) -> list[SourceDocument | IngestError]:
         return self._source.fetch_many(refs)
+
+    def link_index(self) -> dict[str, Any]:
+        return dict(self.index.to_json())
+
+    def link_resolution(self, index: dict[str, Any]) -> LinkResolution:
+        content = ContentIndex.from_json(index) if index else ContentIndex()
+
+        def resolve(links: Sequence[LinkTarget], source: SourceDocument) -> list[str | None]:
+            return resolve_links(
+                links, content, space_key=source.space_key or "", page_id=source.page_id
+            )
+
+        return resolve
+
+    def deletion_scopes(self, retired: frozenset[str]) -> list[DeletionScope]:
+        """A run owns its spaces' documents."""
+        return [DeletionScope(self.source_type, space_key=s) for s in self.settings.spaces]
 
     def close(self) -> None:
         self._http.close()

@@ -42,6 +42,7 @@ from connectors.confluence.comments import Comment
 from connectors.confluence.links import ContentIndex
 from connectors.confluence.source import (
     PAGE_EXTENSION,
+    PAGE_FORMAT,
     PAGE_MIME,
     ConfluenceSource,
     is_unoffered,
@@ -278,6 +279,7 @@ class DataCenterSource(ConfluenceSource):
             data=self._page_body(body, comments),
             filename=safe_filename(title) + PAGE_EXTENSION,
             mime=PAGE_MIME,
+            format=PAGE_FORMAT,
             source_url=self.http.url((data.get("_links") or {}).get("webui", "")),
             title=title,
             author=author,

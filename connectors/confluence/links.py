@@ -5,23 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
 from urllib.parse import unquote_plus
 
-
-class LinkTarget(Protocol):
-    """What a link record (normalizers.base.LinkRecord) says about its target."""
-
-    @property
-    def link_type(self) -> str: ...
-    @property
-    def target_page_id(self) -> str | None: ...
-    @property
-    def target_title(self) -> str | None: ...
-    @property
-    def target_space_key(self) -> str | None: ...
-    @property
-    def target_filename(self) -> str | None: ...
+from connectors.base import LinkTarget
 
 
 @dataclass

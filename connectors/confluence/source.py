@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 
 PAGE_MIME = "application/vnd.atlassian.confluence.storage+xml"
 PAGE_EXTENSION = ".confluence"
+PAGE_FORMAT = "confluence"  # normalizers.base.FORMATS: storage XHTML
 RESTRICTION_EXPAND = "restrictions.user,restrictions.group"
 CQL_DATE_FORMAT = "%Y/%m/%d %H:%M"
 # Time zones run from UTC-12 to UTC+14: a CQL date read in any of them starts no later

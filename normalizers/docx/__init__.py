@@ -33,7 +33,6 @@ from normalizers.base import (
     NormalizedDocument,
     check_zip_limits,
     iso_datetime,
-    register,
 )
 from normalizers.docx.package import XML_PARSER, prepare_package, w
 from normalizers.docx.pandoc import pandoc_markdown
@@ -43,10 +42,6 @@ from normalizers.legacy import DOCX_ROUND_TRIP
 from normalizers.ooxml import without_doctypes
 from normalizers.selfcheck import loss_warning, word_loss
 
-DOCX_MIME = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
-DOCM_MIME = "application/vnd.ms-word.document.macroEnabled.12"
-
-
 # The parts whose text the document's Markdown holds (DOCTYPEs are removed from these).
 _TEXT_PARTS = ("word/",)
 _FIRST_HEADING = re.compile(r"^# (.+)$", re.MULTILINE)
@@ -54,7 +49,6 @@ _ESCAPE = re.compile(r"\\(.)")
 _CHECKED = "the document's paragraphs"
 
 
-@register("docx", extensions=(".docx", ".docm"), mimes=(DOCX_MIME, DOCM_MIME))
 def normalize_docx(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
     check_zip_limits(data, ctx)  # a broken zip directory or a zip bomb ends here
     return first_that_reads(_READERS, data, ctx)

@@ -20,6 +20,7 @@ import re
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from lxml import etree
 
@@ -349,12 +350,14 @@ class _Level:
 
 _LATIN = "abcdefghijklmnopqrstuvwxyz"
 _RUSSIAN = "абвгдежзиклмнопрстуфхцчшщэюя"  # Word's russianLower skips ё, й, ъ, ы, ь
-_ALPHABETS = {
-    "lowerLetter": _LATIN,
-    "upperLetter": _LATIN.upper(),
-    "russianLower": _RUSSIAN,
-    "russianUpper": _RUSSIAN.upper(),
-}
+_ALPHABETS = MappingProxyType(
+    {
+        "lowerLetter": _LATIN,
+        "upperLetter": _LATIN.upper(),
+        "russianLower": _RUSSIAN,
+        "russianUpper": _RUSSIAN.upper(),
+    }
+)
 
 
 def _format_number(n: int, fmt: str) -> str:

@@ -17,6 +17,7 @@ import subprocess
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import pypandoc
@@ -29,8 +30,8 @@ _WRITER = "gfm-raw_html-tex_math_gfm+tex_math_dollars"
 # Pandoc's heap may grow to a few times the (already limited) decompressed package size.
 _HEAP_PER_DECOMPRESSED_BYTE = 8
 _MIN_HEAP_BYTES = 2 * 1024**3
-_CHECKBOXES = {"☐": False, "☒": True, "☑": True}
-_NO_ATTR: list[Any] = ["", [], []]
+_CHECKBOXES = MappingProxyType({"☐": False, "☒": True, "☑": True})
+_NO_ATTR: tuple[Any, ...] = ("", (), ())  # serialized as JSON arrays
 
 
 @dataclass(frozen=True)

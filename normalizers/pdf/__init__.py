@@ -23,13 +23,12 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 from config.errors import ErrorCode
-from normalizers.base import NormalizeContext, NormalizedDocument, register
+from normalizers.base import NormalizeContext, NormalizedDocument
 from normalizers.pdf.extraction import PYMUPDF, TEXT_FLAGS, Page, extract_page
 from normalizers.pdf.layout import document_styles, drop_running_lines
 from normalizers.pdf.rendering import render
 
 
-@register("pdf", extensions=(".pdf",), mimes=("application/pdf",))
 def normalize_pdf(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
     try:
         doc = PYMUPDF.open(stream=data, filetype="pdf")

@@ -1,0 +1,97 @@
+"""What one run opens once and its batches share: the source's connector (the one that
+listed also fetches, so what the listing learned is reused), the embedder, and the link
+resolutions of saved listings. The flow (or the CLI) creates one `Resources` per run and
+closes it at the end.
+
+A copy sent to another process (a Dask worker) arrives empty and opens its own.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+from config.settings import Settings
+from connectors.base import Closeable, Connector, ConnectorContext, LinkResolution, LinkResolver
+from connectors.registry import connector_class
+from indexing.cache import sha256_hex
+from indexing.embedders import Embedder, make_embedder
+from normalizers.base import supported_extensions
+
+
+def section_token(section: Any) -> str | None:
+    """The secret of a source's settings section: its `token`, else the Prefect Secret
+    block its `token_secret_block` names; never logged."""
+    token = getattr(section, "token", None)
+    if token is not None:
+        return str(token.get_secret_value())
+    block = getattr(section, "token_secret_block", None)
+    if block:
+        from prefect.blocks.system import Secret
+
+        return str(Secret.load(block).get())  # type: ignore[union-attr]
+    return None
+
+
+class Resources:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._lock = threading.Lock()
+        self._connectors: dict[str, Connector] = {}
+        self._embedder: Embedder | None = None
+        self._resolutions: dict[Path, tuple[int, LinkResolution]] = {}
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (Resources, (self.settings,))
+
+    def connector(self, kind: str, targets: tuple[str, ...], scope: str) -> Connector:
+        with self._lock:
+            if scope not in self._connectors:
+                self._connectors[scope] = self._build_connector(kind, targets, scope)
+            return self._connectors[scope]
+
+    def _build_connector(self, kind: str, targets: tuple[str, ...], scope: str) -> Connector:
+        settings = self.settings
+        section = getattr(settings, kind, None)
+        context = ConnectorContext(
+            kind=kind,
+            targets=targets,
+            section=section,
+            limits=settings.limits,
+            state_path=Path(settings.cache.dir) / kind / f"{sha256_hex(scope)[:16]}.json",
+            document_extensions=frozenset(supported_extensions()),
+            token=section_token(section),
+        )
+        return connector_class(kind, settings.sources).from_context(context)
+
+    def embedder(self) -> Embedder:
+        with self._lock:
+            if self._embedder is None:
+                self._embedder = make_embedder(self.settings.embedder)
+            return self._embedder
+
+    def link_resolution(self, resolver: LinkResolver, saved: tuple[int, Path]) -> LinkResolution:
+        """The resolution over a listing's saved link index (`(mtime, path)`, mtime 0 when
+        none was saved), read once per listing."""
+        mtime, path = saved
+        with self._lock:
+            known = self._resolutions.get(path)
+            if known is not None and known[0] == mtime:
+                return known[1]
+        index = json.loads(path.read_text("utf-8")) if mtime else {}
+        resolution = resolver.link_resolution(index)
+        with self._lock:
+            self._resolutions[path] = (mtime, resolution)
+        return resolution
+
+    def close(self) -> None:
+        with self._lock:
+            connectors = list(self._connectors.values())
+            self._connectors.clear()
+            self._embedder = None
+            self._resolutions.clear()
+        for connector in connectors:
+            if isinstance(connector, Closeable):
+                connector.close()
