@@ -459,6 +459,12 @@ def _print_summary(summary: dict[str, Any], console: Any) -> None:
             markup=True,
             highlight=False,
         )
+    for warning in summary["warnings"]:
+        console.print(
+            f"[yellow]warning[/yellow] {warning['document_id']}: {warning['message']}",
+            markup=True,
+            highlight=False,
+        )
     if summary["status"] != "ok":
         console.print(f"[red]{status_message(summary)}[/red]", markup=True, highlight=False)
 

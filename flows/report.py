@@ -10,7 +10,7 @@ from typing import Any
 from config.errors import ErrorCode
 from config.settings import Settings
 from connectors.base import Listing
-from tasks.pipeline import STAGES, BatchOutcome, Failure, Plan, SourceSpec
+from tasks.pipeline import STAGES, BatchOutcome, DocumentWarning, Failure, Plan, SourceSpec
 
 # `ingest run` exit codes (README "Exit codes"); a run with several problems reports the
 # first that applies in this order.
@@ -48,6 +48,7 @@ class RunSummary:
     wall_seconds: float
     listing_errors: list[str] = field(default_factory=list)
     deletion_refused: bool = False
+    warnings: list[DocumentWarning] = field(default_factory=list)
 
     @classmethod
     def build(
@@ -102,6 +103,7 @@ class RunSummary:
             wall_seconds=round((datetime.now().astimezone() - started).total_seconds(), 3),
             listing_errors=list(listing.errors),
             deletion_refused=deletion_refused,
+            warnings=list(outcome.warnings),
         )
 
     @property
@@ -203,4 +205,9 @@ def summary_markdown(summary: RunSummary) -> str:
         for failure in summary.failed:
             message = failure.message.replace("|", "\\|").replace("\n", " ")
             lines.append(f"| {failure.document_id} | {failure.code} | {message} |")
+    if summary.warnings:
+        lines += ["", "## Warnings", "", "| document | warning |", "|---|---|"]
+        for warning in summary.warnings:
+            message = warning.message.replace("|", "\\|").replace("\n", " ")
+            lines.append(f"| {warning.document_id} | {message} |")
     return "\n".join(lines) + "\n"

@@ -113,6 +113,15 @@ class Failure:
     transient: bool = False
 
 
+@dataclass(frozen=True)
+class DocumentWarning:
+    """Something the run report should say about a document that was indexed anyway, e.g.
+    which fallback reader converted it."""
+
+    document_id: str
+    message: str
+
+
 @dataclass
 class StageCount:
     done: int = 0
@@ -127,6 +136,7 @@ class BatchOutcome:
     stages: dict[str, StageCount] = field(default_factory=lambda: {s: StageCount() for s in STAGES})
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
     failures: list[Failure] = field(default_factory=list)
+    warnings: list[DocumentWarning] = field(default_factory=list)
     gone: list[str] = field(default_factory=list)
     indexed: list[str] = field(default_factory=list)  # documents whose points were synced
     chunks: int = 0
@@ -140,6 +150,7 @@ class BatchOutcome:
             self.stages[stage].cached += other.stages[stage].cached
             self.seconds[stage] += other.seconds[stage]
         self.failures += other.failures
+        self.warnings += other.warnings
         self.gone += other.gone
         self.chunks += other.chunks
         self.token_histogram.update(other.token_histogram)
@@ -393,6 +404,7 @@ def _prepare_one(
         cache.put_json(key, _normalized_to_json(normalized))
         outcome.stages["normalize"].done += 1
     outcome.seconds["normalize"] += time.perf_counter() - started
+    outcome.warnings += [DocumentWarning(source.ref.document_id, w) for w in normalized.warnings]
 
     started = time.perf_counter()
     links.store(source, normalized)

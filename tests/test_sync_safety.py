@@ -28,6 +28,7 @@ from flows.report import (
     EXIT_OK,
 )
 from tests.confluence_api import FakeConfluence, Fixture, confluence_api
+from tests.fixtures_pdf import lines, new_doc, to_bytes
 from tests.test_flow import Workspace, eng, failures, prefect_api, workspace
 from tests.test_flow_faults import when_task_finished
 from tests.tiny_model import tiny_model_dir
@@ -293,6 +294,7 @@ SUMMARY_KEYS = {
     "token_histogram",
     "started",
     "wall_seconds",
+    "warnings",
 }
 
 
@@ -335,3 +337,24 @@ def test_one_summary_shape_and_an_unchanged_source_is_reported_without_a_flow_ru
     code, pruned = run_cli(space, "files", str(docs), "--force-delete", capsys=capsys)
     assert code == EXIT_OK and pruned["deleted"] == 5 and flow_runs() == runs + 1
     assert len(space.documents()) == 2
+
+
+def test_a_document_indexed_with_a_warning_has_it_in_the_run_report(
+    workspace: Callable[..., Workspace], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A normalizer's warning (here: a PDF page without text) reaches the summary as a
+    warning of that document, not as a failure: the run is ok and the document indexed."""
+    docs = share(tmp_path / "docs", notes("w", NAMES[:2]))
+    pdf = new_doc()
+    lines(pdf.new_page(), 72, 72, ["Quarterly figures", "Revenue grew in every region."])
+    pdf.new_page()  # a scanned page would look like this without OCR
+    (docs / "report.pdf").write_bytes(to_bytes(pdf))
+    space = workspace()
+
+    code, summary = run_cli(space, "files", str(docs), capsys=capsys)
+
+    assert code == EXIT_OK and summary["status"] == "ok" and summary["failed"] == []
+    warned = [w for w in summary["warnings"] if w["document_id"].endswith("/report.pdf")]
+    assert [w["message"] for w in warned] == ["no text on page(s) 2"], summary["warnings"]
+    assert len(summary["warnings"]) == 1
+    assert any(d.endswith("/report.pdf") for d in space.documents())
