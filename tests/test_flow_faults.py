@@ -376,6 +376,7 @@ def test_two_tenants_with_colliding_ids_never_touch_each_other(
         for i in range(4):
             write(tenant, f"note{i}.md")  # the same names: colliding document ids
     last: dict[str, dict[str, dict[str, Any]]] = {t: {} for t in roots}
+    embedder = make_embedder(space.settings().embedder)  # one model load for every search
     for _round in range(6):
         tenant = rng.choice(sorted(roots))
         other = next(t for t in roots if t != tenant)
@@ -413,7 +414,7 @@ def test_two_tenants_with_colliding_ids_never_touch_each_other(
         store = pipeline.store_for(settings)
         hits = search(
             store,
-            make_embedder(settings.embedder),
+            embedder,
             f"{other}marker",
             limit=50,
             filters=SearchFilters(tenant_id=tenant),
