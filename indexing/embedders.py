@@ -17,6 +17,7 @@ import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -253,6 +254,59 @@ class _LoadedModel:
     pad_id: int
 
 
+@lru_cache(maxsize=1)
+def _load_model(
+    directory: Path, device_setting: str, head_path: Path | None, model_id: str
+) -> _LoadedModel:
+    """The model, its tokenizer and sparse head, loaded once per process for the last
+    model asked for: a worker or a test process runs many flows, each with its own
+    embedder, and the weights are only read. `model_id` (a digest of the model's files)
+    keys the memo, so changed weights load again."""
+    import torch
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    device = torch.device(_pick_device(device_setting))
+    try:
+        config = AutoConfig.from_pretrained(directory, local_files_only=True)
+        # The head first: a bad head file fails before the (large) model is loaded.
+        head = (
+            _load_sparse_head(head_path, int(config.hidden_size)) if head_path is not None else None
+        )
+        tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True)
+        model = AutoModel.from_pretrained(
+            directory, config=config, local_files_only=True, add_pooling_layer=False
+        )
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot load the model from {directory}: {exc}", setting="embedder.model"
+        ) from None
+    model.eval()
+    if device.type == "cuda":
+        model = model.half()
+        head = head.half() if head is not None else None
+    special_ids = frozenset(
+        i
+        for i in (
+            tokenizer.cls_token_id,
+            tokenizer.eos_token_id,
+            tokenizer.pad_token_id,
+            tokenizer.unk_token_id,
+        )
+        if i is not None
+    )
+    prefix, suffix = _special_wrapping(tokenizer)
+    return _LoadedModel(
+        tokenizer=tokenizer,
+        model=model.to(device),
+        sparse_head=head.to(device) if head is not None else None,
+        device=device,
+        special_ids=special_ids,
+        prefix=prefix,
+        suffix=suffix,
+        pad_id=int(tokenizer.pad_token_id or 0),
+    )
+
+
 class BgeM3Embedder:
     """BGE-M3 through transformers: the CLS vector (or mean pooling where the model
     directory's sentence-transformers config asks for it), L2-normalized; lexical weights
@@ -321,56 +375,13 @@ class BgeM3Embedder:
         with self._load_lock:
             if self._loaded is None:
                 with _quiet_transformers():
-                    self._loaded = self._load_model()
+                    self._loaded = _load_model(
+                        self.files.directory,
+                        self._settings.device,
+                        self._head_path if self.has_sparse else None,
+                        self.model_id,
+                    )
             return self._loaded
-
-    def _load_model(self) -> _LoadedModel:
-        import torch
-        from transformers import AutoConfig, AutoModel, AutoTokenizer
-
-        directory = self.files.directory
-        device = torch.device(_pick_device(self._settings.device))
-        try:
-            config = AutoConfig.from_pretrained(directory, local_files_only=True)
-            # The head first: a bad head file fails before the (large) model is loaded.
-            head = (
-                _load_sparse_head(self._head_path, int(config.hidden_size))
-                if self.has_sparse
-                else None
-            )
-            tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True)
-            model = AutoModel.from_pretrained(
-                directory, config=config, local_files_only=True, add_pooling_layer=False
-            )
-        except OSError as exc:
-            raise ConfigError(
-                f"cannot load the model from {directory}: {exc}", setting="embedder.model"
-            ) from None
-        model.eval()
-        if device.type == "cuda":
-            model = model.half()
-            head = head.half() if head is not None else None
-        special_ids = frozenset(
-            i
-            for i in (
-                tokenizer.cls_token_id,
-                tokenizer.eos_token_id,
-                tokenizer.pad_token_id,
-                tokenizer.unk_token_id,
-            )
-            if i is not None
-        )
-        prefix, suffix = _special_wrapping(tokenizer)
-        return _LoadedModel(
-            tokenizer=tokenizer,
-            model=model.to(device),
-            sparse_head=head.to(device) if head is not None else None,
-            device=device,
-            special_ids=special_ids,
-            prefix=prefix,
-            suffix=suffix,
-            pad_id=int(tokenizer.pad_token_id or 0),
-        )
 
     def embed(self, texts: Sequence[str]) -> list[Embedding]:
         if not texts:
