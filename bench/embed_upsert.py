@@ -36,7 +36,7 @@ from indexing.cache import (
     stage_key,
 )
 from indexing.embedders import BgeM3Embedder, Embedding
-from indexing.qdrant_store import QdrantStore
+from indexing.qdrant_store import QdrantConnection, QdrantStore
 from indexing.reconcile import DocumentChunks, sync_documents
 from tests.index_helpers import make_chunk
 
@@ -98,7 +98,7 @@ class PrecomputedEmbedder:
 
 def bench_upsert(root: Path, points: int) -> dict[str, Any]:
     settings = QdrantSettings.model_validate({"path": str(root / "qdrant-upsert")})
-    store = QdrantStore(settings, DIM, sparse=False)
+    store = QdrantStore(QdrantConnection(settings), DIM, sparse=False)
     store.ensure_collection()
     documents = make_documents("bench", points)
     chunks = [c for d in documents for c in d.chunks]
@@ -112,7 +112,7 @@ def bench_upsert(root: Path, points: int) -> dict[str, Any]:
         store.upsert(chunks[start : start + 4096], embeddings)
         seconds += time.perf_counter() - started
     count = store.count()
-    store.close()
+    store.connection.close()
     return {"points": count, "seconds": round(seconds, 1), "points_per_s": round(count / seconds)}
 
 
@@ -139,7 +139,7 @@ def bench_cache_hits(root: Path, count: int) -> dict[str, Any]:
 
 def bench_unchanged_rerun(root: Path, chunks: int) -> dict[str, Any]:
     settings = QdrantSettings.model_validate({"path": str(root / "qdrant-rerun")})
-    store = QdrantStore(settings, DIM, sparse=False)
+    store = QdrantStore(QdrantConnection(settings), DIM, sparse=False)
     store.ensure_collection()
     cache = StageCache(root / "cache-rerun")
     documents = make_documents("bench", chunks)
@@ -160,9 +160,9 @@ def bench_unchanged_rerun(root: Path, chunks: int) -> dict[str, Any]:
 
     # Unchanged re-run, as a new process would do it: reopen local mode (it loads every
     # point from disk), then cached chunk records -> nothing to embed, nothing to upsert.
-    store.close()
+    store.connection.close()
     started = time.perf_counter()
-    store = QdrantStore(settings, DIM, sparse=False)
+    store = QdrantStore(QdrantConnection(settings), DIM, sparse=False)
     store.ensure_collection()
     opened = time.perf_counter() - started
     started = time.perf_counter()
@@ -178,7 +178,7 @@ def bench_unchanged_rerun(root: Path, chunks: int) -> dict[str, Any]:
         upserted += result.points_upserted
         embedded += result.embedded
     seconds = time.perf_counter() - started
-    store.close()
+    store.connection.close()
     assert upserted == 0 and embedded == 0 and embedder.embedded == embedded_first
     return {
         "chunks": chunks,

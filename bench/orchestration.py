@@ -46,13 +46,6 @@ def _environment(root: Path, api: FakeConfluence, model: Path, args: argparse.Na
     )
 
 
-def _release() -> None:
-    from config.settings import load_settings
-    from indexing.qdrant_store import close_client
-
-    close_client(load_settings().qdrant)
-
-
 def run_direct() -> dict[str, Any]:
     from config.settings import load_settings
     from tasks import pipeline
@@ -130,9 +123,10 @@ def run_prefect() -> dict[str, Any]:
 
 def _points() -> int:
     from config.settings import load_settings
-    from indexing.qdrant_store import QdrantStore
+    from indexing.qdrant_store import QdrantConnection, QdrantStore
 
-    return QdrantStore(load_settings().qdrant, 0, False).count()
+    with QdrantConnection(load_settings().qdrant) as qdrant:
+        return QdrantStore(qdrant, 0, False).count()
 
 
 def _warm(model: Path) -> None:
@@ -180,7 +174,6 @@ def main() -> None:
             for side in sides:
                 _environment(work / side, api, model, args)
                 results[side] = run_direct() if side == "direct" else run_prefect()
-                _release()
 
     direct, prefect = results["direct"], results["prefect"]
     print(

@@ -310,9 +310,6 @@ def main() -> None:
         build_s = time.perf_counter() - built
         from prefect.testing.utilities import prefect_test_harness
 
-        from config.settings import load_settings
-        from indexing.qdrant_store import close_client
-
         server_started = time.perf_counter()
         with prefect_test_harness(server_startup_timeout=120):
             server_s = time.perf_counter() - server_started
@@ -329,7 +326,6 @@ def main() -> None:
                     wall = time.perf_counter() - started
                 summary: dict[str, Any] = state.result()
                 task_runs, task_seconds = _task_runs(state.state_details.flow_run_id)
-                close_client(load_settings().qdrant)  # let go of local mode before reading it
                 collections[runner] = _payloads(work / runner)
                 _report(runner, wall, summary, task_runs, task_seconds, rss)
     if args.dump:

@@ -262,7 +262,6 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     from flows.local_run import (
         RunRequest,
         prepare_environment,
-        release_local_resources,
         run_flow,
         settings_for,
         summary_without_flow,
@@ -308,10 +307,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             def advance(self, documents: int) -> None:
                 progress.advance(bar, documents)
 
-        try:
-            summary = summary_without_flow(request, settings) or run_flow(request, Hook())
-        finally:
-            release_local_resources(settings)
+        summary = summary_without_flow(request, settings) or run_flow(request, Hook())
     if args.json:
         print(json.dumps(summary, ensure_ascii=False))
     else:
@@ -321,36 +317,36 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
 def _search(args: argparse.Namespace, settings: Settings) -> int:
     from chunking.chunker import context_header
-    from indexing.embedders import make_embedder
     from indexing.search import SearchFilters, search
-    from tasks.pipeline import store_for
+    from tasks.resources import Resources
 
-    embedder = make_embedder(settings.embedder)
-    store = store_for(settings)
-    if store.resolve() is None:
-        print(
-            f"no collection {settings.qdrant.collection!r} yet: run `ingest run` first",
-            file=sys.stderr,
-        )
-        return 1
-    filters = SearchFilters(
-        tenant_id=args.tenant or settings.tenant_id,
-        space_keys=tuple(args.space),
-        labels=tuple(args.label),
-        user=args.user,
-        groups=tuple(args.group),
-    )
-    if filters.user is None and not filters.groups:
-        # stderr, so `--json` output stays one object a line
-        print(
-            "note: no --user or --group given: results are not filtered by access "
-            "(pass --user NAME and --group GROUP to see only what that user may read)",
-            file=sys.stderr,
-        )
+    # local mode: the storage lock is released before the interpreter exits
+    resources = Resources(settings)
     try:
+        store = resources.store()
+        if store.resolve() is None:
+            print(
+                f"no collection {settings.qdrant.collection!r} yet: run `ingest run` first",
+                file=sys.stderr,
+            )
+            return 1
+        filters = SearchFilters(
+            tenant_id=args.tenant or settings.tenant_id,
+            space_keys=tuple(args.space),
+            labels=tuple(args.label),
+            user=args.user,
+            groups=tuple(args.group),
+        )
+        if filters.user is None and not filters.groups:
+            # stderr, so `--json` output stays one object a line
+            print(
+                "note: no --user or --group given: results are not filtered by access "
+                "(pass --user NAME and --group GROUP to see only what that user may read)",
+                file=sys.stderr,
+            )
         hits = search(
             store,
-            embedder,
+            resources.embedder(),
             args.query,
             args.limit,
             filters,
@@ -359,7 +355,7 @@ def _search(args: argparse.Namespace, settings: Settings) -> int:
             expand_tokens=args.expand_tokens,
         )
     finally:
-        store.close()  # local mode: release the storage lock before the interpreter exits
+        resources.close()
     for rank, hit in enumerate(hits, 1):
         if args.json:
             record: dict[str, Any] = {"rank": rank, "score": hit.score, **hit.payload}

@@ -186,11 +186,3 @@ def _ephemeral_api_errors() -> Iterator[None]:
 
 def settings_for(request: RunRequest, config_file: str | None) -> Settings:
     return load_settings({"tenant_id": request.tenant_id}, config_file=config_file)
-
-
-def release_local_resources(settings: Settings) -> None:
-    """Close the Qdrant client before the interpreter shuts down (local-mode Qdrant holds
-    its directory's lock until closed)."""
-    from indexing.qdrant_store import close_client
-
-    close_client(settings.qdrant)

@@ -14,7 +14,6 @@ term importance; an IDF factor on top would change the model's scoring.
 from __future__ import annotations
 
 import sqlite3
-import threading
 import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -22,6 +21,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from threading import Lock, RLock
 from types import MappingProxyType
 from typing import Any, TypeVar
 
@@ -37,7 +37,6 @@ from indexing.embedders import Embedding
 DENSE = "dense"
 SPARSE = "sparse"
 _SCROLL_PAGE = 1024
-_ENSURE_LOCK = threading.Lock()
 # Local mode sorts every id and filters every point for each scroll page, so a scan
 # costs pages x points: fewer, larger pages keep it linear (its records are in memory).
 _LOCAL_SCROLL_PAGE = 100_000
@@ -79,36 +78,50 @@ _PAYLOAD_EXCLUDED = frozenset({"embed_text"})
 T = TypeVar("T")
 
 
-# --- clients -------------------------------------------------------------------------
+# --- connections ---------------------------------------------------------------------
 
-_clients: dict[str, QdrantClient] = {}
-_local_locks: dict[str, threading.RLock] = {}
-_clients_lock = threading.Lock()
-
-# Local mode: this process holds the storage's file lock, so nothing else writes the
+# Local mode: the connection holds the storage's file lock, so nothing else writes the
 # collection and a map of each tenant's points kept beside it is exact. It replaces local
 # mode's filtered scroll, a Python scan costing points x documents-asked per lookup.
-# (client key, physical collection) -> tenant -> document -> {point id: version}
+# document -> {point id: version}
 PointMap = dict[str, dict[str, str]]
-_local_points: dict[tuple[str, str], dict[str, PointMap]] = {}
 
 
-def _client_key(settings: QdrantSettings) -> str:
-    return f"url:{settings.url}" if settings.url else f"path:{Path(settings.path).resolve()}"
+class QdrantConnection:
+    """The client of one Qdrant (a server URL, or a local-mode directory) and what the
+    stores over it share. Local mode allows one client per directory (a file lock), so a
+    run opens one connection, hands its stores around, and closes it at the end; a closed
+    connection opens a new client when next used (Qdrant came back)."""
 
+    def __init__(self, settings: QdrantSettings) -> None:
+        self.settings = settings
+        self._client: QdrantClient | None = None
+        self._opening = Lock()
+        # Local mode's client is not thread-safe: its calls are serialized.
+        self.lock: AbstractContextManager[Any] = nullcontext() if settings.url else RLock()
+        self.creating = Lock()  # one collection creation at a time in this process
+        # physical collection -> tenant -> its points (local mode only)
+        self.points: dict[str, dict[str, PointMap]] = {}
 
-def get_client(settings: QdrantSettings) -> QdrantClient:
-    """One client per server URL or local path per process: local mode holds a file lock
-    on its directory, so a second client on the same path would fail."""
-    key = _client_key(settings)
-    with _clients_lock:
-        client = _clients.get(key)
-        if client is None:
-            client = _open_client(settings)
-            _clients[key] = client
-            if not settings.url:
-                _local_locks[key] = threading.RLock()
-        return client
+    def __enter__(self) -> QdrantConnection:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    @property
+    def client(self) -> QdrantClient:
+        with self._opening:
+            if self._client is None:
+                self._client = _open_client(self.settings)
+            return self._client
+
+    def close(self) -> None:
+        with self._opening:
+            client, self._client = self._client, None
+            self.points.clear()
+        if client is not None:
+            client.close()
 
 
 def _open_client(settings: QdrantSettings) -> QdrantClient:
@@ -127,17 +140,6 @@ def _open_client(settings: QdrantSettings) -> QdrantClient:
             subject=str(path),
             transient=True,
         ) from None
-
-
-def close_client(settings: QdrantSettings) -> None:
-    key = _client_key(settings)
-    with _clients_lock:
-        client = _clients.pop(key, None)
-        _local_locks.pop(key, None)
-        for map_key in [k for k in _local_points if k[0] == key]:
-            del _local_points[map_key]
-    if client is not None:
-        client.close()
 
 
 # --- results and filters -------------------------------------------------------------
@@ -215,25 +217,20 @@ class QdrantStore:
 
     def __init__(
         self,
-        settings: QdrantSettings,
+        connection: QdrantConnection,
         vector_size: int,
         sparse: bool,
         *,
         collection: str | None = None,
     ) -> None:
-        self.settings = settings
+        self.connection = connection
+        self.settings = connection.settings
         self.vector_size = vector_size
         self.sparse = sparse
-        self.alias = settings.collection
-        self.collection = collection or settings.collection
-        self.client = get_client(settings)
-        self._client_key = _client_key(settings)
-        self._lock: AbstractContextManager[Any] = (
-            _local_locks.get(self._client_key) or nullcontext()
-        )
-
-    def close(self) -> None:
-        close_client(self.settings)
+        self.alias = self.settings.collection
+        self.collection = collection or self.settings.collection
+        self.client = connection.client
+        self._lock = connection.lock
 
     def _call(self, what: str, operation: Callable[[], T]) -> T:
         """Run a client call; map failures to UPSERT_FAILED (transient when retrying may
@@ -286,7 +283,7 @@ class QdrantStore:
         Race-free: this process creates under a lock, and other processes (Dask workers, a
         second run) all create the same first name, `<alias>_initial`, at most once, so
         concurrent first batches never write into a collection the alias then leaves."""
-        with _ENSURE_LOCK:
+        with self.connection.creating:
             physical = self.resolve()
             if physical is None:
                 direct = self.collection != self.alias  # a named collection, no alias
@@ -409,7 +406,7 @@ class QdrantStore:
 
     def drop_collection(self, name: str) -> None:
         self._call("drop collection", lambda: self.client.delete_collection(name))
-        _local_points.pop((self._client_key, name), None)
+        self.connection.points.pop(name, None)
 
     def payload_schema(self) -> dict[str, str]:
         """Indexed payload fields reported by Qdrant (local mode reports none: it keeps no
@@ -448,13 +445,13 @@ class QdrantStore:
         """Local mode: the point maps loaded so far, by tenant (none on a server)."""
         if self.settings.url:
             return {}
-        return _local_points.get((self._client_key, self.resolve() or self.collection), {})
+        return self.connection.points.get(self.resolve() or self.collection, {})
 
     def _tenant_points(self, tenant_id: str) -> PointMap:
         """Local mode: the tenant's point map, loaded by one scroll on first use."""
         with self._lock:
             physical = self.resolve() or self.collection
-            tenants = _local_points.setdefault((self._client_key, physical), {})
+            tenants = self.connection.points.setdefault(physical, {})
             if tenant_id not in tenants:
                 tenants[tenant_id] = self._scan_points(
                     models.Filter(must=[_match("tenant_id", tenant_id)])

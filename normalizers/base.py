@@ -12,10 +12,11 @@ format leaves here in the same normalized form.
 from __future__ import annotations
 
 import importlib
+import json
 import re
 import zipfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import PurePath
 from types import MappingProxyType
@@ -54,6 +55,39 @@ class NormalizedDocument:
     anchors: tuple[Anchor, ...] = ()
     links: tuple[LinkRecord, ...] = ()
     warnings: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """The stage cache's form of the document (`from_json` reads it back)."""
+        return {
+            "markdown": self.markdown,
+            "title": self.title,
+            "author": self.author,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "page_count": self.page_count,
+            "language": self.language,
+            # front matter may hold dates and other YAML types: stored as their text
+            "metadata": json.loads(json.dumps(self.metadata, default=str)),
+            "anchors": [[a.offset, a.kind, a.value] for a in self.anchors],
+            "links": [asdict(link) for link in self.links],
+            "warnings": list(self.warnings),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> NormalizedDocument:
+        return cls(
+            markdown=data["markdown"],
+            title=data["title"],
+            author=data["author"],
+            created_at=data["created_at"],
+            updated_at=data["updated_at"],
+            page_count=data["page_count"],
+            language=data["language"],
+            metadata=data["metadata"],
+            anchors=tuple(Anchor(o, k, v) for o, k, v in data["anchors"]),
+            links=tuple(LinkRecord(**link) for link in data["links"]),
+            warnings=tuple(data["warnings"]),
+        )
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,6 @@ from datetime import datetime
 from typing import Any, Literal
 
 from chunking.record import Chunk
-from chunking.text import Anchor
 from config.errors import ConfigError, ErrorCode, IngestError
 from config.limits import within_time_limit
 from config.settings import Settings
@@ -49,7 +48,7 @@ from indexing.reconcile import (
     delete_missing_documents,
     sync_documents,
 )
-from normalizers.base import LinkRecord, NormalizedDocument
+from normalizers.base import NormalizedDocument
 from tasks.links import LinkStore, StoredLink
 from tasks.resources import Resources
 from tasks.stages import chunk_normalized, normalize_source
@@ -181,17 +180,7 @@ class Plan:
 
 log = logging.getLogger(__name__)
 
-# --- store, embedder ----------------------------------------------------------------
-
-
-def store_for(settings: Settings, embedder: Embedder | None = None) -> QdrantStore:
-    """The Qdrant store; without an embedder it can read (plan, delete) but not create."""
-    if embedder is None:
-        size = settings.embedder.vector_size or 0
-        return QdrantStore(settings.qdrant, size, settings.embedder.sparse)
-    store = QdrantStore(settings.qdrant, embedder.vector_size, embedder.has_sparse)
-    store.ensure_collection()
-    return store
+# --- embedder ------------------------------------------------------------------------
 
 
 class _TimedEmbedder:
@@ -260,7 +249,7 @@ def plan(
 ) -> Plan:
     state = SyncState.for_scope(settings, spec.scope)
     fingerprint = pipeline_fingerprint(settings)
-    store = store_for(settings)
+    store = resources.store()
     ids = [ref.document_id for ref in listing.refs]
     indexed = store.existing_versions(settings.tenant_id, ids) if store.resolve() else {}
     connector = spec.connector(resources)
@@ -391,7 +380,7 @@ def _prepare_one(
     )
     cached = None if force else cache.get_json(key)
     if cached is not None:
-        normalized = _normalized_from_json(cached)
+        normalized = NormalizedDocument.from_json(cached)
         outcome.stages["normalize"].cached += 1
     else:
         normalized = within_time_limit(
@@ -401,7 +390,7 @@ def _prepare_one(
             subject=source.ref.document_id,
             setting="limits.document_timeout_s",
         )
-        cache.put_json(key, _normalized_to_json(normalized))
+        cache.put_json(key, normalized.to_json())
         outcome.stages["normalize"].done += 1
     outcome.seconds["normalize"] += time.perf_counter() - started
     outcome.warnings += [DocumentWarning(source.ref.document_id, w) for w in normalized.warnings]
@@ -411,7 +400,7 @@ def _prepare_one(
     source = _with_link_counts(source, normalized)
     chunk_input = sha256_hex(
         json.dumps(
-            [normalized.markdown, _normalized_to_json(normalized)["anchors"], _source_meta(source)],
+            [normalized.markdown, normalized.to_json()["anchors"], _source_meta(source)],
             sort_keys=True,
             default=str,
         )
@@ -496,7 +485,7 @@ def index_batch(
         return outcome
     cache = handoff_cache(settings)
     embedder = resources.embedder()
-    store = store_for(settings, embedder)
+    store = resources.store(embedder)
     batch: list[DocumentChunks] = []
     for document in documents:
         records = cache.get_json(CacheKey("chunk", document.chunk_key))
@@ -567,7 +556,7 @@ def delete_missing(
 ) -> list[str]:
     """Documents that vanished: those fetch found gone, and, when the listing is complete,
     those indexed for this source but no longer listed (scoped by tenant and source)."""
-    store = store_for(settings)
+    store = resources.store()
     if store.resolve() is None:
         return []
     deleted: list[str] = []
@@ -642,13 +631,15 @@ def reconcile(
     Returns the deleted document ids."""
     try:
         deleted = delete_missing(spec, settings, listing, list(gone), resources, force=force)
-        push_incoming_link_counts(settings, indexed)
+        push_incoming_link_counts(settings, indexed, resources)
     except OSError as exc:
         raise cache_unwritable(settings, exc, code=ErrorCode.UPSERT_FAILED) from exc
     return deleted
 
 
-def push_incoming_link_counts(settings: Settings, indexed: Sequence[str]) -> int:
+def push_incoming_link_counts(
+    settings: Settings, indexed: Sequence[str], resources: Resources
+) -> int:
     """Write `links_in` into the payload of every document whose incoming-link count
     changed since the last push, and of every document indexed this run (its fresh
     points do not have it yet). Returns how many documents were updated."""
@@ -656,7 +647,7 @@ def push_incoming_link_counts(settings: Settings, indexed: Sequence[str]) -> int
     counts = links.incoming_counts()
     pushed = links.pushed_counts()
     changed = {d for d in counts.keys() | pushed.keys() if counts.get(d, 0) != pushed.get(d, 0)}
-    store = store_for(settings)
+    store = resources.store()
     if store.resolve() is None:
         return 0
     unpushed = links.unpushed()  # indexed by a run that ended before its push
@@ -703,36 +694,3 @@ def _token_bin(tokens: int) -> str:
         if low <= tokens <= high:
             return f"{low}-{high}" if high < 10**9 else f">{low - 1}"
     return "?"
-
-
-def _normalized_to_json(doc: NormalizedDocument) -> dict[str, Any]:
-    return {
-        "markdown": doc.markdown,
-        "title": doc.title,
-        "author": doc.author,
-        "created_at": doc.created_at,
-        "updated_at": doc.updated_at,
-        "page_count": doc.page_count,
-        "language": doc.language,
-        # front matter may hold dates and other YAML types: stored as their text
-        "metadata": json.loads(json.dumps(doc.metadata, default=str)),
-        "anchors": [[a.offset, a.kind, a.value] for a in doc.anchors],
-        "links": [dataclasses.asdict(link) for link in doc.links],
-        "warnings": list(doc.warnings),
-    }
-
-
-def _normalized_from_json(data: dict[str, Any]) -> NormalizedDocument:
-    return NormalizedDocument(
-        markdown=data["markdown"],
-        title=data["title"],
-        author=data["author"],
-        created_at=data["created_at"],
-        updated_at=data["updated_at"],
-        page_count=data["page_count"],
-        language=data["language"],
-        metadata=data["metadata"],
-        anchors=tuple(Anchor(o, k, v) for o, k, v in data["anchors"]),
-        links=tuple(LinkRecord(**link) for link in data["links"]),
-        warnings=tuple(data["warnings"]),
-    )

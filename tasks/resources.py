@@ -1,9 +1,12 @@
 """What one run opens once and its batches share: the source's connector (the one that
-listed also fetches, so what the listing learned is reused), the embedder, and the link
-resolutions of saved listings. The flow (or the CLI) creates one `Resources` per run and
+listed also fetches, so what the listing learned is reused), the embedder, the Qdrant
+connection (local mode allows one per directory), and the link resolutions of saved
+listings. The flow (or the CLI) creates one `Resources` per run and
 closes it at the end.
 
-A copy sent to another process (a Dask worker) arrives empty and opens its own.
+A copy sent to another process arrives empty and opens its own; on a Dask worker it
+hands over to the one the worker keeps for the same settings, so the batches a worker
+runs share one connector, embedder and Qdrant connection, as a run's batches do.
 """
 
 from __future__ import annotations
@@ -16,8 +19,9 @@ from typing import Any
 from config.settings import Settings
 from connectors.base import Closeable, Connector, ConnectorContext, LinkResolution, LinkResolver
 from connectors.registry import connector_class
-from indexing.cache import sha256_hex
+from indexing.cache import config_hash, sha256_hex
 from indexing.embedders import Embedder, make_embedder
+from indexing.qdrant_store import QdrantConnection, QdrantStore
 from normalizers.base import supported_extensions
 
 
@@ -36,17 +40,36 @@ def section_token(section: Any) -> str | None:
 
 
 class Resources:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, arrived: bool = False) -> None:
         self.settings = settings
+        self._arrived = arrived  # unpickled in another process
         self._lock = threading.Lock()
         self._connectors: dict[str, Connector] = {}
         self._embedder: Embedder | None = None
+        self._qdrant: QdrantConnection | None = None
         self._resolutions: dict[Path, tuple[int, LinkResolution]] = {}
 
     def __reduce__(self) -> tuple[object, ...]:
-        return (Resources, (self.settings,))
+        return (_arrived, (self.settings,))
+
+    def _here(self) -> Resources:
+        """The Resources serving this process: this one, or on a Dask worker the one the
+        worker keeps for these settings (a worker is known only while it runs a task)."""
+        if not self._arrived:
+            return self
+        try:
+            from distributed import get_worker
+
+            worker = get_worker()
+        except (ImportError, ValueError):
+            return self
+        kept: dict[str, Resources] = worker.__dict__.setdefault("ingest_resources", {})
+        return kept.setdefault(config_hash(self.settings), Resources(self.settings))
 
     def connector(self, kind: str, targets: tuple[str, ...], scope: str) -> Connector:
+        here = self._here()
+        if here is not self:
+            return here.connector(kind, targets, scope)
         with self._lock:
             if scope not in self._connectors:
                 self._connectors[scope] = self._build_connector(kind, targets, scope)
@@ -67,14 +90,36 @@ class Resources:
         return connector_class(kind, settings.sources).from_context(context)
 
     def embedder(self) -> Embedder:
+        here = self._here()
+        if here is not self:
+            return here.embedder()
         with self._lock:
             if self._embedder is None:
                 self._embedder = make_embedder(self.settings.embedder)
             return self._embedder
 
+    def store(self, embedder: Embedder | None = None) -> QdrantStore:
+        """The Qdrant store; without an embedder it can read (plan, delete) but not create."""
+        here = self._here()
+        if here is not self:
+            return here.store(embedder)
+        with self._lock:
+            if self._qdrant is None:
+                self._qdrant = QdrantConnection(self.settings.qdrant)
+            qdrant = self._qdrant
+        if embedder is None:
+            size = self.settings.embedder.vector_size or 0
+            return QdrantStore(qdrant, size, self.settings.embedder.sparse)
+        store = QdrantStore(qdrant, embedder.vector_size, embedder.has_sparse)
+        store.ensure_collection()
+        return store
+
     def link_resolution(self, resolver: LinkResolver, saved: tuple[int, Path]) -> LinkResolution:
         """The resolution over a listing's saved link index (`(mtime, path)`, mtime 0 when
         none was saved), read once per listing."""
+        here = self._here()
+        if here is not self:
+            return here.link_resolution(resolver, saved)
         mtime, path = saved
         with self._lock:
             known = self._resolutions.get(path)
@@ -92,6 +137,13 @@ class Resources:
             self._connectors.clear()
             self._embedder = None
             self._resolutions.clear()
+            qdrant, self._qdrant = self._qdrant, None
+        if qdrant is not None:
+            qdrant.close()
         for connector in connectors:
             if isinstance(connector, Closeable):
                 connector.close()
+
+
+def _arrived(settings: Settings) -> Resources:
+    return Resources(settings, arrived=True)

@@ -15,7 +15,7 @@ import pytest
 from chunking.record import Chunk, compute_chunk_id
 from config.settings import QdrantSettings
 from indexing.embedders import Embedder, Embedding
-from indexing.qdrant_store import QdrantStore
+from indexing.qdrant_store import QdrantConnection, QdrantStore
 from indexing.reconcile import DocumentChunks
 
 
@@ -117,14 +117,15 @@ class CountingStore(QdrantStore):
 
 
 def open_store(settings: QdrantSettings, vector_size: int, sparse: bool) -> CountingStore:
-    store = CountingStore(settings, vector_size, sparse)
+    store = CountingStore(QdrantConnection(settings), vector_size, sparse)
     store.ensure_collection()
     return store
 
 
 @pytest.fixture
 def store_factory(tmp_path: Path) -> Iterator[Any]:
-    """Opens stores on a fresh collection; drops server collections and closes clients."""
+    """Opens stores on a fresh collection; drops server collections and closes their
+    connections."""
     opened: list[QdrantStore] = []
 
     def factory(vector_size: int, sparse: bool, **overrides: Any) -> CountingStore:
@@ -133,11 +134,10 @@ def store_factory(tmp_path: Path) -> Iterator[Any]:
         return store
 
     yield factory
-    # Drop every server collection first: stores on one URL share one client.
     for store in opened:
         if store.settings.url:
             for name in {store.resolve(), store.alias}:
                 if name and store.client.collection_exists(name):
                     store.drop_collection(name)
     for store in opened:
-        store.close()
+        store.connection.close()

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -38,7 +38,8 @@ from qdrant_client import models
 from config.settings import QdrantSettings, Settings, load_settings
 from connectors.files import root_label
 from flows.ingest import ingest
-from indexing.qdrant_store import QdrantStore, close_client
+from indexing.qdrant_store import QdrantConnection, QdrantStore
+from tasks import resources
 from tests.confluence_api import (
     DEFAULT_TOKEN,
     DEFAULT_USER,
@@ -97,18 +98,22 @@ class Workspace:
     root: Path
     env: dict[str, str]
     monkeypatch: pytest.MonkeyPatch
-    opened: list[QdrantSettings] = field(default_factory=list)
+    reader: QdrantConnection | None = None
 
     def settings(self) -> Settings:
         for name, value in self.env.items():
             self.monkeypatch.setenv(name, value)
-        settings = load_settings()
-        self.opened.append(settings.qdrant)
-        return settings
+        return load_settings()
 
     def activate(self) -> Settings:
-        """Point the settings at this workspace."""
+        """Point the settings at this workspace and let go of the test's own Qdrant
+        client: in local mode a run or command of this process opens its own."""
+        self.release()
         return self.settings()
+
+    def release(self) -> None:
+        if self.reader is not None:
+            self.reader.close()
 
     def run(self, flow: Any = ingest, **params: Any) -> tuple[State[Any], dict[str, Any]]:
         """One flow run in this workspace (of `flow`: `ingest` with other options): its
@@ -125,7 +130,10 @@ class Workspace:
         return state
 
     def store(self) -> QdrantStore:
-        return QdrantStore(self.settings().qdrant, 0, False)
+        """A store reading this workspace's collection, open until the next `activate`."""
+        if self.reader is None:
+            self.reader = QdrantConnection(self.settings().qdrant)
+        return QdrantStore(self.reader, 0, False)
 
     def points(self, tenant_id: str | None = "default") -> dict[str, dict[str, Any]]:
         """Every point of the tenant (all tenants with None): point id -> payload."""
@@ -194,8 +202,7 @@ def workspace(
 
     yield make
     for space in made:
-        for qdrant in space.opened:
-            close_client(qdrant)
+        space.release()
 
 
 @pytest.fixture
@@ -426,7 +433,8 @@ class StorageHolder:
 
 
 class Outage(logging.Handler):
-    """Takes Qdrant away from this process: it closes its local-mode client and the holder
+    """Takes Qdrant away from this process: it closes the workspace's and the run's
+    local-mode connections (`opened`, recorded as the run opens them) and the holder
     opens the storage, either now (`at="start"`: the run's first Qdrant access, in `plan`,
     fails), when the run's `plan` task has finished (`at="index"`: the index tasks'
     first attempts fail) or when its first `index-batch` task has finished (`at="mid"`:
@@ -436,11 +444,16 @@ class Outage(logging.Handler):
     in the retrying thread)."""
 
     def __init__(
-        self, holder: StorageHolder, qdrant: QdrantSettings, *, at: str, recover: bool
+        self,
+        holder: StorageHolder,
+        opened: list[QdrantConnection],
+        *,
+        at: str,
+        recover: bool,
     ) -> None:
         super().__init__()
         self.holder = holder
-        self.qdrant = qdrant
+        self.opened = opened
         self.recover = recover
         self.retried: list[str] = []  # task names whose retry was announced during it
         # one outage: later runs (the reference run) run freely
@@ -449,7 +462,8 @@ class Outage(logging.Handler):
             self.begin()
 
     def begin(self) -> None:
-        close_client(self.qdrant)
+        for connection in self.opened:
+            connection.close()
         self.holder.take()
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -465,13 +479,22 @@ class Outage(logging.Handler):
 
 
 @pytest.fixture
-def outage() -> Iterator[Callable[..., Outage]]:
+def outage(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Outage]]:
     made: list[tuple[Outage, StorageHolder]] = []
     logger = logging.getLogger("prefect.task_runs")
+    opened: list[QdrantConnection] = []
 
-    def make(qdrant: QdrantSettings, *, at: str, recover: bool) -> Outage:
-        holder = StorageHolder(qdrant.path)
-        handler = Outage(holder, qdrant, at=at, recover=recover)
+    class RecordedConnection(QdrantConnection):
+        def __init__(self, settings: QdrantSettings) -> None:
+            super().__init__(settings)
+            opened.append(self)
+
+    monkeypatch.setattr(resources, "QdrantConnection", RecordedConnection)
+
+    def make(space: Workspace, *, at: str, recover: bool) -> Outage:
+        holder = StorageHolder(space.settings().qdrant.path)
+        space.release()
+        handler = Outage(holder, opened, at=at, recover=recover)
         logger.addHandler(handler)
         made.append((handler, holder))
         return handler
@@ -523,11 +546,9 @@ def test_qdrant_unavailable_for_the_first_attempts_is_retried_and_completes(
     api, fx = eng
     space = workspace(api=api)
     space.run(source="confluence", targets=["ENG"])
-    qdrant = space.settings().qdrant
-
     before = space.documents()
     edited = _edit(api, fx, ("guide", "deep"), "Second edition")
-    watcher = outage(qdrant, at="start", recover=True)
+    watcher = outage(space, at="start", recover=True)
     state, summary = space.run(source="confluence", targets=["ENG"])
     assert watcher.retried == ["plan"]
     assert state.is_completed(), state
@@ -537,7 +558,7 @@ def test_qdrant_unavailable_for_the_first_attempts_is_retried_and_completes(
 
     before = space.documents()
     edited = _edit(api, fx, ("notes", "eng_blog"), "Third edition")
-    watcher = outage(qdrant, at="index", recover=True)
+    watcher = outage(space, at="index", recover=True)
     state, summary = space.run(source="confluence", targets=["ENG"])
     assert watcher.retried == ["index-batch"]
     assert state.is_completed(), state
@@ -562,7 +583,7 @@ def test_qdrant_unavailable_throughout_fails_the_run_and_loses_nothing(
     space.run(source="confluence", targets=["ENG"])
     before = space.points()
     edited = _edit(api, fx, ("guide", "deep"), "Second edition")
-    watcher = outage(space.settings().qdrant, at="index", recover=False)
+    watcher = outage(space, at="index", recover=False)
 
     state, summary = space.run(source="confluence", targets=["ENG"])
 

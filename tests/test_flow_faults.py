@@ -31,7 +31,6 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from flows.ingest import ingest
 from indexing.embedders import make_embedder
 from indexing.search import SearchFilters, search
-from tasks import pipeline
 from tests.confluence_api import FakeConfluence, Fixture, confluence_api
 from tests.test_flow import (
     Outage,
@@ -119,7 +118,7 @@ def test_qdrant_lost_after_the_first_index_batch_keeps_old_points_and_one_run_he
     space.env["INGEST_RUN__BATCH_SIZE"] = "1"  # the faulty run: one document per batch
     before = space.documents()
     edited = edit(api, fx, ("guide", "deep", "eng_blog"), "Second edition")
-    watcher = outage(space.settings().qdrant, at="mid", recover=False)
+    watcher = outage(space, at="mid", recover=False)
     # one batch at a time, so the outage falls between the first index batch and the rest
     runner: Any = ThreadPoolTaskRunner(max_workers=1)
     one_by_one = ingest.with_options(task_runner=runner)
@@ -410,8 +409,7 @@ def test_two_tenants_with_colliding_ids_never_touch_each_other(
             assert payload["md_text"] in files[tenant][name]
         last[tenant] = mine
 
-        settings = space.settings()
-        store = pipeline.store_for(settings)
+        store = space.store()
         hits = search(
             store,
             embedder,

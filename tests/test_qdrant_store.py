@@ -13,7 +13,7 @@ from qdrant_client import models
 from config.errors import ConfigError, ErrorCode, IngestError
 from indexing.cache import StageCache
 from indexing.embedders import BgeM3Embedder
-from indexing.qdrant_store import PAYLOAD_INDEXES, QdrantStore
+from indexing.qdrant_store import PAYLOAD_INDEXES, QdrantConnection, QdrantStore
 from indexing.reconcile import (
     DocumentChunks,
     MassDeletionRefused,
@@ -136,7 +136,7 @@ class CrashingDeleteStore(CountingStore):
 
 def test_crash_between_upsert_and_delete_leaves_extras_the_next_run_removes(store, embedder, cache):
     sync_documents(store, embedder, cache, "acme", docs("acme", count=1))
-    crashing = CrashingDeleteStore(store.settings, store.vector_size, store.sparse)
+    crashing = CrashingDeleteStore(store.connection, store.vector_size, store.sparse)
     v2 = [make_document("acme", "doc-0", "v2", PARAGRAPHS[:2])]
 
     with pytest.raises(IngestError, match="simulated crash"):
@@ -194,18 +194,18 @@ def test_document_fields_are_set_on_exactly_the_tenants_documents(store, embedde
 
 
 def test_first_batches_creating_the_collection_at_once_lose_no_points(tmp_path, tiny_embedder):
-    """Index batches start together on a fresh Qdrant: each finds no collection. They
-    used to create one each and move the alias, losing the points of the first."""
+    """Index batches start together on a fresh Qdrant and each finds no collection: one
+    collection must be created behind the alias, holding every batch's points."""
     import threading
 
-    settings = qdrant_settings(tmp_path / "race")
+    qdrant = QdrantConnection(qdrant_settings(tmp_path / "race"))
     embedder = CountingEmbedder(tiny_embedder)
     start = threading.Barrier(6)
     errors: list[BaseException] = []
 
     def first_batch(i: int) -> None:
         try:
-            store = QdrantStore(settings, tiny_embedder.vector_size, tiny_embedder.has_sparse)
+            store = QdrantStore(qdrant, tiny_embedder.vector_size, tiny_embedder.has_sparse)
             start.wait()
             store.ensure_collection()
             document = make_document("acme", f"doc-{i}", "v1", PARAGRAPHS)
@@ -219,13 +219,13 @@ def test_first_batches_creating_the_collection_at_once_lose_no_points(tmp_path, 
     for thread in threads:
         thread.join(120)
     assert errors == []
-    store = QdrantStore(settings, tiny_embedder.vector_size, tiny_embedder.has_sparse)
+    store = QdrantStore(qdrant, tiny_embedder.vector_size, tiny_embedder.has_sparse)
     try:
         found = store.existing_points("acme", [f"doc-{i}" for i in range(6)])
         assert sorted(found) == [f"doc-{i}" for i in range(6)]
         assert store.count("acme") == 6 * len(PARAGRAPHS)
     finally:
-        store.close()
+        qdrant.close()
 
 
 def test_mass_deletion_is_refused_unless_forced(store, embedder, cache):
@@ -288,7 +288,7 @@ class RecordingClient:
 
 def test_collection_has_named_vectors_and_payload_indexes(tmp_path, tiny_embedder):
     settings = qdrant_settings(tmp_path)
-    store = QdrantStore(settings, tiny_embedder.vector_size, sparse=True)
+    store = QdrantStore(QdrantConnection(settings), tiny_embedder.vector_size, sparse=True)
     recording = RecordingClient(store.client)
     store.client = recording  # type: ignore[assignment]
     try:
@@ -316,19 +316,19 @@ def test_collection_has_named_vectors_and_payload_indexes(tmp_path, tiny_embedde
     finally:
         if settings.url:
             store.drop_collection(store.resolve() or "")
-        store.close()
+        store.connection.close()
 
 
 def test_existing_collection_with_another_vector_size_is_refused(store_factory, tiny_embedder):
     store = store_factory(tiny_embedder.vector_size, sparse=True)
-    other = QdrantStore(store.settings, tiny_embedder.vector_size * 2, sparse=True)
+    other = QdrantStore(store.connection, tiny_embedder.vector_size * 2, sparse=True)
     with pytest.raises(ConfigError, match="re-index"):
         other.ensure_collection()
 
 
-def test_local_mode_shares_one_client_per_path(store_factory):
+def test_stores_of_one_connection_share_its_client(store_factory):
     first = store_factory(8, sparse=False)
-    second = QdrantStore(first.settings, 8, sparse=False)
+    second = QdrantStore(first.connection, 8, sparse=False)
     assert second.client is first.client
 
 
@@ -337,13 +337,13 @@ def test_unreachable_server_is_a_transient_upsert_failure(tmp_path):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     settings = qdrant_settings(tmp_path, url=f"http://127.0.0.1:{port}", timeout_s=2)
-    store = QdrantStore(settings, 8, sparse=False)
+    store = QdrantStore(QdrantConnection(settings), 8, sparse=False)
     try:
         with pytest.raises(IngestError) as failure:
             store.ensure_collection()
         assert failure.value.code is ErrorCode.UPSERT_FAILED and failure.value.transient
     finally:
-        store.close()
+        store.connection.close()
 
 
 def test_point_lookups_agree_with_a_fresh_read_after_every_kind_of_write(store, embedder, cache):
@@ -366,8 +366,9 @@ def test_point_lookups_agree_with_a_fresh_read_after_every_kind_of_write(store, 
         "doc-1": {"v3"},
     }
 
-    store.close()
-    reopened = QdrantStore(store.settings, store.vector_size, store.sparse)
-    after = {tenant: reopened.existing_points(tenant, ids) for tenant in ("acme", "globex")}
-    assert after == before
-    assert reopened.document_ids("acme") == {"doc-0", "doc-1"}
+    store.connection.close()
+    with QdrantConnection(store.settings) as qdrant:
+        reopened = QdrantStore(qdrant, store.vector_size, store.sparse)
+        after = {tenant: reopened.existing_points(tenant, ids) for tenant in ("acme", "globex")}
+        assert after == before
+        assert reopened.document_ids("acme") == {"doc-0", "doc-1"}

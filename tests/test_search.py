@@ -348,7 +348,7 @@ def test_search_command_expands_and_does_not_repeat_the_title(
         "acme",
         [DocumentChunks("handbook", "v1", chunks)],
     )
-    store.close()
+    store.connection.close()
     target = containing(chunks, "Zanzibar")
 
     args = ["search", "Zanzibar", "--config", str(config), "--mode", "sparse", "--limit", "1"]
