@@ -42,6 +42,59 @@ class Listing:
     errors: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class Principals:
+    """The users and groups one level of access (a space permission, a page restriction)
+    names."""
+
+    users: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
+
+    @property
+    def named(self) -> bool:
+        return bool(self.users or self.groups)
+
+
+@dataclass(frozen=True)
+class SpaceReaders:
+    """Who may read the container a document lives in (a Confluence space)."""
+
+    key: str
+    open: bool  # the readers are unknown: the space does not narrow access
+    readers: Principals = Principals()
+
+
+@dataclass(frozen=True)
+class Access:
+    """Who may read a document: the chunks' `acl` payload, which the search filter
+    (indexing.qdrant_store.SearchFilters) reads. Everyone when `public`; otherwise whoever
+    passes both levels: the document's read restrictions (none when not `restricted`,
+    else `readers`) and, where the source has one, its space's."""
+
+    public: bool
+    readers: Principals = Principals()
+    restricted: bool | None = None  # None: the source has no read restrictions
+    space: SpaceReaders | None = None  # None: the source has no container level
+
+    def payload(self) -> dict[str, Any]:
+        acl: dict[str, Any] = {
+            "public": self.public,
+            "users": list(self.readers.users),
+            "groups": list(self.readers.groups),
+        }
+        if self.restricted is not None:
+            acl["restricted"] = self.restricted
+        if self.space is not None:
+            acl["space"] = self.space.key
+            acl["space_open"] = self.space.open
+            acl["space_users"] = list(self.space.readers.users)
+            acl["space_groups"] = list(self.space.readers.groups)
+        return acl
+
+
+PUBLIC = Access(public=True)
+
+
 @dataclass
 class SourceDocument:
     """A fetched document: bytes to normalize plus the metadata chunks will carry."""
@@ -58,8 +111,9 @@ class SourceDocument:
     labels: tuple[str, ...] = ()
     space_key: str | None = None
     page_id: str | None = None
-    # Who may read it (SPEC: `acl` payload): {"public": bool, "users": [...], "groups": [...]}
-    acl: dict[str, Any] = field(default_factory=dict)
+    # Who may read it; None where it is unknown: its chunks carry no `acl`, and a search
+    # filtered by user or group never returns them.
+    acl: Access | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     # The normalizer's format (normalizers.base.FORMATS) when the connector knows it, as
     # for a Confluence page's storage XHTML; None: detected from the bytes.

@@ -54,6 +54,7 @@ from config.errors import ConfigError, ErrorCode, IngestError
 from config.limits import within_time_limit
 from config.settings import FilesSettings
 from connectors.base import (
+    PUBLIC,
     ConnectorContext,
     DeletionScope,
     DocumentGone,
@@ -393,7 +394,7 @@ class FilesConnector:
             file_path=str(path),
             title=path.name,
             updated_at=updated_at,
-            acl={"public": True, "users": [], "groups": []},
+            acl=PUBLIC,
             extra={"root": root.label, "relative_path": ref.document_id[len(root.label) + 1 :]},
         )
 

@@ -51,6 +51,12 @@ PATHS = {
 }
 
 
+def acl_payload(document: SourceDocument) -> dict[str, Any]:
+    """A fetched document's access as its chunks carry it (`acl`)."""
+    assert document.acl is not None, f"{document.ref.document_id} was fetched without access"
+    return document.acl.payload()
+
+
 def number(version: str) -> str:
     """Confluence's edit number in a listed version (`<number>.<access digest>`)."""
     return version.partition(".")[0]
@@ -484,8 +490,14 @@ def test_restrictions_become_the_acl(confluence_api: Factory, layout: str) -> No
         "space_users": [],
         "space_groups": ["confluence-users"],
     }
-    assert public.acl == {"public": False, "users": [], "groups": [], "restricted": False, **space}
-    assert secret.acl == {
+    assert acl_payload(public) == {
+        "public": False,
+        "users": [],
+        "groups": [],
+        "restricted": False,
+        **space,
+    }
+    assert acl_payload(secret) == {
         "public": False,
         "users": [name(alice), name(bob)],
         "groups": ["security", "admins"],
@@ -493,20 +505,20 @@ def test_restrictions_become_the_acl(confluence_api: Factory, layout: str) -> No
         **space,
     }
     # The child is readable only by who passes its own and its ancestor's restrictions.
-    assert child.acl == {
+    assert acl_payload(child) == {
         "public": False,
         "users": [name(alice)],
         "groups": ["security"],
         "restricted": True,
         **space,
     }
-    assert conn.fetch(refs[locked]).acl == child.acl
+    assert acl_payload(conn.fetch(refs[locked])) == acl_payload(child)
     # A page under a restricted ancestor inherits it even when itself unrestricted.
     api.restrict(fx["secret_child"])
     if layout == "cloud":
         conn.list_refs()  # Cloud reads restrictions in bulk, once per listing (v2 has none)
     inherited = conn.fetch(DocumentRef(fx["secret_child"], "1", "confluence"))
-    assert inherited.acl["users"] == [name(alice), name(bob)]
+    assert acl_payload(inherited)["users"] == [name(alice), name(bob)]
 
 
 def test_access_changes_without_an_edit_change_the_listed_version(
@@ -540,7 +552,7 @@ def test_access_changes_without_an_edit_change_the_listed_version(
     assert changed(start, restricted) == with_attachments({fx["guide"], fx["deep"]})
     fetched = conn.fetch(next(r for r in conn.list_refs().refs if r.document_id == fx["guide"]))
     assert fetched.ref.version == restricted[fx["guide"]]  # fetch and listing agree
-    assert fetched.acl["public"] is False
+    assert acl_payload(fetched)["public"] is False
 
     api.move(fx["deep"], None)  # out from under the restricted guide
     moved = versions()
@@ -660,9 +672,14 @@ def test_space_read_permission_narrows_every_page(confluence_api: Factory, layou
     refs = {ref.document_id: ref for ref in conn.list_refs().refs}
     vacation = conn.fetch(refs[fx["vacation"]])
     ivan = api.users["ivan"]
-    assert vacation.acl["public"] is False and vacation.acl["restricted"] is False
-    assert vacation.acl["space_users"] == [ivan.account_id if layout == "cloud" else "ivan"]
-    assert vacation.acl["space_groups"] == ["hr"] and vacation.acl["space_open"] is False
+    assert acl_payload(vacation)["public"] is False and acl_payload(vacation)["restricted"] is False
+    assert acl_payload(vacation)["space_users"] == [
+        ivan.account_id if layout == "cloud" else "ivan"
+    ]
+    assert (
+        acl_payload(vacation)["space_groups"] == ["hr"]
+        and acl_payload(vacation)["space_open"] is False
+    )
 
 
 def test_data_center_without_space_permissions_keeps_restrictions_alone(
@@ -676,8 +693,11 @@ def test_data_center_without_space_permissions_keeps_restrictions_alone(
     docs = {d.ref.document_id: d for d in fetched if isinstance(d, SourceDocument)}
     assert len(docs) == len(fetched)
     guide, secret = docs[fx["guide"]], docs[fx["secret"]]
-    assert guide.acl["public"] is True and guide.acl["space_open"] is True
-    assert secret.acl["public"] is False and secret.acl["groups"] == ["security", "admins"]
+    assert acl_payload(guide)["public"] is True and acl_payload(guide)["space_open"] is True
+    assert acl_payload(secret)["public"] is False and acl_payload(secret)["groups"] == [
+        "security",
+        "admins",
+    ]
     assert "access follows the page restrictions only" in caplog.text
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from config.errors import ConfigError, ErrorCode, IngestError
 from config.settings import FilesSettings
-from connectors.base import DocumentGone, DocumentRef, SourceDocument
+from connectors.base import PUBLIC, DocumentGone, DocumentRef, SourceDocument
 from connectors.files import FilesConnector, glob_regex, root_label
 from tests.corpus import DOCLING
 
@@ -176,7 +176,7 @@ def test_fetch_returns_bytes_metadata_and_the_version_read(share: Path) -> None:
     assert doc.file_path == str(share / "sub" / "deeper" / "c.pdf")
     assert doc.ref.version == refs[f"{label}/sub/deeper/c.pdf"].version
     assert doc.extra == {"root": label, "relative_path": "sub/deeper/c.pdf"}
-    assert doc.acl["public"] is True
+    assert doc.acl == PUBLIC
     write(share / "a.md", "# newer\n")
     assert conn.fetch(refs[f"{label}/a.md"]).ref.version != refs[f"{label}/a.md"].version
     (share / "a.md").unlink()

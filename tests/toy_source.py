@@ -15,6 +15,7 @@ from typing import Any
 
 from config.errors import IngestError
 from connectors.base import (
+    Access,
     ConnectorContext,
     DeletionScope,
     DocumentGone,
@@ -22,6 +23,7 @@ from connectors.base import (
     LinkResolution,
     LinkTarget,
     Listing,
+    Principals,
     SourceDocument,
 )
 
@@ -89,12 +91,11 @@ class ToyConnector:
                     source_url=f"toy://{shelf}/{document.filename}",
                     title=document.filename,
                     space_key=shelf,
-                    acl={
-                        "public": False,
-                        "restricted": True,
-                        "users": list(document.users),
-                        "groups": list(document.groups),
-                    },
+                    acl=Access(
+                        public=False,
+                        readers=Principals(tuple(document.users), tuple(document.groups)),
+                        restricted=True,
+                    ),
                 )
         raise DocumentGone("no longer on its shelf", subject=ref.document_id)
 

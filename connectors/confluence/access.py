@@ -37,17 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-
-@dataclass(frozen=True)
-class Principals:
-    """The users and groups one level (a space permission, a page restriction) names."""
-
-    users: tuple[str, ...] = ()
-    groups: tuple[str, ...] = ()
-
-    @property
-    def named(self) -> bool:
-        return bool(self.users or self.groups)
+from connectors.base import Access, Principals, SpaceReaders
 
 
 @dataclass(frozen=True)
@@ -75,14 +65,16 @@ class PageAccess:
     ancestors and comments) the page's, `inherited` (ACL and ancestors) its attachments',
     which a comment does not change."""
 
-    acl: dict[str, Any]
+    acl: Access
     digest: str
     inherited: str
 
+    @property
+    def space_key(self) -> str | None:
+        return self.acl.space.key if self.acl.space else None
 
-def effective_acl(
-    space_key: str, space: SpaceAccess, restrictions: Sequence[Principals]
-) -> dict[str, Any]:
+
+def effective_acl(space_key: str, space: SpaceAccess, restrictions: Sequence[Principals]) -> Access:
     """The ACL of a page in `space` whose ancestors and itself have `restrictions`
     (root first, the page last)."""
     restricted = [level for level in restrictions if level.named]
@@ -92,25 +84,21 @@ def effective_acl(
         innermost = restricted[-1]
         users = [u for u in innermost.users if all(u in lv.users for lv in restricted)]
         groups = [g for g in innermost.groups if all(g in lv.groups for lv in restricted)]
-    return {
-        "public": not space.known and not restricted,
-        "users": users,
-        "groups": groups,
-        "restricted": bool(restricted),
-        "space": space_key,
-        "space_open": not space.known,
-        "space_users": list(space.readers.users),
-        "space_groups": list(space.readers.groups),
-    }
+    return Access(
+        public=not space.known and not restricted,
+        readers=Principals(tuple(users), tuple(groups)),
+        restricted=bool(restricted),
+        space=SpaceReaders(space_key, open=not space.known, readers=space.readers),
+    )
 
 
 def page_access(
-    acl: dict[str, Any],
+    acl: Access,
     ancestors: Sequence[Ancestor],
     comments: Sequence[tuple[str, int]] = (),
 ) -> PageAccess:
     """`acl` with the digests of it, the ancestors and the footer comments (id, version)."""
-    inherited = [[[a.id, a.title] for a in ancestors], acl]
+    inherited = [[[a.id, a.title] for a in ancestors], acl.payload()]
     own = [*inherited, sorted([c, v] for c, v in comments)]
     return PageAccess(acl, _digest(own), _digest(inherited))
 

@@ -42,11 +42,10 @@ from types import MappingProxyType
 from typing import Any
 
 from config.errors import ErrorCode, IngestError
-from connectors.base import DocumentRef, Listing, SourceDocument
+from connectors.base import DocumentRef, Listing, Principals, SourceDocument
 from connectors.confluence.access import (
     Ancestor,
     PageAccess,
-    Principals,
     SpaceAccess,
     listed_version,
     version_number,
@@ -589,7 +588,7 @@ class CloudSource(ConfluenceSource):
             author=self._display_names([item.get("authorId")]).get(str(item.get("authorId"))),
             updated_at=updated_at,
             labels=self._labels_of(page_id, kind, item),
-            space_key=str(access.acl["space"]),
+            space_key=access.space_key,
             page_id=page_id,
             acl=access.acl,
             extra={
@@ -710,9 +709,9 @@ class CloudSource(ConfluenceSource):
             labels=tuple(
                 str(label.get("name")) for label in (data.get("labels") or {}).get("results") or []
             ),
-            space_key=str(access.acl["space"]) if access else None,
+            space_key=access.space_key if access else None,
             page_id=owner,
-            acl=access.acl if access else {},
+            acl=access.acl if access else None,
             extra={"content_type": "attachment", "page_title": page_title},
         )
 

@@ -27,12 +27,11 @@ from datetime import datetime
 from typing import Any
 
 from config.errors import IngestError
-from connectors.base import DocumentRef, Listing, SourceDocument
+from connectors.base import DocumentRef, Listing, Principals, SourceDocument
 from connectors.confluence.access import (
     UNKNOWN_SPACE,
     Ancestor,
     PageAccess,
-    Principals,
     SpaceAccess,
     listed_version,
     version_number,
@@ -366,7 +365,7 @@ class DataCenterSource(ConfluenceSource):
             labels=v1_labels(data),
             space_key=(data.get("space") or {}).get("key"),
             page_id=page_id,
-            acl=access.acl if access else {},
+            acl=access.acl if access else None,
             extra={"content_type": "attachment", "page_title": container.get("title")},
         )
 

@@ -22,11 +22,10 @@ from typing import Any
 
 from config.errors import ErrorCode, IngestError
 from config.settings import ConfluenceSettings
-from connectors.base import DocumentRef, Listing, SourceDocument
+from connectors.base import DocumentRef, Listing, Principals, SourceDocument
 from connectors.confluence.access import (
     Ancestor,
     PageAccess,
-    Principals,
     SpaceAccess,
     effective_acl,
     listed_version,
