@@ -27,7 +27,7 @@ from chunking.prose import split_head, split_tail
 from chunking.record import Chunk, DocumentInfo, compute_chunk_id, compute_section_id
 from chunking.registry import SPLITTERS
 from chunking.split import Budget, SplitContext
-from chunking.text import Anchor, decode_utf8, normalize_markdown
+from chunking.text import Anchor, NormalizedText, decode_utf8, normalize_markdown
 from chunking.tokens import TokenCounter, get_token_counter
 from config.errors import ErrorCode, IngestError
 from config.settings import ChunkingSettings
@@ -74,15 +74,24 @@ def chunk_document(
     *,
     anchors: Sequence[Anchor] = (),
     counter: TokenCounter | None = None,
+    normalized: bool = False,
 ) -> ChunkedDocument:
-    """Like `chunk_markdown`, also returning the normalized text and blocks (for validation)."""
+    """Like `chunk_markdown`, also returning the normalized text and blocks (for validation).
+
+    `normalized`: `text` is a normalizer's output (normalizers.base.normalize_bytes ran
+    the shared pass, front matter included where the input was Markdown), so it is
+    chunked as it is: a second pass would cost a tenth of the chunking time and take a
+    `---` block at the top of a PDF's or a Word file's text for front matter."""
     subject = metadata.file_path or metadata.source_url or metadata.document_id
     if isinstance(text, bytes):
         text = decode_utf8(text, subject=subject)
     try:
-        return _chunk(
-            text, metadata, config, anchors, counter or get_token_counter(config.tokenizer)
+        prepared = (
+            NormalizedText(text, tuple(anchors))
+            if normalized
+            else normalize_markdown(text, anchors, front_matter=True)
         )
+        return _chunk(prepared, metadata, config, counter or get_token_counter(config.tokenizer))
     except IngestError:
         raise
     except RecursionError:
@@ -96,13 +105,11 @@ def chunk_document(
 
 
 def _chunk(
-    raw: str,
+    normalized: NormalizedText,
     info: DocumentInfo,
     config: ChunkingSettings,
-    anchors: Sequence[Anchor],
     counter: TokenCounter,
 ) -> ChunkedDocument:
-    normalized = normalize_markdown(raw, anchors, front_matter=True)
     text = normalized.text
     if normalized.front_matter and info.title is None:
         title = normalized.front_matter.get("title")

@@ -41,8 +41,8 @@ def document_info(
 ) -> DocumentInfo:
     """Chunk metadata: what the source says wins over what the file itself claims."""
     extra = {k: v for k, v in source.extra.items() if k != "base_url"}
-    if source.acl:
-        extra["acl"] = source.acl
+    if source.acl is not None:
+        extra["acl"] = source.acl.payload()
     if source.ref.parent_document_id:
         extra["parent_document_id"] = source.ref.parent_document_id
     return DocumentInfo(
@@ -69,4 +69,10 @@ def chunk_normalized(
     source: SourceDocument, normalized: NormalizedDocument, settings: Settings
 ) -> ChunkedDocument:
     info = document_info(source, normalized, settings.tenant_id)
-    return chunk_document(normalized.markdown, info, settings.chunking, anchors=normalized.anchors)
+    return chunk_document(
+        normalized.markdown,
+        info,
+        settings.chunking,
+        anchors=normalized.anchors,
+        normalized=True,
+    )

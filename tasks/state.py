@@ -25,7 +25,7 @@ from indexing.cache import config_hash
 
 # Bump when a stage's output changes for the same input (invalidates caches and state).
 NORMALIZE_STAGE_VERSION = "2"
-CHUNK_STAGE_VERSION = "3"
+CHUNK_STAGE_VERSION = "4"
 
 
 def pipeline_fingerprint(settings: Settings) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+from pathlib import Path
 
 import pytest
 
@@ -14,7 +15,8 @@ from chunking import Chunk, DocumentInfo, chunk_markdown, normalize_markdown
 from chunking.text import Anchor
 from chunking.tokens import TokenCounter
 from config.errors import ErrorCode, IngestError
-from config.settings import ChunkingSettings
+from config.settings import ChunkingSettings, load_settings
+from tasks.stages import chunk_normalized, local_file_source, normalize_source
 from tests.chunk_helpers import chunked, paragraph, types
 
 
@@ -334,6 +336,20 @@ def test_front_matter_moves_to_metadata(chunking_settings: ChunkingSettings) -> 
     document = chunked(text, chunking_settings)
     assert [c.md_text for c in document.chunks] == ["Body text here."]
     assert document.chunks[0].title == "From front matter"
+
+
+def test_a_dashed_block_opening_a_text_file_is_kept(tmp_path: Path) -> None:
+    """Front matter is a Markdown input's: the text normalizer keeps such a block, and the
+    chunker takes a normalizer's output as it is (it once stripped the block again)."""
+    path = tmp_path / "notes.txt"
+    path.write_text("---\nowner: ops\n---\n\nThe body follows the block.\n", encoding="utf-8")
+    settings = load_settings()
+    source = local_file_source(path)
+    normalized = normalize_source(source, settings)
+    document = chunk_normalized(source, normalized, settings)
+    kept = [" ".join([*c.headings_path, c.md_text]) for c in document.chunks]
+    assert any("owner: ops" in text for text in kept), kept
+    assert document.text == normalized.markdown
 
 
 def test_horizontal_rule_is_a_boundary_and_not_chunk_text(
