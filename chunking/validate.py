@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from chunking.blocks import Block, BlockType
+from chunking.blocks import BINDABLE, Block, BlockType
 from chunking.display_math import math_balanced
 from chunking.overlap import overlap_start_ok
 from chunking.parse import parse_blocks
@@ -289,26 +289,37 @@ def _check_bound_context(chunk: Chunk, doc: _Document, fail: Fail) -> None:
         fail("bound_context", chunk, f"bound_context {bound!r} on a {chunk.chunk_type} chunk")
         return
     blocks, limit = doc.blocks, doc.config.bind_tokens
+    atomic_types = (BlockType.TABLE, BlockType.CODE)
 
-    def short_paragraph(index: int) -> bool:
-        block = blocks[index] if 0 <= index < len(blocks) else None
+    def short_context(first: int, last: int) -> bool:
+        """Blocks first..last (inclusive) are bindable and within bind_tokens."""
+        context = blocks[max(first, 0) : last + 1]
         return (
-            block is not None and block.type is BlockType.PARAGRAPH and block.token_count <= limit
+            0 <= first <= last < len(blocks)
+            and all(block.type in BINDABLE for block in context)
+            and sum(block.token_count for block in context) <= limit
         )
 
     if bound in ("before", "both"):
         first = _first_content_block(chunk, doc)
         index = first.index if first is not None else len(blocks)
-        atomic = index + 1 < len(blocks) and blocks[index + 1].type in (
-            BlockType.TABLE,
-            BlockType.CODE,
-        )
-        if not (short_paragraph(index) and atomic and chunk.char_start <= blocks[index].start):
+        atomic = next((i for i in range(index, len(blocks)) if blocks[i].type not in BINDABLE), -1)
+        if not (
+            atomic > index
+            and blocks[atomic].type in atomic_types
+            and short_context(index, atomic - 1)
+            and chunk.char_start <= blocks[index].start
+        ):
             fail("bound_context", chunk, "no short paragraph directly before its table or code")
     if bound in ("after", "both"):
         index = chunk.block_end_idx
-        atomic = index > 0 and blocks[index - 1].type in (BlockType.TABLE, BlockType.CODE)
-        if not (short_paragraph(index) and atomic and blocks[index].end == chunk.char_end):
+        atomic = next((i for i in range(index, -1, -1) if blocks[i].type not in BINDABLE), -1)
+        if not (
+            0 <= atomic < index
+            and blocks[atomic].type in atomic_types
+            and short_context(atomic + 1, index)
+            and blocks[index].end == chunk.char_end
+        ):
             fail("bound_context", chunk, "no short paragraph directly after its table or code")
 
 

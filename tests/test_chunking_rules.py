@@ -26,7 +26,7 @@ from chunking.registry import SPLITTERS
 from chunking.tokens import TokenCounter
 from config.settings import ChunkingSettings, load_settings
 from normalizers.base import normalize_bytes
-from tests.chunk_helpers import chunked, paragraph
+from tests.chunk_helpers import chunked, paragraph, types
 
 SMALL = ChunkingSettings(
     min_tokens=40, target_tokens=60, max_tokens=80, overlap_tokens=10, oversize_block_limit=120
@@ -143,6 +143,30 @@ def test_caption_lead_in_and_output_bind_to_their_blocks(
     assert code[0].md_text.endswith("```\n4\n```\n\nThe result doubles its input.")
     assert code[0].bound_context == "both"
     assert not any(c.chunk_type == "paragraph" and c.token_count < 20 for c in chunks)
+
+
+def test_image_placeholders_bind_with_the_caption_beside_them(
+    counter: TokenCounter, chunking_settings: ChunkingSettings
+) -> None:
+    """Docling-style Markdown: a table, its caption, an `<!-- image -->` placeholder and
+    the next chart's title, then the chart's table. Every short block binds; none is a
+    chunk of a few tokens of its own."""
+    table = "| x | y |\n|---|---|\n" + "\n".join(f"| {i} | {i * i} |" for i in range(25))
+    assert counter.count(table) > chunking_settings.max_tokens // 2  # two never share a chunk
+    text = (
+        f"## Sheet\n\n{table}\n\n'col-3'\n\n<!-- image -->\n\nLine chart\n\n{table}\n\n"
+        "<!-- image -->\n"
+    )
+    chunks = chunked(text, chunking_settings).chunks
+    assert types(chunks) == ["table", "table"]
+    assert chunks[0].md_text.endswith("\n\n'col-3'\n\n<!-- image -->")
+    assert chunks[0].bound_context == "after"
+    assert chunks[1].md_text.startswith("Line chart\n\n| x | y |")
+    assert chunks[1].md_text.endswith("\n\n<!-- image -->")
+    assert chunks[1].bound_context == "both"
+    # the same blocks with a second paragraph: one paragraph binds, the other stays prose
+    two = text.replace("<!-- image -->\n\nLine chart", "A remark.\n\nLine chart", 1)
+    assert types(chunked(two, chunking_settings).chunks) == ["table", "paragraph", "table"]
 
 
 def test_only_short_paragraphs_bind(counter: TokenCounter) -> None:
