@@ -300,7 +300,7 @@ def cache_problems(root: Path) -> list[str]:
     """StageCache entries that do not read back (`get` returns None) and JSON files
     beside them (link records, run state) that do not parse. Temporary files of dead
     writers are skipped: a key's path is never one."""
-    from indexing.cache import StageCache
+    from stage_cache.store import StageCache
 
     cache = StageCache(root / "cache")
     problems = [

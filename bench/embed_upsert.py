@@ -28,16 +28,12 @@ import numpy as np
 
 from chunking.record import Chunk
 from config.settings import EmbedderSettings, QdrantSettings
-from indexing.cache import (
-    StageCache,
-    embed_key,
-    embed_with_cache,
-    encode_embedding,
-    stage_key,
-)
+from indexing.embed_cache import embed_key, embed_with_cache, encode_embedding
 from indexing.embedders import BgeM3Embedder, Embedding
 from indexing.qdrant_store import QdrantConnection, QdrantStore
 from indexing.reconcile import DocumentChunks, sync_documents
+from stage_cache.keys import stage_key
+from stage_cache.store import StageCache
 from tests.index_helpers import make_chunk
 
 DIM = 1024

@@ -403,7 +403,7 @@ def _links(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _cache(args: argparse.Namespace, settings: Settings) -> int:
-    from indexing.cache import StageCache
+    from stage_cache.store import StageCache
 
     cache = StageCache.from_settings(settings.cache)
     if args.action == "prune":

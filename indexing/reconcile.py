@@ -21,9 +21,10 @@ from dataclasses import dataclass
 
 from chunking.record import Chunk
 from config.errors import ErrorCode, IngestError
-from indexing.cache import StageCache, embed_with_cache
+from indexing.embed_cache import embed_with_cache
 from indexing.embedders import Embedder
 from indexing.qdrant_store import QdrantStore
+from stage_cache.store import StageCache
 
 
 @dataclass(frozen=True)

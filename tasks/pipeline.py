@@ -39,7 +39,6 @@ from connectors.base import (
     SourceDocument,
 )
 from connectors.registry import check_source, connector_class
-from indexing.cache import CacheKey, StageCache, config_hash, sha256_hex, stage_key
 from indexing.embedders import Embedder, Embedding
 from indexing.qdrant_store import QdrantStore
 from indexing.reconcile import (
@@ -49,6 +48,8 @@ from indexing.reconcile import (
     sync_documents,
 )
 from normalizers.base import NormalizedDocument
+from stage_cache.keys import CacheKey, config_hash, sha256_hex, stage_key
+from stage_cache.store import StageCache
 from tasks.links import LinkStore, StoredLink
 from tasks.resources import Resources
 from tasks.stages import chunk_normalized, normalize_source

@@ -19,10 +19,10 @@ from typing import Any
 from config.settings import Settings
 from connectors.base import Closeable, Connector, ConnectorContext, LinkResolution, LinkResolver
 from connectors.registry import connector_class
-from indexing.cache import config_hash, sha256_hex
 from indexing.embedders import Embedder, make_embedder
 from indexing.qdrant_store import QdrantConnection, QdrantStore
 from normalizers.base import supported_extensions
+from stage_cache.keys import config_hash, sha256_hex
 
 
 def section_token(section: Any) -> str | None:

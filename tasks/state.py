@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from config.settings import Settings
-from indexing.cache import config_hash
+from stage_cache.keys import config_hash
 
 # Bump when a stage's output changes for the same input (invalidates caches and state).
 NORMALIZE_STAGE_VERSION = "2"

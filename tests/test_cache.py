@@ -20,17 +20,10 @@ from config.settings import (
     Settings,
     load_settings,
 )
-from indexing.cache import (
-    CacheKey,
-    StageCache,
-    config_hash,
-    decode_embedding,
-    embed_key,
-    embed_with_cache,
-    encode_embedding,
-    stage_key,
-)
+from indexing.embed_cache import decode_embedding, embed_key, embed_with_cache, encode_embedding
 from indexing.embedders import Embedding
+from stage_cache.keys import CacheKey, config_hash, stage_key
+from stage_cache.store import StageCache
 
 KEY = stage_key("chunk", "1", "cfg", "a" * 64)
 

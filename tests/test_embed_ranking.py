@@ -6,10 +6,10 @@ indexed and searched through the real store on Qdrant local mode (or `QDRANT_URL
 from __future__ import annotations
 
 from config.settings import EmbedderSettings
-from indexing.cache import StageCache
 from indexing.embedders import make_embedder
 from indexing.reconcile import sync_documents
 from indexing.search import search
+from stage_cache.store import StageCache
 from tests.index_helpers import make_document, store_factory
 
 __all__ = ["store_factory"]  # fixture used below

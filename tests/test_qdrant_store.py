@@ -11,7 +11,6 @@ import pytest
 from qdrant_client import models
 
 from config.errors import ConfigError, ErrorCode, IngestError
-from indexing.cache import StageCache
 from indexing.embedders import BgeM3Embedder
 from indexing.qdrant_store import PAYLOAD_INDEXES, QdrantConnection, QdrantStore
 from indexing.reconcile import (
@@ -20,6 +19,7 @@ from indexing.reconcile import (
     delete_missing_documents,
     sync_documents,
 )
+from stage_cache.store import StageCache
 from tests.index_helpers import (
     CountingEmbedder,
     CountingStore,

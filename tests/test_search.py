@@ -17,10 +17,10 @@ import pytest
 from chunking import Chunk, DocumentInfo, chunk_document
 from config.settings import ChunkingSettings, load_settings
 from flows.cli import main
-from indexing.cache import StageCache
 from indexing.embedders import BgeM3Embedder
 from indexing.reconcile import DocumentChunks, sync_documents
 from indexing.search import SearchFilters, joined_markdown, search
+from stage_cache.store import StageCache
 from tests.index_helpers import (
     CountingStore,
     make_document,

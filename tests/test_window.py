@@ -12,10 +12,10 @@ import pytest
 
 from config.errors import ConfigError
 from config.settings import Settings, load_settings
-from indexing.cache import StageCache
 from indexing.embedders import BgeM3Embedder, read_model_files, resolve_model_dir
 from indexing.reconcile import sync_documents
 from indexing.window import _measure, fit_budgets_to_window, longest_embed_text
+from stage_cache.store import StageCache
 from tests.index_helpers import make_document, store_factory
 from tests.tiny_model import tiny_model_dir
 

@@ -1,9 +1,8 @@
-"""The content-addressed stage cache (SPEC §1, §5).
+"""Where stage cache entries live (SPEC §1, §5).
 
-An entry is addressed by `sha256(stage | stage_version | config_hash | input_sha256)`, or
-for embeddings by `sha256(model id | embed_text)` (SPEC §4), and lives in one file under
+An entry (keyed as `stage_cache.keys` says) lives in one file under
 `<dir>/<stage>/<2 hex>/<digest>`. Values are bytes; the caller serializes (JSON helpers
-and a compact float32 form for embeddings are here).
+are here, the compact float32 form of embeddings in `indexing/embed_cache.py`).
 
 Crash and concurrency safety: a value is written to a temporary file in the same
 directory, fsynced and renamed over the entry (`os.replace` is atomic), so a reader sees
@@ -24,16 +23,12 @@ import os
 import struct
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
-
-import numpy as np
-from pydantic import BaseModel, SecretStr
+from typing import Any
 
 from config.settings import CacheSettings
-from indexing.embedders import Embedder, Embedding
+from stage_cache.keys import CacheKey
 
 _MAGIC = b"ICE1"
 _HEADER = struct.Struct(">4sQ32s")  # magic, payload length, payload sha256
@@ -42,48 +37,6 @@ _TEMP_PREFIX = ".tmp-"
 _STALE_TEMP_S = 3600.0
 # Reads refresh an entry's mtime (for prune's least-recently-used order) at most this often.
 _TOUCH_AFTER_S = 3600.0
-# Field names that hold secrets even when they are not typed SecretStr.
-_SECRET_NAMES = frozenset({"token", "api_key", "password", "secret", "authorization"})
-
-
-@dataclass(frozen=True)
-class CacheKey:
-    stage: str
-    digest: str
-
-
-def sha256_hex(data: bytes | str) -> str:
-    raw = data.encode("utf-8") if isinstance(data, str) else data
-    return hashlib.sha256(raw).hexdigest()
-
-
-def stage_key(stage: str, stage_version: str, config_hash: str, input_sha256: str) -> CacheKey:
-    """Key of a normalize/chunk/... result: `sha256(stage | version | config | input)`."""
-    return CacheKey(stage, sha256_hex(f"{stage}|{stage_version}|{config_hash}|{input_sha256}"))
-
-
-def embed_key(model_id: str, embed_text: str) -> CacheKey:
-    """Key of one embedding: `sha256(model id | embed_text)`, whatever the chunk's id."""
-    return CacheKey("embed", sha256_hex(f"{model_id}|{embed_text}"))
-
-
-def config_hash(config: BaseModel | Mapping[str, Any]) -> str:
-    """sha256 of a configuration's canonical JSON, secrets left out (SPEC §5)."""
-    data = config.model_dump(mode="python") if isinstance(config, BaseModel) else config
-    canonical = json.dumps(_without_secrets(data), sort_keys=True, default=str)
-    return sha256_hex(canonical)
-
-
-def _without_secrets(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {
-            str(k): _without_secrets(v)
-            for k, v in value.items()
-            if not isinstance(v, SecretStr) and str(k).lower() not in _SECRET_NAMES
-        }
-    if isinstance(value, list | tuple):
-        return [_without_secrets(v) for v in value if not isinstance(v, SecretStr)]
-    return value
 
 
 @dataclass
@@ -248,66 +201,3 @@ def _unwrap(raw: bytes) -> bytes | None:
     if magic != _MAGIC or length != len(payload) or hashlib.sha256(payload).digest() != digest:
         return None
     return payload
-
-
-# --- embeddings ----------------------------------------------------------------------
-
-_EMBEDDING_HEADER = struct.Struct("<II")  # dense size, sparse entries (or _NO_SPARSE)
-_NO_SPARSE = 0xFFFFFFFF
-
-
-def encode_embedding(embedding: Embedding) -> bytes:
-    """float32 dense vector, then uint32 token ids and float32 weights of the sparse part."""
-    dense = np.asarray(embedding.dense, dtype="<f4")
-    sparse = embedding.sparse
-    if sparse is None:
-        return _EMBEDDING_HEADER.pack(dense.size, _NO_SPARSE) + dense.tobytes()
-    ids = np.fromiter(sparse.keys(), dtype="<u4", count=len(sparse))
-    weights = np.fromiter(sparse.values(), dtype="<f4", count=len(sparse))
-    header = _EMBEDDING_HEADER.pack(dense.size, len(sparse))
-    return header + dense.tobytes() + ids.tobytes() + weights.tobytes()
-
-
-def decode_embedding(data: bytes) -> Embedding:
-    size, entries = _EMBEDDING_HEADER.unpack_from(data)
-    offset = _EMBEDDING_HEADER.size
-    dense = np.frombuffer(data, dtype="<f4", count=size, offset=offset).tolist()
-    if entries == _NO_SPARSE:
-        return Embedding(dense=dense)
-    offset += 4 * size
-    ids = np.frombuffer(data, dtype="<u4", count=entries, offset=offset).tolist()
-    weights = np.frombuffer(data, dtype="<f4", count=entries, offset=offset + 4 * entries)
-    return Embedding(dense=dense, sparse=dict(zip(ids, weights.tolist(), strict=True)))
-
-
-class EmbedResult(NamedTuple):
-    """Unpacks as `(embeddings, hits, misses)`; hits and misses count distinct texts."""
-
-    embeddings: list[Embedding]
-    hits: int
-    misses: int
-
-
-def embed_with_cache(embedder: Embedder, texts: Sequence[str], cache: StageCache) -> EmbedResult:
-    """Embeddings of `texts` in order; only texts never embedded by this model are sent
-    to the embedder (each distinct text once), and their results are cached."""
-    keys = [embed_key(embedder.model_id, text) for text in texts]
-    found: dict[str, Embedding] = {}
-    hits = 0
-    for key in keys:
-        if key.digest in found:
-            continue
-        raw = cache.get(key)
-        if raw is not None:
-            found[key.digest] = decode_embedding(raw)
-            hits += 1
-    pending = {key.digest: text for key, text in zip(keys, texts, strict=True)}
-    pending = {digest: text for digest, text in pending.items() if digest not in found}
-    if pending:
-        fresh = embedder.embed(list(pending.values()))
-        for (digest, _), embedding in zip(pending.items(), fresh, strict=True):
-            found[digest] = embedding
-            cache.put(CacheKey("embed", digest), encode_embedding(embedding))
-    return EmbedResult(
-        embeddings=[found[key.digest] for key in keys], hits=hits, misses=len(pending)
-    )
