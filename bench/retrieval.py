@@ -99,7 +99,7 @@ def load_corpus() -> list[Document]:
             if (path.suffix == ".md" and "docling" in path.parts) or path.name == "LICENSE":
                 continue  # Docling's reference outputs and licence are not inputs
             try:
-                normalized = normalize_source(local_file_source(path), settings)
+                normalized = normalize_source(local_file_source(path), settings.limits)
             except IngestError:
                 continue  # the deliberately corrupt sample
             relative = path.relative_to(ROOT).as_posix()

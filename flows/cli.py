@@ -201,7 +201,7 @@ def _read_source(path: Path) -> SourceDocument:
 def _normalize(args: argparse.Namespace, settings: Settings) -> int:
     from tasks.stages import normalize_source
 
-    normalized = normalize_source(_read_source(args.path), settings)
+    normalized = normalize_source(_read_source(args.path), settings.limits)
     sys.stdout.write(normalized.markdown)
     for warning in normalized.warnings:
         print(f"warning: {warning}", file=sys.stderr)
@@ -212,7 +212,9 @@ def _chunked(args: argparse.Namespace, settings: Settings) -> ChunkedDocument:
     from tasks.stages import chunk_normalized, normalize_source
 
     source = _read_source(args.path)
-    return chunk_normalized(source, normalize_source(source, settings), settings)
+    return chunk_normalized(
+        source, normalize_source(source, settings.limits), settings.chunking, settings.tenant_id
+    )
 
 
 def _chunk(args: argparse.Namespace, settings: Settings) -> int:

@@ -385,7 +385,7 @@ def _prepare_one(
         outcome.stages["normalize"].cached += 1
     else:
         normalized = within_time_limit(
-            lambda: normalize_source(source, settings),
+            lambda: normalize_source(source, settings.limits),
             settings.limits.document_timeout_s,
             what="normalizing",
             subject=source.ref.document_id,
@@ -416,7 +416,7 @@ def _prepare_one(
     if records is not None:
         outcome.stages["chunk"].cached += 1
     else:
-        document = chunk_normalized(source, normalized, settings)
+        document = chunk_normalized(source, normalized, settings.chunking, settings.tenant_id)
         records = [c.to_record() for c in document.chunks]
         cache.put_json(chunk_key, records)
         outcome.stages["chunk"].done += 1

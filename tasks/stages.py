@@ -10,7 +10,7 @@ import hashlib
 from pathlib import Path
 
 from chunking import ChunkedDocument, DocumentInfo, chunk_document
-from config.settings import Settings
+from config.settings import ChunkingSettings, LimitsSettings
 from connectors.base import DocumentRef, SourceDocument
 from normalizers.base import NormalizedDocument, normalize_bytes
 
@@ -23,12 +23,12 @@ def local_file_source(path: Path) -> SourceDocument:
     return SourceDocument(ref=ref, data=data, filename=path.name, file_path=path.as_posix())
 
 
-def normalize_source(source: SourceDocument, settings: Settings) -> NormalizedDocument:
+def normalize_source(source: SourceDocument, limits: LimitsSettings) -> NormalizedDocument:
     return normalize_bytes(
         source.data,
         source.filename,
         mime=source.mime,
-        limits=settings.limits,
+        limits=limits,
         base_url=source.extra.get("base_url"),
         space_key=source.space_key,
         page_id=source.page_id,
@@ -66,13 +66,16 @@ def document_info(
 
 
 def chunk_normalized(
-    source: SourceDocument, normalized: NormalizedDocument, settings: Settings
+    source: SourceDocument,
+    normalized: NormalizedDocument,
+    chunking: ChunkingSettings,
+    tenant_id: str,
 ) -> ChunkedDocument:
-    info = document_info(source, normalized, settings.tenant_id)
+    info = document_info(source, normalized, tenant_id)
     return chunk_document(
         normalized.markdown,
         info,
-        settings.chunking,
+        chunking,
         anchors=normalized.anchors,
         normalized=True,
     )

@@ -345,8 +345,8 @@ def test_a_dashed_block_opening_a_text_file_is_kept(tmp_path: Path) -> None:
     path.write_text("---\nowner: ops\n---\n\nThe body follows the block.\n", encoding="utf-8")
     settings = load_settings()
     source = local_file_source(path)
-    normalized = normalize_source(source, settings)
-    document = chunk_normalized(source, normalized, settings)
+    normalized = normalize_source(source, settings.limits)
+    document = chunk_normalized(source, normalized, settings.chunking, settings.tenant_id)
     kept = [" ".join([*c.headings_path, c.md_text]) for c in document.chunks]
     assert any("owner: ops" in text for text in kept), kept
     assert document.text == normalized.markdown

@@ -133,7 +133,7 @@ def regenerated(build_module: ModuleType, tmp_path_factory: pytest.TempPathFacto
 
 
 def _normalize(path: Path, settings: Settings) -> NormalizedDocument:
-    return normalize_source(local_file_source(path), settings)
+    return normalize_source(local_file_source(path), settings.limits)
 
 
 def _committed() -> set[str]:
@@ -154,10 +154,10 @@ def test_samples_are_small() -> None:
 def test_sample_normalizes_and_chunks_cleanly(name: str, settings: Settings) -> None:
     _needs_soffice(name)
     source = local_file_source(DOCS / name)
-    normalized = normalize_source(source, settings)
+    normalized = normalize_source(source, settings.limits)
     for phrase in EXPECTED[name]:
         assert phrase in normalized.markdown, f"{name}: {phrase!r} missing"
-    document = chunk_normalized(source, normalized, settings)
+    document = chunk_normalized(source, normalized, settings.chunking, settings.tenant_id)
     assert len(document.chunks) >= 2
     report = validate_chunks(document.chunks, document.text, settings.chunking, document.blocks)
     assert report.ok, report.violations
