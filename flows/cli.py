@@ -309,7 +309,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             def advance(self, documents: int) -> None:
                 progress.advance(bar, documents)
 
-        summary = summary_without_flow(request, settings) or run_flow(request, Hook())
+        summary = summary_without_flow(request, settings) or run_flow(request, settings, Hook())
     if args.json:
         print(json.dumps(summary, ensure_ascii=False))
     else:

@@ -86,14 +86,9 @@ class ChunkingOverrides(BaseModel):
 KEEP_CONFIGURED = ChunkingOverrides()
 
 
-def _task_runner() -> Any:
-    """The configured runner. Chosen where the flow is defined because worker deployments
-    load the flow from its entrypoint (flows/ingest.py:ingest) and run it as is; a caller
-    in this process picks another for one run with `ingest.with_options(task_runner=...)`."""
-    try:
-        settings = load_settings()
-    except ConfigError:
-        return ThreadPoolTaskRunner(max_workers=4)  # the flow reports the error itself
+def task_runner_for(settings: Settings) -> Any:
+    """The runner `run.task_runner` names: threads, or Dask (a cluster at
+    `run.dask_address`, else a local one)."""
     if settings.run.task_runner == "dask":
         from prefect_dask.task_runners import DaskTaskRunner
 
@@ -103,7 +98,17 @@ def _task_runner() -> Any:
     return ThreadPoolTaskRunner(max_workers=settings.run.max_workers)
 
 
-@flow(name="ingest", task_runner=_task_runner(), log_prints=True)
+def _configured_task_runner() -> Any:
+    """The flow's default runner. Worker deployments load the flow from its entrypoint
+    (flows/ingest.py:ingest) and run it as is, so the default follows the settings this
+    process sees; `ingest run` picks the runner of its own settings per run."""
+    try:
+        return task_runner_for(load_settings())
+    except ConfigError:
+        return ThreadPoolTaskRunner(max_workers=4)  # the flow reports the error itself
+
+
+@flow(name="ingest", task_runner=_configured_task_runner(), log_prints=True)
 def ingest(
     source: str = "confluence",
     targets: tuple[str, ...] = (),

@@ -113,12 +113,14 @@ def summary_without_flow(request: RunRequest, settings: Settings) -> dict[str, A
     ).as_dict()
 
 
-def run_flow(request: RunRequest, progress: Any) -> dict[str, Any]:
-    """One run of the `ingest` flow; its summary (also when it ended Failed)."""
-    from flows.ingest import ingest
+def run_flow(request: RunRequest, settings: Settings, progress: Any) -> dict[str, Any]:
+    """One run of the `ingest` flow, on the task runner `settings` name; its summary (also
+    when it ended Failed)."""
+    from flows.ingest import ingest, task_runner_for
 
+    flow = ingest.with_options(task_runner=task_runner_for(settings))
     with _progress_records_to(progress), _ephemeral_api_errors():
-        state = ingest(
+        state = flow(
             source=request.source,
             targets=tuple(request.targets),
             tenant_id=request.tenant_id or "",

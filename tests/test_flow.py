@@ -37,7 +37,7 @@ from qdrant_client import models
 
 from config.settings import QdrantSettings, Settings, load_settings
 from connectors.files import root_label
-from flows.ingest import ingest
+from flows.ingest import ingest, task_runner_for
 from indexing.qdrant_store import QdrantConnection, QdrantStore
 from tasks import resources
 from tests.confluence_api import (
@@ -639,6 +639,24 @@ def test_dask_runner_gives_the_same_collection_as_threads(
     assert (summary["new"], summary["failed"]) == (reference["new"], [])
     assert _run_counts(state, "prepare-batch") == [1] * -(-len(ENG_DOCUMENTS) // 3)
     assert dask.points() == threads.points()
+
+
+def test_each_run_gets_the_task_runner_its_settings_name() -> None:
+    """`ingest run` builds the runner from the run's own settings (`run.task_runner`,
+    `run.max_workers`, `run.dask_address`, `run.dask_n_workers`), not from whatever
+    configuration the flow module saw when it was imported."""
+    from prefect.task_runners import ThreadPoolTaskRunner
+    from prefect_dask.task_runners import DaskTaskRunner
+
+    threads = task_runner_for(load_settings({"run": {"max_workers": 3}}))
+    assert isinstance(threads, ThreadPoolTaskRunner) and threads._max_workers == 3
+    remote = task_runner_for(
+        load_settings({"run": {"task_runner": "dask", "dask_address": "tcp://10.1.2.3:8786"}})
+    )
+    assert isinstance(remote, DaskTaskRunner) and remote.address == "tcp://10.1.2.3:8786"
+    local = task_runner_for(load_settings({"run": {"task_runner": "dask", "dask_n_workers": 5}}))
+    assert isinstance(local, DaskTaskRunner) and local.address is None
+    assert local.cluster_kwargs == {"n_workers": 5}
 
 
 # --- files --------------------------------------------------------------------------------
