@@ -111,6 +111,8 @@ class SourceDocument:
     labels: tuple[str, ...] = ()
     space_key: str | None = None
     page_id: str | None = None
+    # What the document's relative links resolve against (a Confluence site's base URL).
+    base_url: str | None = None
     # Who may read it; None where it is unknown: its chunks carry no `acl`, and a search
     # filtered by user or group never returns them.
     acl: Access | None = None

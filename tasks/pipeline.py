@@ -52,7 +52,7 @@ from stage_cache.keys import CacheKey, config_hash, sha256_hex, stage_key
 from stage_cache.store import StageCache
 from tasks.links import LinkStore, StoredLink
 from tasks.resources import Resources
-from tasks.stages import chunk_normalized, normalize_source
+from tasks.stages import chunk_normalized, normalize_input, normalize_source
 from tasks.state import (
     CHUNK_STAGE_VERSION,
     NORMALIZE_STAGE_VERSION,
@@ -364,20 +364,11 @@ def _prepare_one(
     links: DocumentLinks,
 ) -> PreparedDocument:
     started = time.perf_counter()
-    normalize_input = sha256_hex(
-        b"|".join(
-            [
-                source.data,
-                source.filename.encode(),
-                (source.mime or "").encode(),
-                str(source.extra.get("base_url") or "").encode(),
-                (source.space_key or "").encode(),
-                (source.page_id or "").encode(),
-            ]
-        )
-    )
     key = stage_key(
-        "normalize", NORMALIZE_STAGE_VERSION, config_hash(settings.limits), normalize_input
+        "normalize",
+        NORMALIZE_STAGE_VERSION,
+        config_hash(settings.limits),
+        sha256_hex(normalize_input(source)),
     )
     cached = None if force else cache.get_json(key)
     if cached is not None:

@@ -29,10 +29,25 @@ def normalize_source(source: SourceDocument, limits: LimitsSettings) -> Normaliz
         source.filename,
         mime=source.mime,
         limits=limits,
-        base_url=source.extra.get("base_url"),
+        base_url=source.base_url,
         space_key=source.space_key,
         page_id=source.page_id,
         fmt=source.format,
+    )
+
+
+def normalize_input(source: SourceDocument) -> bytes:
+    """Everything of `source` that `normalize_source` reads, besides the limits: the
+    normalize stage's cache input."""
+    return b"|".join(
+        [
+            source.data,
+            source.filename.encode(),
+            (source.mime or "").encode(),
+            (source.base_url or "").encode(),
+            (source.space_key or "").encode(),
+            (source.page_id or "").encode(),
+        ]
     )
 
 
@@ -40,7 +55,7 @@ def document_info(
     source: SourceDocument, normalized: NormalizedDocument, tenant_id: str
 ) -> DocumentInfo:
     """Chunk metadata: what the source says wins over what the file itself claims."""
-    extra = {k: v for k, v in source.extra.items() if k != "base_url"}
+    extra = dict(source.extra)
     if source.acl is not None:
         extra["acl"] = source.acl.payload()
     if source.ref.parent_document_id:

@@ -635,7 +635,7 @@ def test_fetched_page_normalizes_and_its_links_resolve(confluence_api: Factory) 
         doc.data,
         doc.filename,
         mime=doc.mime,
-        base_url=doc.extra["base_url"],
+        base_url=doc.base_url,
         space_key=doc.space_key,
         page_id=doc.page_id,
     )

@@ -591,11 +591,11 @@ class CloudSource(ConfluenceSource):
             space_key=access.space_key,
             page_id=page_id,
             acl=access.acl,
+            base_url=self.http.base_url,
             extra={
                 "content_type": kind,
                 "ancestors": [{"id": a.id, "title": a.title} for a in self._ancestors(item)],
                 "created_at": iso(item.get("createdAt")),
-                "base_url": self.http.base_url,
             },
         )
 

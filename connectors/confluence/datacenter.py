@@ -287,11 +287,11 @@ class DataCenterSource(ConfluenceSource):
             space_key=space_key,
             page_id=page_id,
             acl=access.acl,
+            base_url=self.http.base_url,
             extra={
                 "content_type": data.get("type", ref.kind),
                 "ancestors": [{"id": a.id, "title": a.title} for a in _ancestors(data)],
                 "created_at": iso(history.get("createdDate")),
-                "base_url": self.http.base_url,
             },
         )
 
