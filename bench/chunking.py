@@ -39,7 +39,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from chunking import ChunkedDocument, DocumentInfo, chunk_document, validate_chunks  # noqa: E402
+from chunking import (  # noqa: E402
+    Chunk,
+    ChunkedDocument,
+    DocumentInfo,
+    chunk_document,
+    validate_chunks,
+)
+from chunking.pieces import UNMIXABLE_KINDS  # noqa: E402
 from chunking.tokens import HFTokenCounter, bundled_tokenizer_json, get_token_counter  # noqa: E402
 from config.settings import ChunkingSettings  # noqa: E402
 
@@ -189,21 +196,17 @@ def quality(
     chunks = [c for d in documents for c in d.chunks]
     large = [c for d in documents if sum(b.token_count for b in d.blocks) >= 300 for c in d.chunks]
 
-    def within(group: list[Any]) -> float:
-        inside = sum(
-            1 for c in group if settings.min_tokens <= c.token_count <= settings.max_tokens
-        )
-        return round(inside / max(1, len(group)), 4)
+    def in_range(chunk: Chunk) -> bool:
+        return settings.min_tokens <= chunk.token_count <= settings.max_tokens
 
+    def within(group: list[Chunk]) -> float:
+        return round(sum(1 for c in group if in_range(c)) / max(1, len(group)), 4)
+
+    out_of_range = [c for c in large if not in_range(c)]
     # Tables and code never mix with other blocks (SPEC §3.5, bound context aside), so
     # those outside the range stay there whatever the packer does: the best share the
     # rules allow on this corpus.
-    kept_alone = sum(
-        1
-        for c in large
-        if c.chunk_type in ("table", "code")
-        and not settings.min_tokens <= c.token_count <= settings.max_tokens
-    )
+    kept_alone = sum(1 for c in out_of_range if c.chunk_type in UNMIXABLE_KINDS)
     recounted = sp.count_many([c.md_text for c in chunks])
     return {
         "documents": len(documents),
@@ -223,9 +226,7 @@ def quality(
         ),
         "out_of_range_docs_300_plus": dict(
             collections.Counter(
-                f"{c.chunk_type}:{c.undersize_reason or 'oversize'}"
-                for c in large
-                if not settings.min_tokens <= c.token_count <= settings.max_tokens
+                f"{c.chunk_type}:{c.undersize_reason or 'oversize'}" for c in out_of_range
             ).most_common()
         ),
         "chunk_types": dict(collections.Counter(c.chunk_type for c in chunks)),
