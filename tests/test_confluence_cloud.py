@@ -137,6 +137,24 @@ def test_space_lookup_answering_410_fails_the_listing_naming_the_space(
     listing = connector(api).list_refs()
     assert not listing.complete and listing.refs == ()
     assert "ENG" in listing.errors[0] and "410" in listing.errors[0]
+    assert "confluence.cloud" not in listing.errors[0]  # the hint is for Data Center reads
+
+
+def test_a_cloud_site_read_as_data_center_fails_the_listing_saying_what_to_set(
+    confluence_api: Factory,
+) -> None:
+    """A Cloud site on a domain of its own is not recognized by its host name: read as
+    Data Center, its removed v1 endpoints answer 410, and the error says which setting
+    reads it through REST v2."""
+    api = confluence_api("cloud")
+    build_fixture(api)
+    listing = connector(api, cloud=False).list_refs()
+    assert not listing.complete and listing.refs == ()
+    assert len(listing.errors) == 3  # one per space, each naming it
+    for space, error in zip(("ENG", "HR", "OPS"), listing.errors, strict=True):
+        assert space in error and "410 Gone" in error and "confluence.cloud: true" in error
+    assert api.removed_calls  # the v1 endpoints this test means to call
+    api.removed_calls.clear()
 
 
 # --- without CQL -------------------------------------------------------------------

@@ -166,7 +166,7 @@ class ConfluenceHttp:
         elif status == 403:
             message = "this account may not read the space"
         elif status == 410:
-            message = f"{gone_message(exc)}; the space is not listed"
+            message = f"{self.gone_message(exc)}; the space is not listed"
         else:
             message = exc.message
         return IngestError(ErrorCode.FETCH_FAILED, message, subject=f"space {space}")
@@ -190,7 +190,7 @@ class ConfluenceHttp:
             )
         if exc.status == 410:
             return IngestError(
-                ErrorCode.FETCH_FAILED, f"{gone_message(exc)}; {what} is kept", subject=what
+                ErrorCode.FETCH_FAILED, f"{self.gone_message(exc)}; {what} is kept", subject=what
             )
         if exc.status == 403:
             return IngestError(
@@ -207,16 +207,23 @@ class ConfluenceHttp:
             return self.auth_error()
         if is_status(exc, 404, 410):
             return IngestError(
-                ErrorCode.FETCH_FAILED, f"{gone_message(exc)}; {what} is kept", subject=what
+                ErrorCode.FETCH_FAILED, f"{self.gone_message(exc)}; {what} is kept", subject=what
             )
         return exc
 
-
-def gone_message(exc: IngestError) -> str:
-    where = exc.subject or "the endpoint"
-    status = exc.status if isinstance(exc, HttpStatusError) else 410
-    meaning = "410 Gone" if status == 410 else f"HTTP {status}"
-    return f"{where} answered {meaning}: this Confluence API is no longer offered"
+    def gone_message(self, exc: IngestError) -> str:
+        where = exc.subject or "the endpoint"
+        status = exc.status if isinstance(exc, HttpStatusError) else 410
+        meaning = "410 Gone" if status == 410 else f"HTTP {status}"
+        message = f"{where} answered {meaning}: this Confluence API is no longer offered"
+        if not self.cloud:
+            # Cloud removed these REST v1 endpoints; Data Center still serves them, so a
+            # 410 here most likely means a Cloud site on a domain of its own.
+            message += (
+                " (if this is a Confluence Cloud site on its own domain, set "
+                "confluence.cloud: true to read it through REST v2)"
+            )
+        return message
 
 
 def is_auth(exc: IngestError) -> bool:

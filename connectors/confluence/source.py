@@ -31,7 +31,7 @@ from connectors.confluence.access import (
     listed_version,
     page_access,
 )
-from connectors.confluence.client import ConfluenceHttp, gone_message, is_status
+from connectors.confluence.client import ConfluenceHttp, is_status
 from connectors.confluence.comments import Comment, comment_versions, comments_section
 from connectors.confluence.links import ContentIndex
 from connectors.http import HttpStatusError
@@ -205,7 +205,7 @@ class ConfluenceSource(ABC):
                 raise self.http.auth_error() from None
             if status == 404:
                 return None
-            reason = gone_message(exc) if status == 410 else str(exc)
+            reason = self.http.gone_message(exc) if status == 410 else str(exc)
             # Without them the page might be shown too widely: it is not indexed.
             raise AccessUnknown(
                 f"cannot read the read restrictions of page {content_id} ({reason}), so who "
