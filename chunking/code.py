@@ -1,6 +1,6 @@
 """Code and HTML blocks. A code block is one piece up to `oversize_block_limit` (kept
-whole even over `max_tokens`); above it, it splits between lines into pieces within the
-packing limit, each a valid fenced block with the original info string (SPEC §3.5).
+whole even over `max_tokens`); above it, it splits between lines into even pieces within
+the packing limit, each a valid fenced block with the original info string (SPEC §3.5).
 An HTML block over `max_tokens` splits between lines the same way, unframed.
 
 `split_framed` is the shared line packer: display math uses it with its delimiters.
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from chunking.blocks import Block
 from chunking.pieces import Piece
 from chunking.sentences import window_spans
-from chunking.split import SplitContext, whole
+from chunking.split import SplitContext, even_runs, whole
 
 
 @dataclass(frozen=True)
@@ -75,22 +75,28 @@ def split_framed(
     counts = counter.count_many([block.text[a:b] for a, b in body])
 
     runs: list[list[tuple[int, int, int]]] = []  # per piece: (start, end, tokens) of lines
-    used = 0
+    lines: list[tuple[int, int, int]] = []  # lines since the last piece, within the limit
+
+    def close_lines() -> None:
+        # Code splits only past `oversize_block_limit`: pieces as full as the limit
+        # allows, evened out so the last is not a remainder of a few lines.
+        first = 0 if runs else ctx.head_room
+        costs = [n for _, _, n in lines]
+        runs.extend(lines[a:b] for a, b in even_runs(costs, limit, limit, first=first))
+        lines.clear()
+
     for (a, b), n in zip(body, counts, strict=True):
-        room = limit - (ctx.head_room if not runs or (len(runs) == 1 and used) else 0)
         if n > limit:
+            if lines:
+                close_lines()
             runs.extend(
                 [(a + x, a + y, limit)]
                 for x, y in window_spans(block.text[a:b], max(1, limit - ctx.head_room), counter)
             )
-            runs.append([])
-            used = 0
             continue
-        if not runs or (runs[-1] and used + n + 1 > room):
-            runs.append([])
-            used = 0
-        runs[-1].append((a, b, n))
-        used += n + 1
+        lines.append((a, b, n))
+    if lines:
+        close_lines()
     runs = [run for run in runs if run]
     if not runs:
         return [whole(block, kind, oversize=True)]

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from chunking.blocks import Block, ListItem
 from chunking.pieces import Piece
 from chunking.prose import split_prose
-from chunking.split import SplitContext
+from chunking.split import SplitContext, even_runs
 from chunking.tokens import TokenCounter
 
 KIND = "list"
@@ -47,21 +47,22 @@ class ListSplitter:
         # (a nested block split, a line cut at sentences) stands alone.
         pieces: list[Piece] = []
         run: list[_Span] = []
-        used = 0
+
+        def close_run() -> None:
+            costs = [unit.tokens for unit in run]
+            for a, b in even_runs(costs, budget.pack_max, budget.target):
+                pieces.append(_counted(block, run[a].start, run[b - 1].end, document, counter))
+            run.clear()
+
         for unit in units:
             if isinstance(unit, Piece):
                 if run:
-                    pieces.append(_counted(block, run[0].start, run[-1].end, document, counter))
-                run, used = [], 0
+                    close_run()
                 pieces.append(unit)
-                continue
-            if run and (used + unit.tokens + 1 > budget.pack_max or used >= budget.target):
-                pieces.append(_counted(block, run[0].start, run[-1].end, document, counter))
-                run, used = [], 0
-            run.append(unit)
-            used += unit.tokens + (1 if used else 0)
+            else:
+                run.append(unit)
         if run:
-            pieces.append(_counted(block, run[0].start, run[-1].end, document, counter))
+            close_run()
         return pieces
 
     def _units(self, block: Block, item: ListItem, ctx: SplitContext) -> list[_Span | Piece]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from chunking.blocks import Block
 from chunking.pieces import Piece
 from chunking.sentences import sentence_spans, window_spans
-from chunking.split import SplitContext, whole
+from chunking.split import SplitContext, even_runs, whole
 from chunking.tokens import TokenCounter
 
 
@@ -40,20 +40,10 @@ def split_prose(
     limit = budget.pack_max - margin
     spans = _units(text, budget.max - margin, limit, counter)
     counts = counter.count_many([text[a:b] for a, b in spans])
-    # Even pieces: aim at total / pieces-needed rather than filling to the target and
-    # leaving a small remainder.
-    total = sum(counts)
-    aim = total / max(1, -(-total // budget.target))
-    groups: list[tuple[int, int]] = []
-    start, used = spans[0][0], 0
-    end = start
-    for (a, b), n in zip(spans, counts, strict=True):
-        if used and (used + n > limit or used >= aim):
-            groups.append((start, a))
-            start, used = a, 0
-        used += n
-        end = b
-    groups.append((start, end))
+    groups = [
+        (spans[first][0], spans[stop][0] if stop < len(spans) else spans[-1][1])
+        for first, stop in even_runs(counts, limit, budget.target, join=0)
+    ]
     pieces = _pieces(text, base, kind, block_index, groups, counter)
     if all(p.tokens <= budget.max for p in pieces):
         return pieces

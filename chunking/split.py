@@ -6,7 +6,7 @@ and is registered in `chunking.registry` by the block type it handles.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -38,6 +38,45 @@ class Splitter(Protocol):
     def split(self, block: Block, ctx: SplitContext) -> list[Piece]:
         """Pieces covering the block's char range end to end, in order."""
         ...
+
+
+def even_runs(
+    costs: Sequence[int],
+    limit: int,
+    size: int,
+    *,
+    first: int = 0,
+    later: int = 0,
+    join: int = 1,
+) -> list[tuple[int, int]]:
+    """Cut a split block's units (lines, rows, sentences, each costing its tokens plus
+    `join`) into contiguous runs `(start, stop)` of about `size` tokens, none over
+    `limit`: as many runs as the size needs (or the limit forces), cut where the largest
+    run is smallest, so the pieces come out even instead of full ones and a small
+    remainder (a 320-token table is 160 + 160, not 250 + 70). `first` / `later`: what
+    the first run / every later run carries besides its units (a header, room kept for
+    a bound caption). A unit over the limit on its own is a run of its own."""
+
+    def runs_within(cap: int) -> list[tuple[int, int]]:
+        runs, start, used = [], 0, first
+        for index, cost in enumerate(costs):
+            if index > start and used + cost + join > cap:
+                runs.append((start, index))
+                start, used = index, later
+            used += cost + join
+        runs.append((start, len(costs)))
+        return runs
+
+    total = first + sum(costs) + join * len(costs)
+    wanted = max(-(-total // size), len(runs_within(limit)))
+    low, high = 0, limit  # the smallest cap that needs no more runs than wanted
+    while low < high:
+        middle = (low + high) // 2
+        if len(runs_within(middle)) <= wanted:
+            high = middle
+        else:
+            low = middle + 1
+    return runs_within(high)
 
 
 def whole(block: Block, kind: str, *, oversize: bool = False) -> Piece:

@@ -1,4 +1,4 @@
-"""Tables. A table over `max_tokens` splits between rows into pieces of about
+"""Tables. A table over `max_tokens` splits between rows into even pieces of about
 `target_tokens`, within the packing limit (SPEC §3.5, Table headers):
 
 - the header and delimiter rows head every piece when they cost at most a quarter of a
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from chunking.blocks import Block
 from chunking.pieces import Piece
 from chunking.sentences import window_spans
-from chunking.split import SplitContext, whole
+from chunking.split import SplitContext, even_runs, whole
 
 CELL_SEPARATOR = re.compile(r"(?<!\\)\|")
 HEADER_SHARE = 4  # a repeated header costs at most 1/4 of a piece
@@ -59,29 +59,28 @@ class TableSplitter:
         limit = budget.pack_max
 
         pieces: list[Piece] = []
-        run: list[tuple[int, int]] = []
-        used = header.tokens + ctx.head_room
+        run: list[int] = []  # rows (indices) since the last piece, none over the limit
 
         def head_cost() -> int:
             return header.tokens + ctx.head_room if not pieces else header.repeat_tokens
 
         def close_run() -> None:
-            nonlocal run, used
-            if run:
-                pieces.append(self._piece(block, header, run[0][0], run[-1][1], ctx, not pieces))
-            run = []
-            used = head_cost()
+            if not run:
+                return
+            costs = [counts[i] for i in run]
+            for start, stop in even_runs(
+                costs, limit, budget.target, first=head_cost(), later=header.repeat_tokens
+            ):
+                a, b = rows[run[start]][0], rows[run[stop - 1]][1]
+                pieces.append(self._piece(block, header, a, b, ctx, not pieces))
+            run.clear()
 
-        for (a, b), n in zip(rows, counts, strict=True):
+        for index, ((a, b), n) in enumerate(zip(rows, counts, strict=True)):
             if head_cost() + n + 1 > limit:
                 close_run()
                 pieces.extend(self._long_row(block, header, a, b, n, ctx, first=not pieces))
-                used = head_cost()
                 continue
-            if run and (used + n + 1 > limit or used >= budget.target):
-                close_run()
-            run.append((a, b))
-            used += n + 1
+            run.append(index)
         close_run()
         last = pieces[-1]
         if last.end != block.end:  # trailing characters stay covered

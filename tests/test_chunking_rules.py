@@ -222,6 +222,36 @@ def test_math_kept_whole_up_to_the_oversize_limit(counter: TokenCounter) -> None
     assert [c.md_text for c in chunks] == [formula] and chunks[0].oversize
 
 
+# --- even pieces -----------------------------------------------------------------------
+
+
+def _sizes(chunks: tuple[Chunk, ...], kind: str) -> list[int]:
+    return [c.token_count for c in chunks if c.chunk_type == kind]
+
+
+def test_a_split_block_comes_out_in_even_pieces_not_full_ones_and_a_remainder(
+    counter: TokenCounter,
+) -> None:
+    """Filling pieces to the target left a small remainder (a 330-token table as
+    250 + 80): the pieces of a split table, code block or paragraph come out even, as
+    many as before and none over the limit."""
+    settings = ChunkingSettings()  # type: ignore[call-arg]
+    table = _table(["Setting", "Default", "Meaning"], 12, 1) + "\n"
+    assert 300 < counter.count(table) < 375  # over max, yet two pieces hold it with room
+    tables = _sizes(chunked(table, settings).chunks, "table")
+    assert len(tables) == 2 and min(tables) >= settings.min_tokens, tables
+
+    code = "```python\n" + "\n".join(f"value_{i} = compute({i}, scale={i * 3})" for i in range(58))
+    code += "\n```\n"
+    assert settings.oversize_block_limit < counter.count(code) < 2 * settings.max_tokens + 150
+    pieces = _sizes(chunked(code, settings).chunks, "code")
+    assert len(pieces) == 3 and max(pieces) - min(pieces) <= 30, pieces
+
+    prose = paragraph(counter, 340, seed=7) + "\n"
+    sentences = _sizes(chunked(prose, settings).chunks, "paragraph")
+    assert len(sentences) == 2 and min(sentences) >= settings.min_tokens, sentences
+
+
 # --- table headers --------------------------------------------------------------------
 
 
