@@ -15,8 +15,8 @@ Reports (issue 14's measures):
   voiced marks in it (limit 300 MB + 5x the document);
   quality, per corpus (the bench corpus, and the Docling part alone): share of chunks
   within [min_tokens, max_tokens] on documents of at least 300 tokens and the most the
-  rules allow (table and code chunks out of range stay so: they never mix), chunks under 50
-  tokens by reason, undersize reasons, validation violations, token counts recounted,
+  rules allow (table and code chunks out of range stay so: they never mix; nor can prose
+  out of range between two of them), chunks under 50 tokens by reason, undersize reasons, validation violations, token counts recounted,
   byte-identical output over repeated runs.
 
     .venv/bin/python bench/chunking.py [--repeat N] [--json] [--skip-big]
@@ -207,6 +207,20 @@ def quality(
     # those outside the range stay there whatever the packer does: the best share the
     # rules allow on this corpus.
     kept_alone = sum(1 for c in out_of_range if c.chunk_type in UNMIXABLE_KINDS)
+    # Nor can prose out of range whose neighbours are both tables, code or the document's
+    # ends join anything (a merge never takes in a table or code chunk; one short
+    # paragraph binds, and the chunker already bound it): the best share is lower still.
+    boxed_in = sum(
+        1
+        for d in documents
+        if sum(b.token_count for b in d.blocks) >= 300
+        for before, chunk, after in zip(
+            (None, *d.chunks[:-1]), d.chunks, (*d.chunks[1:], None), strict=True
+        )
+        if not in_range(chunk)
+        and chunk.chunk_type not in UNMIXABLE_KINDS
+        and all(n is None or n.chunk_type in UNMIXABLE_KINDS for n in (before, after))
+    )
     recounted = sp.count_many([c.md_text for c in chunks])
     return {
         "documents": len(documents),
@@ -217,6 +231,10 @@ def quality(
         "table_code_out_of_range_docs_300_plus": kept_alone,
         "share_ceiling_under_the_rules_docs_300_plus": round(
             1 - kept_alone / max(1, len(large)), 4
+        ),
+        "prose_out_of_range_between_tables_or_code_docs_300_plus": boxed_in,
+        "share_ceiling_with_boxed_in_prose_docs_300_plus": round(
+            1 - (kept_alone + boxed_in) / max(1, len(large)), 4
         ),
         "under_50_by_reason": dict(
             collections.Counter(str(c.undersize_reason) for c in chunks if c.token_count < 50)
