@@ -16,8 +16,9 @@ Reports (issue 14's measures):
   quality, per corpus (the bench corpus, and the Docling part alone): share of chunks
   within [min_tokens, max_tokens] on documents of at least 300 tokens and the most the
   rules allow (table and code chunks out of range stay so: they never mix; nor can prose
-  out of range between two of them), chunks under 50 tokens by reason, undersize reasons, validation violations, token counts recounted,
-  byte-identical output over repeated runs.
+  out of range between two of them), chunks under 50 tokens by reason, undersize
+  reasons, validation violations, token counts recounted, byte-identical output over
+  repeated runs.
 
     .venv/bin/python bench/chunking.py [--repeat N] [--json] [--skip-big]
 """
@@ -194,7 +195,8 @@ def quality(
     validate_cpu = time.process_time() - t0
     megabytes = sum(len(d.text.encode("utf-8")) for d in documents) / 1e6
     chunks = [c for d in documents for c in d.chunks]
-    large = [c for d in documents if sum(b.token_count for b in d.blocks) >= 300 for c in d.chunks]
+    large_documents = [d for d in documents if sum(b.token_count for b in d.blocks) >= 300]
+    large = [c for d in large_documents for c in d.chunks]
 
     def in_range(chunk: Chunk) -> bool:
         return settings.min_tokens <= chunk.token_count <= settings.max_tokens
@@ -212,8 +214,7 @@ def quality(
     # paragraph binds, and the chunker already bound it): the best share is lower still.
     boxed_in = sum(
         1
-        for d in documents
-        if sum(b.token_count for b in d.blocks) >= 300
+        for d in large_documents
         for before, chunk, after in zip(
             (None, *d.chunks[:-1]), d.chunks, (*d.chunks[1:], None), strict=True
         )

@@ -78,6 +78,8 @@ def split_framed(
     lines: list[tuple[int, int, int]] = []  # lines since the last piece, within the limit
 
     def close_lines() -> None:
+        if not lines:
+            return
         # Code splits only past `oversize_block_limit`: pieces as full as the limit
         # allows, evened out so the last is not a remainder of a few lines.
         first = 0 if runs else ctx.head_room
@@ -87,17 +89,14 @@ def split_framed(
 
     for (a, b), n in zip(body, counts, strict=True):
         if n > limit:
-            if lines:
-                close_lines()
+            close_lines()
             runs.extend(
                 [(a + x, a + y, limit)]
                 for x, y in window_spans(block.text[a:b], max(1, limit - ctx.head_room), counter)
             )
             continue
         lines.append((a, b, n))
-    if lines:
-        close_lines()
-    runs = [run for run in runs if run]
+    close_lines()
     if not runs:
         return [whole(block, kind, oversize=True)]
     if ctx.tail_room and sum(n + 1 for _, _, n in runs[-1]) + ctx.tail_room > limit:

@@ -49,6 +49,8 @@ class ListSplitter:
         run: list[_Span] = []
 
         def close_run() -> None:
+            if not run:
+                return
             costs = [unit.tokens for unit in run]
             for a, b in even_runs(costs, budget.pack_max, budget.target):
                 pieces.append(_counted(block, run[a].start, run[b - 1].end, document, counter))
@@ -56,13 +58,11 @@ class ListSplitter:
 
         for unit in units:
             if isinstance(unit, Piece):
-                if run:
-                    close_run()
+                close_run()
                 pieces.append(unit)
             else:
                 run.append(unit)
-        if run:
-            close_run()
+        close_run()
         return pieces
 
     def _units(self, block: Block, item: ListItem, ctx: SplitContext) -> list[_Span | Piece]:

@@ -232,9 +232,8 @@ def _sizes(chunks: tuple[Chunk, ...], kind: str) -> list[int]:
 def test_a_split_block_comes_out_in_even_pieces_not_full_ones_and_a_remainder(
     counter: TokenCounter,
 ) -> None:
-    """Filling pieces to the target left a small remainder (a 330-token table as
-    250 + 80): the pieces of a split table, code block or paragraph come out even, as
-    many as before and none over the limit."""
+    """The pieces of a split table, code block or paragraph come out even, none over
+    the limit: not full pieces and a small remainder (a 330-token table is not 250 + 80)."""
     settings = ChunkingSettings()  # type: ignore[call-arg]
     table = _table(["Setting", "Default", "Meaning"], 12, 1) + "\n"
     assert 300 < counter.count(table) < 375  # over max, yet two pieces hold it with room
