@@ -1,9 +1,11 @@
 """Chunking throughput, quality and memory on real English + Russian Markdown.
 
-Corpus (built once into .ingest/bench-corpus, from Debian's package registry): the HTML
-manuals of KiCad (kicad-doc-en, kicad-doc-ru) and aptitude (aptitude-doc-en,
-aptitude-doc-ru), converted to GitHub Markdown by pandoc, plus the Docling reference
-Markdown and the seed documents (both carried in tests/corpus/).
+Corpora (built once into .ingest/bench-corpus, from Debian's package registry, every
+HTML page converted to Markdown by the product's own HTML normalizer, as `ingest run
+files` would): `manuals`, the HTML manuals of KiCad (kicad-doc-en, kicad-doc-ru) and
+aptitude (aptitude-doc-en, aptitude-doc-ru); `api`, every third page of the Python
+library reference (python3.X-doc: API reference, many short code examples); plus the
+Docling reference Markdown and the seed documents (both carried in tests/corpus/).
 
 Reports (issue 14's measures):
   speed, per CPU-second (process time, all threads), side by side in one run: the floor
@@ -29,6 +31,7 @@ import argparse
 import collections
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -50,38 +53,86 @@ from chunking import (  # noqa: E402
 from chunking.pieces import UNMIXABLE_KINDS  # noqa: E402
 from chunking.tokens import HFTokenCounter, bundled_tokenizer_json, get_token_counter  # noqa: E402
 from config.settings import ChunkingSettings  # noqa: E402
+from normalizers.base import normalize_bytes  # noqa: E402
 
-PACKAGES = ("kicad-doc-en", "kicad-doc-ru", "aptitude-doc-en", "aptitude-doc-ru")
+MANUALS = ("kicad-doc-en", "kicad-doc-ru", "aptitude-doc-en", "aptitude-doc-ru")
+# The Python documentation package names its version (python3.11-doc): the metapackage
+# python3-doc depends on the current one.
+API_METAPACKAGE = "python3-doc"
+API_SHARE = 3  # every third page of the library reference (~2 MB of Markdown)
 CORPUS = ROOT / ".ingest" / "bench-corpus"
 IN_REPO = ROOT / "tests" / "corpus"
+BIG_MEGABYTES = 6.0
 
 
-def build_corpus() -> list[Path]:
-    CORPUS.mkdir(parents=True, exist_ok=True)
-    marker = CORPUS / ".complete"
+def _download(packages: tuple[str, ...], into: Path) -> Path:
+    """The packages' files, unpacked under `into`/x."""
+    subprocess.run(["apt-get", "download", *packages], cwd=into, check=True, capture_output=True)
+    for deb in sorted(into.glob("*.deb")):
+        subprocess.run(["dpkg", "-x", str(deb), str(into / "x")], check=True)
+    return into / "x"
+
+
+def _api_package() -> str:
+    shown = subprocess.run(
+        ["apt-cache", "depends", API_METAPACKAGE], check=True, capture_output=True, text=True
+    ).stdout
+    found = re.search(r"Depends: (python3\.\d+-doc)", shown)
+    if found is None:
+        raise RuntimeError(f"{API_METAPACKAGE} names no python3.X-doc package:\n{shown}")
+    return found.group(1)
+
+
+def _to_markdown(html: Path, target: Path) -> None:
+    """The product's own HTML normalizer, as `ingest run files` would convert the page."""
+    normalized = normalize_bytes(html.read_bytes(), html.name)
+    target.write_text(normalized.markdown, encoding="utf-8")
+
+
+def build_corpus(name: str) -> list[Path]:
+    """`manuals`: the KiCad and aptitude HTML manuals (EN and RU); `api`: the Python
+    library reference (EN, many short code examples), both converted by
+    normalizers/html.py. Built once into .ingest/bench-corpus/NAME."""
+    directory = CORPUS / name
+    marker = directory / ".complete"
     if not marker.exists():
-        import pypandoc
-
+        directory.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory() as tmp:
-            subprocess.run(
-                ["apt-get", "download", *PACKAGES], cwd=tmp, check=True, capture_output=True
-            )
-            for deb in Path(tmp).glob("*.deb"):
-                subprocess.run(["dpkg", "-x", str(deb), str(Path(tmp) / "x")], check=True)
-            for html in sorted((Path(tmp) / "x").rglob("*.html")):
-                if html.stat().st_size < 2000:
-                    continue
-                lang = "ru" if "/ru/" in html.as_posix() else "en"
-                name = f"{html.parent.parent.name}-{lang}-{html.stem}.md"
-                markdown = pypandoc.convert_file(
-                    str(html), "gfm-raw_html", extra_args=["--wrap=none"]
+            if name == "manuals":
+                unpacked = _download(MANUALS, Path(tmp))
+                for html in sorted(unpacked.rglob("*.html")):
+                    if html.stat().st_size < 2000:
+                        continue
+                    lang = "ru" if "/ru/" in html.as_posix() else "en"
+                    _to_markdown(
+                        html, directory / f"{html.parent.parent.name}-{lang}-{html.stem}.md"
+                    )
+            else:
+                unpacked = _download((_api_package(),), Path(tmp))
+                pages = sorted(
+                    page
+                    for page in unpacked.rglob("*.html")
+                    if (page.parent.parent.name, page.parent.name) == ("html", "library")
                 )
-                (CORPUS / name).write_text(markdown, encoding="utf-8")
+                for html in pages[::API_SHARE]:
+                    _to_markdown(html, directory / f"python-library-{html.stem}.md")
         marker.touch()
-    files = sorted(CORPUS.glob("*.md"))
-    files += sorted((IN_REPO / "docling").glob("*/*.md"))
-    files += sorted((IN_REPO / "seeds").glob("*.txt"))
-    return files
+    return sorted(directory.glob("*.md"))
+
+
+def corpora() -> dict[str, list[Path]]:
+    return {
+        "manuals": build_corpus("manuals"),
+        "docling": sorted((IN_REPO / "docling").glob("*/*.md")),
+        "seeds": sorted((IN_REPO / "seeds").glob("*.txt")),
+        "api": build_corpus("api"),
+    }
+
+
+def _big_text(parts: list[str]) -> str:
+    """`parts` repeated until the text holds BIG_MEGABYTES."""
+    size = sum(len(p.encode("utf-8")) for p in parts)
+    return "\n\n".join(parts * max(1, round(BIG_MEGABYTES * 1e6 / size)))
 
 
 def main() -> None:
@@ -106,7 +157,8 @@ def main() -> None:
         measure_memory(Path(args.memory))
         return
 
-    files = build_corpus()
+    groups = corpora()
+    files = [f for paths in groups.values() for f in paths]
     texts = [f.read_text(encoding="utf-8") for f in files]
     settings = ChunkingSettings()  # type: ignore[call-arg]
     hf = HFTokenCounter(bundled_tokenizer_json(), "bundled")
@@ -115,16 +167,20 @@ def main() -> None:
 
     report: dict[str, Any] = {"load_average": os.getloadavg()[0]}
     report["corpus"] = speed(texts, hf, sp, settings, args.repeat, files)
-    documents = report["corpus"].pop("_documents")
-    docling = [d for f, d in zip(files, documents, strict=True) if "docling" in f.parts]
-    report["quality_corpus"] = quality(documents, settings, sp)
-    report["quality_docling"] = quality(docling, settings, sp)
+    documents = dict(zip(files, report["corpus"].pop("_documents"), strict=True))
+    for name in ("manuals", "docling", "api"):
+        report[f"quality_{name}"] = quality([documents[f] for f in groups[name]], settings, sp)
     if not args.skip_big:
+        by_file = dict(zip(files, texts, strict=True))
+        prose = [by_file[f] for name in ("manuals", "docling", "seeds") for f in groups[name]]
+        russian = [by_file[f] for f in groups["manuals"] if "-ru-" in f.name]
+        code = [by_file[f] for f in groups["api"]] + russian
         with tempfile.TemporaryDirectory() as tmp:
-            big = Path(tmp) / "big-en-ru.md"
-            big.write_text("\n\n".join(texts * 3), encoding="utf-8")
-            report["one_big_document"] = big_document(big, hf, sp, settings)
-            report["memory_ingest_chunk"] = memory_variants(big, Path(tmp))
+            for name, parts in (("prose", prose), ("code", code)):
+                big = Path(tmp) / f"big-{name}-en-ru.md"
+                big.write_text(_big_text(parts), encoding="utf-8")
+                report[f"big_{name}_document"] = big_document(big, hf, sp, settings)
+                report[f"memory_ingest_chunk_{name}"] = memory_variants(big, Path(tmp))
     report["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     if args.json:
         print(json.dumps(report, indent=1, ensure_ascii=False))
@@ -276,8 +332,7 @@ _LAUNCH = (
 
 def _ingest_chunk(path: Path) -> tuple[float, float, int]:
     """`ingest chunk --format jsonl` in a child: its CPU seconds, peak RSS (MB), lines."""
-    python = str(ROOT / ".venv" / "bin" / "python")
-    command = [python, "-c", _LAUNCH, "chunk", str(path), "--format", "jsonl"]
+    command = [sys.executable, "-c", _LAUNCH, "chunk", str(path), "--format", "jsonl"]
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         process = subprocess.Popen(command, stdout=out, stderr=err, cwd=ROOT)
         _, status, usage = os.wait4(process.pid, 0)
