@@ -1,57 +1,116 @@
-"""Bound context (SPEC §3.5): a short paragraph (at most `bind_tokens`) directly before
-a table or code block in the same section (a caption, a lead-in ending with `:`) joins
-the block's first piece; a short paragraph directly after a code block (its output, a
-one-line explanation) joins its last piece, and so does a table's footnote (the issue's
-"With footnote" orphan: SPEC names code only). The piece keeps its kind and stays
-within `max_tokens`, or `oversize_block_limit` for a code block kept whole; otherwise
-the paragraph stays a paragraph. A paragraph between two such blocks goes to the next
-one when it ends with `:`, else to the block before it. HTML blocks beside the paragraph
-(an image placeholder `<!-- image -->`, a figure) bind with it within the same budget.
+"""Bound context (SPEC §3.5, seed 004 Req 18): code and tables keep the words that
+explain them.
+
+- Before a table or code block, the nearest prose of its section run (whole paragraphs,
+  lists, quotes, and HTML blocks such as an `<!-- image -->` placeholder beside them),
+  nearest first, joins the block's first piece while it stays within
+  `bind_before_tokens`.
+- After a code block, its output block (a code block right after it whose info string
+  is `text`/`console`/`output`/`shell-session`, or one introduced by a paragraph
+  starting "Output"/"Результат"/"Вывод") and the nearest prose join its last piece
+  within `bind_after_tokens`; so does a table's footnote (the prose after it). A
+  paragraph ending with `:` is a lead-in: it binds forward, never after a block; so
+  does the prose right before the next table or code block, unless it is all there is
+  between the two.
+
+The piece keeps its kind and stays within `max_tokens` (`oversize_block_limit` for a
+block kept whole over `max_tokens`); context that does not fit stays prose. A
+paragraph binds to one block only: blocks take their context in document order. Code
+pieces record their role: `example` (prose bound to the code), `output` (only its
+output block bound), `standalone`.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
-from chunking.blocks import BINDABLE, Block, BlockType
+from chunking.blocks import Block, BlockType
 from chunking.pieces import Piece
 from chunking.split import SplitContext
 
-_ATOMIC = (BlockType.TABLE, BlockType.CODE)
+ATOMIC = frozenset({BlockType.TABLE, BlockType.CODE})
+# What binds as context: prose blocks and HTML blocks (image placeholders, figures).
+CONTEXT = frozenset({BlockType.PARAGRAPH, BlockType.LIST, BlockType.QUOTE, BlockType.HTML})
+OUTPUT_INFO = frozenset({"text", "console", "output", "shell-session"})
+OUTPUT_INTRO = re.compile(r"[*_]{0,2}(?:output|результат|вывод)(?![\w-])", re.IGNORECASE)
 
 
-def run_pieces(blocks: Sequence[Block], ctx: SplitContext, bind_tokens: int) -> list[Piece]:
+@dataclass(frozen=True)
+class Binding:
+    """The context one table or code block takes: positions in the section run."""
+
+    before: tuple[int, ...] = ()
+    after: tuple[int, ...] = ()
+    output: tuple[int, ...] = ()  # the output block (and its introducing paragraph), in `after`
+
+
+def is_output_block(blocks: Sequence[Block], position: int) -> bool:
+    """Is the code block at `position` the output of the code block before it?"""
+    block = blocks[position]
+    if block.type is not BlockType.CODE or position == 0:
+        return False
+    words = block.info.split()
+    if words and words[0].lower() in OUTPUT_INFO and blocks[position - 1].type is BlockType.CODE:
+        return True
+    intro = blocks[position - 1]
+    return (
+        intro.type is BlockType.PARAGRAPH
+        and position >= 2
+        and blocks[position - 2].type is BlockType.CODE
+        and OUTPUT_INTRO.match(intro.text) is not None
+    )
+
+
+def lead_in(block: Block) -> bool:
+    """A paragraph introducing what follows it ("To run the sample:")."""
+    return block.type is BlockType.PARAGRAPH and block.text.rstrip().endswith(":")
+
+
+def run_pieces(
+    blocks: Sequence[Block], ctx: SplitContext, before_tokens: int, after_tokens: int
+) -> list[Piece]:
     """The pieces of one section run, bound context joined to its table or code piece."""
-    before, after = _bindings(blocks, bind_tokens)
-    bound = {p for run in (*before.values(), *after.values()) for p in run}
+    bindings = _bindings(blocks, ctx, before_tokens, after_tokens)
+    bound = {p for b in bindings.values() for p in (*b.before, *b.after)}
     pieces: list[Piece] = []
     for position, block in enumerate(blocks):
         if position in bound:
             continue
-        lead = [blocks[p] for p in before.get(position, ())]
-        tail = [blocks[p] for p in after.get(position, ())]
-        if not lead and not tail:
-            pieces.extend(ctx.splitters[block.type].split(block, ctx))
+        binding = bindings.get(position)
+        if binding is None:
+            split = ctx.splitters[block.type].split(block, ctx)
+            if block.type is BlockType.CODE:
+                split = [replace(p, code_role="standalone") for p in split]
+            pieces.extend(split)
             continue
-        room = replace(ctx, head_room=_room(lead), tail_room=_room(tail))
-        split = ctx.splitters[block.type].split(block, room)
-        first, last = split[0], split[-1]
-        whole_code = len(split) == 1 and block.type is BlockType.CODE
-        joined_lead = _join(lead, first, ctx, "before", whole_code) if lead else None
-        if lead and joined_lead is None:
-            pieces.extend(_alone(lead, ctx))
-        if joined_lead is not None:
-            split[0] = joined_lead
-            if len(split) == 1:
-                last = joined_lead
-        joined_tail = _join(tail, last, ctx, "after", whole_code) if tail else None
-        if joined_tail is not None:
-            split[-1] = joined_tail
-        pieces.extend(split)
-        if tail and joined_tail is None:
-            pieces.extend(_alone(tail, ctx))
+        pieces.extend(_bound_pieces(blocks, block, binding, ctx))
     return pieces
+
+
+def _bound_pieces(
+    blocks: Sequence[Block], block: Block, binding: Binding, ctx: SplitContext
+) -> list[Piece]:
+    lead = [blocks[p] for p in binding.before]
+    tail = [blocks[p] for p in binding.after]
+    room = replace(ctx, head_room=_room(lead), tail_room=_room(tail))
+    split = ctx.splitters[block.type].split(block, room)
+    joined_lead = _join(lead, split[0], ctx, "before") if lead else None
+    if joined_lead is not None:
+        split[0] = joined_lead
+    joined_tail = _join(tail, split[-1], ctx, "after") if tail else None
+    if joined_tail is not None:
+        split[-1] = joined_tail
+    if block.type is BlockType.CODE:
+        explained = joined_lead is not None or (
+            joined_tail is not None and len(binding.after) > len(binding.output)
+        )
+        role = "example" if explained else "output" if joined_tail is not None else "standalone"
+        split = [replace(p, code_role=role) for p in split]
+    before = _alone(lead, ctx) if lead and joined_lead is None else []
+    after = _alone(tail, ctx) if tail and joined_tail is None else []
+    return [*before, *split, *after]
 
 
 def _room(context: Sequence[Block]) -> int:
@@ -59,54 +118,76 @@ def _room(context: Sequence[Block]) -> int:
 
 
 def _alone(context: Sequence[Block], ctx: SplitContext) -> list[Piece]:
-    return [piece for block in context for piece in ctx.splitters[block.type].split(block, ctx)]
+    pieces = []
+    for block in context:
+        split = ctx.splitters[block.type].split(block, ctx)
+        if block.type is BlockType.CODE:
+            split = [replace(p, code_role="standalone") for p in split]
+        pieces.extend(split)
+    return pieces
 
 
 def _bindings(
-    blocks: Sequence[Block], bind_tokens: int
-) -> tuple[dict[int, tuple[int, ...]], dict[int, tuple[int, ...]]]:
-    """block position -> positions of the context bound before it / after it: one short
-    paragraph with the HTML blocks beside it (image placeholders, figures), at most
-    `bind_tokens` in all."""
-    before: dict[int, tuple[int, ...]] = {}
-    after: dict[int, tuple[int, ...]] = {}
+    blocks: Sequence[Block], ctx: SplitContext, before_tokens: int, after_tokens: int
+) -> dict[int, Binding]:
+    """block position -> the context it takes, blocks taking theirs in document order."""
+    budget = ctx.budget
     taken: set[int] = set()
+    bindings: dict[int, Binding] = {}
 
-    def run(start: int, step: int) -> tuple[int, ...]:
-        positions: list[int] = []
-        tokens = paragraphs = 0
-        position = start
-        while 0 <= position < len(blocks) and position not in taken:
-            block = blocks[position]
-            tokens += block.token_count
-            paragraphs += block.type is BlockType.PARAGRAPH
-            if block.type not in BINDABLE or paragraphs > 1 or tokens > bind_tokens:
-                break
-            positions.append(position)
-            position += step
-        return tuple(sorted(positions))
+    def fits(block: Block, context_tokens: int) -> bool:
+        """Does a block kept whole have room for this much context beside it?"""
+        if block.type is BlockType.TABLE and block.token_count > budget.max:
+            return True  # split: its first and last pieces keep the room
+        if block.type is BlockType.CODE and block.token_count > budget.oversize:
+            return True
+        limit = budget.oversize if block.token_count > budget.max else budget.max
+        return block.token_count + context_tokens <= limit
 
     for position, block in enumerate(blocks):
-        if block.type not in _ATOMIC:
+        if block.type not in ATOMIC or position in taken:
             continue
-        lead = run(position - 1, -1)
-        if lead:
-            before[position] = lead
-            taken.update(lead)
-        tail = run(position + 1, 1)
-        if not tail:
-            continue
-        following = tail[-1] + 1 < len(blocks) and blocks[tail[-1] + 1].type in _ATOMIC
-        if following and blocks[tail[-1]].text.rstrip().endswith(":"):
-            continue  # a lead-in of the next block
-        after[position] = tail
-        taken.update(tail)
-    return before, after
+        before: list[int] = []
+        used = 0
+        at = position - 1
+        while at >= 0 and at not in taken and blocks[at].type in CONTEXT:
+            cost = blocks[at].token_count
+            if used + cost > before_tokens or not fits(block, used + cost + len(before) + 1):
+                break
+            before.append(at)
+            used += cost
+            at -= 1
+        after: list[int] = []
+        output: list[int] = []
+        spent = 0
+        at = position + 1
+        if block.type is BlockType.CODE:
+            stop = at + 2 if at + 1 < len(blocks) and is_output_block(blocks, at + 1) else at + 1
+            if stop <= len(blocks) and is_output_block(blocks, stop - 1):
+                cost = sum(blocks[p].token_count for p in range(at, stop))
+                if cost <= after_tokens and fits(block, used + cost + stop - at + len(before)):
+                    output = list(range(at, stop))
+                    after.extend(output)
+                    spent, at = cost, stop
+        first_prose = at
+        while at < len(blocks) and blocks[at].type in CONTEXT and not lead_in(blocks[at]):
+            if at > first_prose and at + 1 < len(blocks) and blocks[at + 1].type in ATOMIC:
+                break  # the nearest prose of the next block is its own
+            cost = blocks[at].token_count
+            joins = len(before) + len(after) + 1
+            if spent + cost > after_tokens or not fits(block, used + spent + cost + joins):
+                break
+            after.append(at)
+            spent += cost
+            at += 1
+        if before or after:
+            bindings[position] = Binding(tuple(sorted(before)), tuple(after), tuple(output))
+            taken.update(before)
+            taken.update(after)
+    return bindings
 
 
-def _join(
-    context: Sequence[Block], piece: Piece, ctx: SplitContext, side: str, whole_code: bool
-) -> Piece | None:
+def _join(context: Sequence[Block], piece: Piece, ctx: SplitContext, side: str) -> Piece | None:
     """The context joined to the piece, or None when the two do not fit."""
     first, last = context[0], context[-1]
     if side == "before":
@@ -118,7 +199,7 @@ def _join(
         start, end = piece.start, last.end
         bound = "both" if piece.bound == "before" else "after"
     budget = ctx.budget
-    limit = budget.oversize if whole_code else budget.max
+    limit = budget.oversize if piece.oversize else budget.max
     tokens = ctx.counter.count(text)
     if tokens > limit:
         return None

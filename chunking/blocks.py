@@ -18,12 +18,6 @@ class BlockType(StrEnum):
     RULE = "rule"
 
 
-# What binds to a table or code block as its context when short (SPEC §3.5 "Bound
-# context"): a paragraph, or an HTML block such as an image placeholder `<!-- image -->`
-# or a figure, which alone would be a chunk of a few tokens.
-BINDABLE = frozenset({BlockType.PARAGRAPH, BlockType.HTML})
-
-
 @dataclass(frozen=True, slots=True)
 class ListItem:
     """One list item's char range; `children` are the items of its nested lists, `atoms`

@@ -17,10 +17,11 @@ from dataclasses import dataclass, replace
 
 from chunking.bind import run_pieces
 from chunking.blocks import Block, BlockType
+from chunking.group import Group
 from chunking.lists import ListSplitter
 from chunking.merge import Draft, Entry, Heading, Layout, Stretch, split_back
 from chunking.overlap import overlap_prefix
-from chunking.pack import Group, Packer
+from chunking.pack import Packer
 from chunking.parse import parse_blocks
 from chunking.pieces import HEADING, PROSE_KINDS, UNMIXABLE_KINDS, Piece
 from chunking.prose import split_head, split_tail
@@ -221,7 +222,16 @@ def _drafts(
         return _joined_tokens(pieces, text, counter)
 
     limit = config.pack_max_tokens
-    packer = Packer(config.min_tokens, config.target_tokens, limit, head, tail, exact)
+    packer = Packer(
+        config.min_tokens,
+        config.target_tokens,
+        limit,
+        head,
+        tail,
+        exact,
+        text,
+        config.table_group_max_gap_lines if config.group_related_tables else None,
+    )
     names: dict[int, str] = {}
     stack: list[Entry] = []
     headings: dict[Entry, Heading] = {}
@@ -233,7 +243,7 @@ def _drafts(
     def flush_run() -> None:
         if not run:
             return
-        pieces = run_pieces(run, ctx, config.bind_tokens)
+        pieces = run_pieces(run, ctx, config.bind_before_tokens, config.bind_after_tokens)
         run.clear()
         carry = stretch.carry(tuple(stack), pieces[0])
         if carry is not None:
@@ -390,20 +400,40 @@ def _make_chunk(
         section_id=shape.section_id,
         prev_chunk_id=prev_chunk_id,
         next_chunk_id=next_chunk_id,
-        bound_context=_bound_context(pieces),
+        bound_context=_bound_context(pieces, shape.chunk_type),
+        code_role=_code_role(pieces, shape.chunk_type),
+        table_group_count=_table_count(pieces),
         table_header=next((p.header for p in pieces if p.header), None),
         extra=dict(info.extra),
     )
 
 
-def _bound_context(pieces: list[Piece]) -> str | None:
-    """Does the chunk open with a bound caption or lead-in, close with a bound output?"""
+def _bound_context(pieces: list[Piece], chunk_type: str) -> str | None:
+    """Does a table or code chunk open with bound prose, close with a bound output or
+    explanation? (A small block merged into a `mixed` chunk records none.)"""
     content = [p for p in pieces if p.kind != HEADING]
-    if not content:
+    if not content or chunk_type not in UNMIXABLE_KINDS:
         return None
     before = content[0].bound in ("before", "both")
     after = content[-1].bound in ("after", "both")
     return "both" if before and after else "before" if before else "after" if after else None
+
+
+def _code_role(pieces: list[Piece], chunk_type: str) -> str | None:
+    """The role of a chunk's code (SPEC §3.5): `example` when prose shares its chunk,
+    else that of its first code piece (`output`: its output block bound to it)."""
+    roles = [p.code_role for p in pieces if p.kind == "code"]
+    if not roles:
+        return None
+    return "example" if chunk_type == "mixed" else roles[0]
+
+
+def _table_count(pieces: list[Piece]) -> int | None:
+    """How many tables a chunk holds, where it holds several (a table group, or small
+    tables merged)."""
+    # A table's first piece is its own text; later pieces repeat or record its header.
+    tables = sum(p.kind == "table" and not p.synthetic and p.header is None for p in pieces)
+    return tables if tables > 1 else None
 
 
 def _undersize_reason(draft: _Draft, config: ChunkingSettings) -> str | None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from chunking.pack import Group
+from chunking.group import Group
 from chunking.pieces import UNMIXABLE_KINDS, Piece
 
 Entry = tuple[int, int]  # a heading on the stack: (level, section ordinal)
@@ -63,8 +63,9 @@ class Draft:
 
     @property
     def unmixable(self) -> bool:
-        # A table or code group holds table or code pieces only (bound context is inside).
-        return any(c.group.pieces[0].kind in UNMIXABLE_KINDS for c in self.contents)
+        """Does it hold a table or code chunk (bound context inside)? A `mixed` group
+        with a small table or code block in it merges like prose."""
+        return any(c.group.chunk_type in UNMIXABLE_KINDS for c in self.contents)
 
     @property
     def opens_section(self) -> bool:

@@ -1,8 +1,8 @@
 """The packer: pieces of one section run -> groups that become chunks (SPEC §3.5).
 
-- tables and code are groups of their own; consecutive small ones of one kind (a code
-  sample and its output, each with its bound context) share a group while it is under
-  `target_tokens`, whole blocks only;
+- tables and code are groups of their own; with `group_related_tables`, nearby tables
+  of the run then form one group (`table_groups`), and a table or code group still
+  under `min_tokens` merges with a neighbour that fits (`small_blocks`);
 - paragraphs, lists and quotes merge while the group is under `target_tokens` and the
   merge stays within the packing limit; different kinds merge (`mixed`) only while the total
   stays under `target_tokens`, or while the group is still under `min_tokens`;
@@ -24,34 +24,16 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from chunking.group import Group
 from chunking.pieces import HEADING, UNMIXABLE_KINDS, Piece
+from chunking.small_blocks import merge_small_blocks
+from chunking.table_groups import group_tables
 
 HeadSplitter = Callable[[Piece, int], "tuple[Piece, Piece] | None"]
 TailSplitter = Callable[[Piece, int, int], "tuple[Piece, Piece] | None"]
 ExactCounter = Callable[[list[Piece]], int]
-
-
-@dataclass
-class Group:
-    pieces: list[Piece] = field(default_factory=list)
-    tokens: int = 0  # an upper bound while `exact` is false
-    exact: bool = True
-
-    @property
-    def chunk_type(self) -> str:
-        """Heading lines of merged sections do not count: a chunk of paragraphs and the
-        headings between them is a paragraph chunk."""
-        kinds = {p.kind for p in self.pieces if p.kind != HEADING}
-        if not kinds:
-            return "paragraph"
-        return kinds.pop() if len(kinds) == 1 else "mixed"
-
-    def add(self, piece: Piece) -> None:
-        self.tokens += piece.tokens + (1 if self.pieces else 0)
-        self.pieces.append(piece)
-        self.exact = len(self.pieces) == 1
 
 
 @dataclass(frozen=True)
@@ -62,6 +44,8 @@ class Packer:
     split_head: HeadSplitter
     split_tail: TailSplitter
     exact_tokens: ExactCounter
+    document: str
+    table_gap_lines: int | None  # group nearby tables (`group_related_tables`), or None
 
     def pack(self, pieces: list[Piece], head: Group | None = None) -> list[Group]:
         groups: list[Group] = []
@@ -72,11 +56,7 @@ class Packer:
                 if current.pieces:
                     groups.append(current)
                 current = Group()
-                last = groups[-1] if groups and len(groups) > bool(pinned) else None
-                if last is not None and self._joins_atomic(last, piece):
-                    last.add(piece)
-                else:
-                    groups.append(Group([piece], piece.tokens))
+                groups.append(Group([piece], piece.tokens))
                 continue
             if not current.pieces or self._fits(current, piece):
                 current.add(piece)
@@ -92,19 +72,12 @@ class Packer:
         if current.pieces:
             groups.append(current)
         self._measure(groups)
+        if self.table_gap_lines is not None:
+            groups = group_tables(
+                groups, self.document, self.table_gap_lines, self.limit, self.exact_tokens
+            )
+        groups = merge_small_blocks(groups, self.min_tokens, self.limit, self.exact_tokens)
         return self._rebalance(self._absorb_undersized(groups), pinned)
-
-    def _joins_atomic(self, group: Group, piece: Piece) -> bool:
-        """A whole table or code block joins the table or code group before it."""
-        kinds = {p.kind for p in group.pieces}
-        whole = not (piece.oversize or piece.header or piece.synthetic)
-        return (
-            kinds == {piece.kind}
-            and whole
-            and not any(p.oversize or p.header or p.synthetic for p in group.pieces)
-            and group.tokens < self.target_tokens
-            and group.tokens + piece.tokens + 1 <= self.limit
-        )
 
     def _fits(self, group: Group, piece: Piece) -> bool:
         if group.tokens >= self.target_tokens:
@@ -161,10 +134,11 @@ class Packer:
             room = min(previous.tokens - self.min_tokens, self.limit - group.tokens) - 1
             if room < need:
                 continue
-            # Whole trailing pieces (paragraphs, list items) first, then sentences.
+            # Whole trailing pieces (paragraphs, list items) first, then sentences; a table
+            # or code piece stays where small blocks or table grouping put it.
             moved, count = 0, 0
             for piece in reversed(previous.pieces[keep:]):
-                if moved >= need:
+                if moved >= need or piece.kind in UNMIXABLE_KINDS:
                     break
                 moved += piece.tokens + 1
                 count += 1

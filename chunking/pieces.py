@@ -29,9 +29,12 @@ class Piece:
     # Offsets where the piece may be divided further (top-level list items); prose pieces
     # are divided at sentence boundaries, found only when needed.
     cuts: tuple[int, ...] = ()
-    bound: str | None = None  # before | after | both: a short paragraph joined this block
+    bound: str | None = None  # before | after | both: bound context joined this block
     header: str | None = None  # the table header this piece does not repeat in full
     end_block: int = -1  # index of the last block the piece covers (-1: block_index)
+    # A code piece's role (SPEC §3.5): example (prose bound to its block), output (only
+    # its output block bound), standalone.
+    code_role: str | None = None
 
     @property
     def last_block(self) -> int:

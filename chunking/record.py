@@ -72,8 +72,14 @@ class Chunk:
     section_id: str = ""
     prev_chunk_id: str | None = None
     next_chunk_id: str | None = None
-    # `before|after|both`: a short caption, lead-in or output joined this table/code chunk.
+    # `before|after|both`: the nearest prose (a caption, lead-in, explanation) or an
+    # output block joined this table/code chunk (SPEC §3.5 Bound context).
     bound_context: str | None = None
+    # A chunk holding code: `example` (prose explains it), `output` (its output block
+    # bound to it), `standalone`.
+    code_role: str | None = None
+    # How many tables a chunk holds where it holds several (a table group).
+    table_group_count: int | None = None
     # The header of a table too wide to repeat in every piece, beside `md_text`.
     table_header: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)

@@ -10,11 +10,13 @@ context, overlap starts, the id formula, and the document's total token count.
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from chunking.blocks import BINDABLE, Block, BlockType
+from chunking.bind import ATOMIC, CONTEXT, is_output_block
+from chunking.blocks import Block, BlockType
 from chunking.display_math import math_balanced
 from chunking.overlap import overlap_start_ok
 from chunking.parse import parse_blocks
@@ -122,6 +124,8 @@ def validate_chunks(
         _check_size(chunk, following, doc, fail)
         _check_markdown(chunk, doc, fail)
         _check_bound_context(chunk, doc, fail)
+        _check_code_role(chunk, doc, fail)
+        _check_table_group(chunk, doc, fail)
         _check_overlap(chunk, previous, doc, fail)
         _check_links(chunk, previous, following, fail)
         expected = compute_chunk_id(
@@ -135,6 +139,7 @@ def validate_chunks(
         if chunk.chunk_id != expected:
             fail("chunk_id", chunk, "chunk_id does not recompute from the formula")
     _check_coverage(chunks, text, blocks, fail)
+    _check_joinable(chunks, doc, fail)
     _check_headings(chunks, blocks, fail)
     own = sum(b.token_count for b in blocks if b.type is not BlockType.RULE)
     held = sum(c.token_count for c in chunks)
@@ -221,11 +226,10 @@ def _check_markdown(chunk: Chunk, doc: _Document, fail: Fail) -> None:
     if chunk.chunk_type == "table":
         table_lines = lines
         if chunk.bound_context in ("before", "both"):
-            # The table starts after its bound caption (which may itself hold pipes).
-            caption = _first_content_block(chunk, doc)
-            if caption is not None and caption.text in chunk.md_text:
-                at = chunk.md_text.index(caption.text) + len(caption.text)
-                table_lines = chunk.md_text[at:].split("\n")
+            # The table starts after its bound context (which may itself hold pipes).
+            table = next(_blocks_of(chunk, doc, (BlockType.TABLE,)), None)
+            if table is not None:
+                table_lines = chunk.md_text[table.start - chunk.char_start :].split("\n")
         _check_table_piece(chunk, table_lines, fail)
     nested = chunk.chunk_type in ("list", "mixed")
     if not _fences_balanced(lines, _NESTED_FENCE if nested else _FENCE):
@@ -281,46 +285,147 @@ def _fences_balanced(lines: list[str], pattern: re.Pattern[str]) -> bool:
     return fence is None
 
 
+def _blocks_of(chunk: Chunk, doc: _Document, types: Sequence[BlockType]) -> Iterator[Block]:
+    """The document's blocks of these types that start within the chunk's range."""
+    for block in doc.blocks[chunk.block_start_idx : chunk.block_end_idx + 1]:
+        if block.type in types and chunk.char_start <= block.start < chunk.char_end:
+            yield block
+
+
 def _check_bound_context(chunk: Chunk, doc: _Document, fail: Fail) -> None:
+    """A bound table or code chunk holds one such block (a code block with its output
+    block) and prose of its section run beside it: before it within
+    `bind_before_tokens`, after it within `bind_after_tokens`; it passes `max_tokens`
+    only when its block alone does. So a paragraph is bound to one block only."""
     bound = chunk.bound_context
     if bound is None:
         return
     if bound not in ("before", "after", "both") or chunk.chunk_type not in ("table", "code"):
         fail("bound_context", chunk, f"bound_context {bound!r} on a {chunk.chunk_type} chunk")
         return
-    blocks, limit = doc.blocks, doc.config.bind_tokens
-    atomic_types = (BlockType.TABLE, BlockType.CODE)
+    blocks, config = doc.blocks, doc.config
+    first = max(chunk.block_start_idx, 0)
+    last = min(chunk.block_end_idx, len(blocks) - 1)
+    while first <= last and blocks[first].type is BlockType.HEADING:
+        first += 1  # heading lines of a merged section
+    atomic = [i for i in range(first, last + 1) if blocks[i].type in ATOMIC]
+    main = atomic[0] if atomic else -1
+    output = [
+        i for i in atomic[1:] if is_output_block(blocks, i) and blocks[main].type is BlockType.CODE
+    ]
+    if not atomic or len(atomic) - len(output) != 1 or output[1:]:
+        fail("bound_context", chunk, "bound context beside other than one table or code block")
+        return
 
-    def short_context(first: int, last: int) -> bool:
-        """Blocks first..last (inclusive) are bindable and within bind_tokens."""
-        context = blocks[max(first, 0) : last + 1]
-        return (
-            0 <= first <= last < len(blocks)
-            and all(block.type in BINDABLE for block in context)
-            and sum(block.token_count for block in context) <= limit
-        )
+    def context(start: int, stop: int, budget: int, name: str) -> None:
+        """Blocks start..stop-1 are prose within `budget` tokens."""
+        span = blocks[start:stop]
+        if not span or any(b.type not in CONTEXT for b in span):
+            fail("bound_context", chunk, f"no prose bound {name} its table or code block")
+        elif sum(b.token_count for b in span) > budget:
+            fail("bound_context", chunk, f"prose bound {name} its block passes its budget")
 
     if bound in ("before", "both"):
-        first = _first_content_block(chunk, doc)
-        index = first.index if first is not None else len(blocks)
-        atomic = next((i for i in range(index, len(blocks)) if blocks[i].type not in BINDABLE), -1)
-        if not (
-            atomic > index
-            and blocks[atomic].type in atomic_types
-            and short_context(index, atomic - 1)
-            and chunk.char_start <= blocks[index].start
-        ):
-            fail("bound_context", chunk, "no short paragraph directly before its table or code")
+        context(first, main, config.bind_before_tokens, "before")
     if bound in ("after", "both"):
-        index = chunk.block_end_idx
-        atomic = next((i for i in range(index, -1, -1) if blocks[i].type not in BINDABLE), -1)
-        if not (
-            0 <= atomic < index
-            and blocks[atomic].type in atomic_types
-            and short_context(atomic + 1, index)
-            and blocks[index].end == chunk.char_end
-        ):
-            fail("bound_context", chunk, "no short paragraph directly after its table or code")
+        after = output[0] + 1 if output else main + 1
+        tail = blocks[main + 1 : last + 1]
+        if output or tail:
+            spent = sum(b.token_count for b in tail)
+            if any(b.type not in CONTEXT for b in blocks[after : last + 1]):
+                fail("bound_context", chunk, "bound after its block: not prose")
+            elif spent > config.bind_after_tokens:
+                fail("bound_context", chunk, "prose bound after its block passes its budget")
+            elif blocks[last].end != chunk.char_end:
+                fail("bound_context", chunk, "bound context does not end the chunk")
+        else:
+            fail("bound_context", chunk, "no prose bound after its table or code block")
+    if chunk.token_count > config.max_tokens and blocks[main].token_count <= config.max_tokens:
+        fail("bound_context", chunk, "bound context pushes the chunk past max_tokens")
+
+
+def _check_code_role(chunk: Chunk, doc: _Document, fail: Fail) -> None:
+    """A chunk holding a code block records its role: `example` when prose shares the
+    chunk (bound, or merged with it in a `mixed` chunk), `output` when its output block
+    alone is bound, `standalone` when nothing is."""
+    holds_code = chunk.chunk_type == "code" or (
+        chunk.chunk_type == "mixed" and next(_blocks_of(chunk, doc, (BlockType.CODE,)), None)
+    )
+    role = chunk.code_role
+    if not holds_code:
+        if role is not None:
+            fail("code_role", chunk, f"code_role {role!r} on a chunk without code")
+        return
+    piece_of_split = chunk.chunk_type == "code" and any(
+        block.type is BlockType.CODE
+        and (block.start < chunk.char_start or block.end > chunk.char_end)
+        for block in doc.blocks[chunk.block_start_idx : chunk.block_end_idx + 1]
+    )
+    if chunk.chunk_type == "mixed":
+        expected = {"example"}
+    elif piece_of_split:  # a middle piece has the role of its whole block
+        expected = {"example", "output", "standalone"}
+    elif chunk.bound_context is None:
+        expected = {"standalone"}
+    elif chunk.bound_context == "after":
+        expected = {"example", "output"}
+    else:
+        expected = {"example"}
+    if role not in expected:
+        fail(
+            "code_role",
+            chunk,
+            f"code_role {role!r} on a {chunk.chunk_type} chunk "
+            f"with bound_context {chunk.bound_context!r}",
+        )
+
+
+def _check_table_group(chunk: Chunk, doc: _Document, fail: Fail) -> None:
+    """`table_group_count`: the tables starting in the chunk, where there are several;
+    a group stays within the packing limit."""
+    tables = sum(1 for _ in _blocks_of(chunk, doc, (BlockType.TABLE,)))
+    expected = tables if tables > 1 else None
+    if chunk.table_group_count != expected:
+        fail("table_group", chunk, f"table_group_count {chunk.table_group_count}, {tables} tables")
+    elif expected and chunk.token_count > doc.config.pack_max_tokens:
+        fail("table_group", chunk, f"a group of {tables} tables passes the packing limit")
+
+
+def _check_joinable(chunks: Sequence[Chunk], doc: _Document, fail: Fail) -> None:
+    """No chunk under `min_tokens` is left alone beside a chunk of its section (no
+    heading or rule between) that a rule lets it join: two chunks that fit the packing
+    limit together, neither a table or code chunk of `min_tokens` or more, merge by
+    small blocks (a table or code chunk) or packing (prose)."""
+    config = doc.config
+    limit = config.pack_max_tokens
+
+    def large(chunk: Chunk) -> bool:
+        return chunk.chunk_type in ("table", "code") and chunk.token_count >= config.min_tokens
+
+    for first, second in itertools.pairwise(chunks):
+        small = [c for c in (first, second) if c.token_count < config.min_tokens]
+        if not small or large(first) or large(second) or first.oversize or second.oversize:
+            continue
+        if any(_heading_only(c, doc) for c in small):
+            continue
+        if any(first.block_end_idx < b <= second.block_start_idx for b in doc.boundaries):
+            continue
+        if doc.counter.additive:
+            together = first.token_count + second.token_count
+        else:
+            together = doc.counter.count(first.md_text + "\n\n" + second.md_text)
+        if together <= limit:
+            rule = (
+                "small_blocks"
+                if {first.chunk_type, second.chunk_type} & {"table", "code"}
+                else "packing"
+            )
+            fail(
+                f"joinable:{rule}",
+                small[0],
+                f"{small[0].token_count} tokens < {config.min_tokens} beside a chunk it fits with "
+                f"({together} <= {limit})",
+            )
 
 
 def _check_overlap(chunk: Chunk, previous: Chunk | None, doc: _Document, fail: Fail) -> None:

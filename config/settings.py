@@ -44,6 +44,13 @@ ADR_ENV_NAMES: Mapping[str, tuple[str, ...]] = MappingProxyType(
     }
 )
 
+# Settings known by an earlier name too: (section, old name) -> the setting's name. A
+# layer that sets the old name sets the new one at that layer's precedence.
+ALIAS, ALIASED = "bind_tokens", "bind_before_tokens"
+ALIASES: Mapping[tuple[str, ...], tuple[str, ...]] = MappingProxyType(
+    {("chunking", ALIAS): ("chunking", ALIASED)}
+)
+
 ChunkingProfile = Literal["adr-002", "seed-000", "seed-002"]
 EmbedLanguage = Literal["en", "ru"]
 EMBED_LANGUAGES: tuple[EmbedLanguage, ...] = ("en", "ru")
@@ -94,9 +101,16 @@ class ChunkingSettings(StrictModel):
     overlap_tokens: int = Field(50, ge=0)
     oversize_block_limit: int = Field(600, gt=0)
     overlap_max_share: float = Field(0.35, ge=0.0, le=1.0)
-    # A paragraph of at most this many tokens directly before a table or code block (a
-    # caption, a lead-in) or after a code block (its output) joins that block's chunk.
-    bind_tokens: int = Field(64, ge=0)
+    # Bound context (SPEC §3.5): the nearest prose of a section, up to this many tokens,
+    # joins the table or code block after it (its caption, lead-in, explanation) ...
+    # (a bound chunk stays within max_tokens whatever these say)
+    bind_before_tokens: int = Field(128, ge=0)
+    # ... and after a code block its output and explanation, up to this many tokens.
+    bind_after_tokens: int = Field(80, ge=0)
+    # Adjacent tables of one section at most `table_group_max_gap_lines` lines apart form
+    # one chunk up to max_tokens (seed 004 Req 16).
+    group_related_tables: bool = False
+    table_group_max_gap_lines: int = Field(10, ge=0)
     # "bundled" = the vendored BGE-M3 tokenizer; otherwise a Hugging Face id or local path.
     tokenizer: str = "bundled"
 
@@ -120,12 +134,21 @@ class ChunkingSettings(StrictModel):
                 f"chunking.overlap_tokens ({self.overlap_tokens}) must be < "
                 f"chunking.min_tokens ({self.min_tokens})"
             )
-        if self.bind_tokens >= self.max_tokens:
-            raise ValueError(
-                f"chunking.bind_tokens ({self.bind_tokens}) must be < "
-                f"chunking.max_tokens ({self.max_tokens})"
-            )
         return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bind_tokens_is_bind_before_tokens(cls, data: Any) -> Any:
+        """`bind_tokens`, the setting's earlier name, still sets `bind_before_tokens`."""
+        if isinstance(data, dict) and ALIAS in data:
+            data = dict(data)
+            alias = data.pop(ALIAS)
+            if data.setdefault(ALIASED, alias) != alias:
+                raise ValueError(
+                    f"chunking.{ALIAS} ({alias}) is another name of chunking.{ALIASED} "
+                    f"({data[ALIASED]}): set one of them"
+                )
+        return data
 
     @property
     def pack_max_tokens(self) -> int:
@@ -280,14 +303,14 @@ def load_settings(
     flow parameters left empty do not erase lower layers.
     """
     env = os.environ if environ is None else environ
-    layers: list[Layer] = [(str(DEFAULT_CONFIG_PATH), _read_yaml(DEFAULT_CONFIG_PATH))]
+    layers: list[Layer] = [(str(DEFAULT_CONFIG_PATH), _aliased(_read_yaml(DEFAULT_CONFIG_PATH)))]
     user_file = config_file or env.get(CONFIG_FILE_ENV)
     if user_file:
-        layers.append((str(user_file), _read_yaml(Path(user_file))))
+        layers.append((str(user_file), _aliased(_read_yaml(Path(user_file)))))
     env_values, env_names = _env_layer(env)
     layers.append(("environment", env_values))
     if overrides:
-        layers.append(("parameters", _nest(overrides)))
+        layers.append(("parameters", _aliased(_nest(overrides))))
 
     profile = next(
         (
@@ -367,6 +390,7 @@ def _env_layer(env: Mapping[str, str]) -> tuple[dict[str, Any], dict[tuple[str, 
         if not name.startswith(ENV_PREFIX) or name == CONFIG_FILE_ENV:
             continue
         path = tuple(part.lower() for part in name[len(ENV_PREFIX) :].split("__"))
+        path = ALIASES.get(path, path)
         field = _field_for(path)
         if field is None:
             raise ConfigError(
@@ -410,6 +434,16 @@ def _parse_env_value(raw: str, annotation: Any) -> Any:
                 return raw
         return [item.strip() for item in text.split(",") if item.strip()]
     return raw
+
+
+def _aliased(values: dict[str, Any]) -> dict[str, Any]:
+    """A layer's values with every setting named by an earlier name renamed (`ALIASES`);
+    a layer naming both keeps both, for validation to refuse when they differ."""
+    for (section, old), (_, new) in ALIASES.items():
+        inner = values.get(section)
+        if isinstance(inner, dict) and old in inner and new not in inner:
+            inner[new] = inner.pop(old)
+    return values
 
 
 def _nest(overrides: Mapping[str, Any]) -> dict[str, Any]:

@@ -106,17 +106,16 @@ def fit_budgets_to_window(settings: Settings) -> WindowFit:
 def shrink_budgets(chunking: ChunkingSettings, body: int) -> ChunkingSettings:
     """The budgets fitted so that `max_tokens + overlap_tokens` and `oversize_block_limit`
     are at most `body`: the packing budgets (min, target, soft max, max, overlap) scaled
-    by one factor, which keeps their order, `bind_tokens` kept under the new max, and the
-    oversize limit lowered to `body`."""
+    by one factor, which keeps their order, and the oversize limit lowered to `body`
+    (bound context never passes the new max: the binding budgets need no change)."""
     factor = min(1.0, body / (chunking.max_tokens + chunking.overlap_tokens))
     scaled: dict[str, int | None] = {
         name: max(1, math.floor(getattr(chunking, name) * factor)) for name in _PACKING
     }
-    minimum, maximum = int(scaled["min_tokens"] or 1), int(scaled["max_tokens"] or 1)
+    minimum = int(scaled["min_tokens"] or 1)
     scaled["overlap_tokens"] = min(math.floor(chunking.overlap_tokens * factor), minimum - 1)
     if chunking.soft_max_tokens is not None:
         scaled["soft_max_tokens"] = max(1, math.floor(chunking.soft_max_tokens * factor))
-    scaled["bind_tokens"] = min(chunking.bind_tokens, maximum - 1)
     scaled["oversize_block_limit"] = min(chunking.oversize_block_limit, body)
     return ChunkingSettings.model_validate({**chunking.model_dump(), **scaled})
 

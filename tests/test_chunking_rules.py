@@ -118,75 +118,152 @@ def test_a_heading_with_nowhere_to_go_is_a_chunk_of_heading_lines(
     assert chunks[1].undersize_reason == "heading_only"
 
 
-# --- bound context --------------------------------------------------------------------
+# --- bound context (§3.5, revised 2026-11-25) -----------------------------------------
+
+BIND = SMALL.model_copy(update={"bind_before_tokens": 12, "bind_after_tokens": 16})
+NO_BIND = SMALL.model_copy(update={"bind_before_tokens": 0, "bind_after_tokens": 0})
+WORDS = {
+    "en": ["Run the sample first.", "It needs a token.", "Then check the log.", "Done."],
+    "ru": ["Сначала запустите пример.", "Нужен токен.", "Потом проверьте журнал.", "Всё."],
+}
+OUTPUT_INTRO = {"en": "Output:", "ru": "Результат:"}
 
 
-def test_caption_lead_in_and_output_bind_to_their_blocks(
-    counter: TokenCounter, chunking_settings: ChunkingSettings
+def _code(lines: int, info: str = "python", seed: int = 0) -> str:
+    """A fenced block of `lines` lines (about 15 tokens each)."""
+    body = "\n".join(f"value_{seed}_{i} = compute(value_{i - 1}, step={i})" for i in range(lines))
+    return f"```{info}\n{body}\n```"
+
+
+@pytest.mark.parametrize("language", ["en", "ru"])
+def test_the_nearest_prose_binds_before_a_block_within_bind_before_tokens(
+    counter: TokenCounter, language: str
 ) -> None:
-    table = "| name | size |\n|---|---|\n" + "\n".join(f"| f{i} | {i} KB |" for i in range(6))
-    text = (
-        f"## Files\n\n{paragraph(counter, 200, 0)}\n\n"
-        f"Table 1: the files of a release.\n\n{table}\n\n"
-        "To run the sample:\n\n```python\nprint(compute(2))\n```\n\n"
-        "Output:\n\n```\n4\n```\n\n"
-        "The result doubles its input.\n"
-    )
-    chunks = chunked(text, chunking_settings).chunks
-    table_chunk = next(c for c in chunks if c.chunk_type == "table")
-    assert table_chunk.md_text.startswith("Table 1: the files of a release.\n\n| name | size |")
-    assert table_chunk.bound_context == "before"
-    # The issue's five fragments (intro, code, "Output:", output, follow-up) are one chunk.
-    code = [c for c in chunks if c.chunk_type == "code"]
-    assert len(code) == 1
-    assert code[0].md_text.startswith("To run the sample:\n\n```python")
-    assert code[0].md_text.endswith("```\n4\n```\n\nThe result doubles its input.")
-    assert code[0].bound_context == "both"
-    assert not any(c.chunk_type == "paragraph" and c.token_count < 20 for c in chunks)
+    """Several paragraphs bind, nearest first, while they fit `bind_before_tokens`; the
+    one that would pass it stays prose."""
+    far, middle, near, _ = WORDS[language]
+    code = _code(3)
+    assert counter.count(code) >= BIND.min_tokens  # never mixes: binding alone joins it
+    assert counter.count(middle) + counter.count(near) <= BIND.bind_before_tokens
+    assert counter.count(far) + counter.count(middle) + counter.count(near) > 12
+    text = f"{paragraph(counter, 30, 1)} {far}\n\n{middle}\n\n{near}\n\n{code}\n"
+    chunks = chunked(text, BIND).chunks
+    assert types(chunks) == ["paragraph", "code"]
+    assert chunks[1].md_text == f"{middle}\n\n{near}\n\n{code}"
+    assert (chunks[1].bound_context, chunks[1].code_role) == ("before", "example")
 
 
-def test_image_placeholders_bind_with_the_caption_beside_them(
-    counter: TokenCounter, chunking_settings: ChunkingSettings
+@pytest.mark.parametrize("language", ["en", "ru"])
+def test_an_output_block_and_its_explanation_bind_after_the_code(
+    counter: TokenCounter, language: str
 ) -> None:
-    """Docling-style Markdown: a table, its caption, an `<!-- image -->` placeholder and
-    the next chart's title, then the chart's table. Every short block binds; none is a
-    chunk of a few tokens of its own."""
-    table = "| x | y |\n|---|---|\n" + "\n".join(f"| {i} | {i * i} |" for i in range(25))
-    assert counter.count(table) > chunking_settings.max_tokens // 2  # two never share a chunk
-    text = (
-        f"## Sheet\n\n{table}\n\n'col-3'\n\n<!-- image -->\n\nLine chart\n\n{table}\n\n"
-        "<!-- image -->\n"
-    )
-    chunks = chunked(text, chunking_settings).chunks
-    assert types(chunks) == ["table", "table"]
-    assert chunks[0].md_text.endswith("\n\n'col-3'\n\n<!-- image -->")
-    assert chunks[0].bound_context == "after"
-    assert chunks[1].md_text.startswith("Line chart\n\n| x | y |")
-    assert chunks[1].md_text.endswith("\n\n<!-- image -->")
-    assert chunks[1].bound_context == "both"
-    # the same blocks with a second paragraph: one paragraph binds, the other stays prose
-    two = text.replace("<!-- image -->\n\nLine chart", "A remark.\n\nLine chart", 1)
-    assert types(chunked(two, chunking_settings).chunks) == ["table", "paragraph", "table"]
+    explain = WORDS[language][3]
+    intro = OUTPUT_INTRO[language]
+    code = _code(3)
+    # An output block introduced by "Output:"/"Результат:", then a line explaining it.
+    text = f"{code}\n\n{intro}\n\n```\n4\n```\n\n{explain}\n"
+    chunk = chunked(text, BIND).chunks[0]
+    assert chunk.md_text == text.strip()
+    assert (chunk.bound_context, chunk.code_role) == ("after", "example")
+    # An output block by its info string, nothing else: the code's role is output.
+    text = f"{code}\n\n```console\n$ run\n4\n```\n\n{_code(3, seed=1)}\n"
+    chunks = chunked(text, BIND).chunks
+    assert chunks[0].md_text.endswith("```console\n$ run\n4\n```")
+    assert [(c.bound_context, c.code_role) for c in chunks] == [
+        ("after", "output"),
+        (None, "standalone"),
+    ]
 
 
-def test_only_short_paragraphs_bind(counter: TokenCounter) -> None:
-    settings = ChunkingSettings(bind_tokens=10)  # type: ignore[call-arg]
-    text = f"{paragraph(counter, 30, 0)}\n\n```\nrun()\n```\n"
-    chunks = chunked(text, settings).chunks
-    assert [c.chunk_type for c in chunks] == ["paragraph", "code"]
-    assert chunks[1].bound_context is None
-    assert load_settings(environ={"INGEST_CHUNKING__BIND_TOKENS": "10"}).chunking.bind_tokens == 10
+def test_a_paragraph_binds_to_one_block_only(counter: TokenCounter) -> None:
+    """Between two blocks: the explanation after the first binds to it, the lead-in
+    (ending with `:`) and the prose right before the second bind to the second."""
+    first, second = _code(3), _code(3, seed=1)
+    text = f"{first}\n\nIt prints four.\n\nNow the loop:\n\n{second}\n"
+    chunks = chunked(text, BIND).chunks
+    assert [c.md_text for c in chunks] == [
+        f"{first}\n\nIt prints four.",
+        f"Now the loop:\n\n{second}",
+    ]
+    assert [c.bound_context for c in chunks] == ["after", "before"]
+    # One paragraph between them, no lead-in: it explains the block before it.
+    text = f"{first}\n\nIt prints four.\n\n{second}\n"
+    assert [c.bound_context for c in chunked(text, BIND).chunks] == ["after", None]
 
 
-def test_bound_context_never_passes_the_oversize_limit(counter: TokenCounter) -> None:
+def test_bind_tokens_is_another_name_of_bind_before_tokens() -> None:
+    assert ChunkingSettings(bind_tokens=10).bind_before_tokens == 10  # type: ignore[call-arg]
+    env = {"INGEST_CHUNKING__BIND_TOKENS": "10"}
+    assert load_settings(environ=env).chunking.bind_before_tokens == 10
+    assert load_settings({"chunking.bind_tokens": 12}).chunking.bind_before_tokens == 12
+    with pytest.raises(ValueError, match="bind_tokens"):
+        ChunkingSettings(bind_tokens=10, bind_before_tokens=20)  # type: ignore[call-arg]
+
+
+def test_bound_context_never_passes_the_limits(counter: TokenCounter) -> None:
     body = "\n".join(f"value_{i} = compute(value_{i - 1}, step={i})" for i in range(1, 60))
     code = f"```python\n{body}\n```"
     assert SMALL.oversize_block_limit < counter.count(code)
     text = f"The loop below:\n\n{code}\n\nIt ends here.\n"
-    chunks = chunked(text, SMALL).chunks
+    chunks = chunked(text, BIND).chunks
     assert chunks[0].bound_context == "before" and chunks[-1].bound_context == "after"
     assert all(c.token_count <= SMALL.max_tokens for c in chunks)
     assert all(c.md_text.count("```") == 2 for c in chunks)
+    assert {c.code_role for c in chunks} == {"example"}  # every piece of the explained block
+    # A block within max_tokens takes no context that would push it past max_tokens.
+    code = _code(4)
+    lead = "Then check the log, and the next one after it."
+    assert counter.count(lead) <= BIND.bind_before_tokens
+    assert counter.count(code) <= SMALL.max_tokens < counter.count(code) + counter.count(lead)
+    chunks = chunked(f"{lead}\n\n{code}\n", BIND).chunks
+    assert [c.bound_context for c in chunks] == [None, None]
+
+
+# --- small blocks (§3.5, revised 2026-11-25) ---------------------------------------------
+
+
+@pytest.mark.parametrize("language", ["en", "ru"])
+def test_a_small_block_merges_with_the_previous_chunk_else_the_next(
+    counter: TokenCounter, language: str
+) -> None:
+    small = "```\nrun()\n```"
+    prose = " ".join(WORDS[language] * 3)
+    assert counter.count(small) < SMALL.min_tokens
+    # The previous chunk of its section takes it when the two fit max_tokens.
+    chunks = chunked(f"{paragraph(counter, 40, 0)}\n\n{small}\n", NO_BIND).chunks
+    assert types(chunks) == ["mixed"] and chunks[0].code_role == "example"
+    # Else the next one: the previous is full.
+    full = " ".join([WORDS[language][0]] * 15)
+    assert counter.count(full) + counter.count(small) > SMALL.max_tokens
+    text = f"{full}\n\n{small}\n\n{prose}\n"
+    chunks = chunked(text, NO_BIND).chunks
+    assert types(chunks) == ["paragraph", "mixed"]
+    assert chunks[1].md_text == f"{small}\n\n{prose}"
+    # Several small tables and code blocks in a row merge with each other: no prose, so
+    # they keep their kind.
+    rows = "| a | b |\n|---|---|\n| 1 | 2 |"
+    chunks = chunked(f"# T\n\n{small}\n\n{small}\n\n# U\n\n{rows}\n\n{rows}\n", NO_BIND).chunks
+    assert types(chunks) == ["code", "table"]
+    assert [c.table_group_count for c in chunks] == [None, 2]
+    # Nothing fits beside it (a large block on each side): it stays, saying why.
+    text = f"{_code(3)}\n\n{rows}\n\n{_code(3, seed=1)}\n"
+    chunks = chunked(text, NO_BIND).chunks
+    assert types(chunks) == ["code", "table", "code"]
+    assert chunks[1].undersize_reason == "lone_block"
+
+
+def test_table_grouping_joins_nearby_tables_of_a_section(counter: TokenCounter) -> None:
+    table = "| name | size |\n|---|---|\n" + "\n".join(f"| f{i} | {i} KB |" for i in range(4))
+    assert SMALL.min_tokens <= counter.count(table)  # large: only grouping joins them
+    far = "\n".join(f"Line {i} of a note." for i in range(5))  # 7 lines between
+    text = f"## Files\n\n{table}\n\nTable 2:\n\n{table}\n\n{far}\n\n{table}\n"
+    wide = NO_BIND.model_copy(update={"max_tokens": 120})
+    grouped = wide.model_copy(update={"group_related_tables": True, "table_group_max_gap_lines": 3})
+    chunks = chunked(text, grouped).chunks
+    assert [c.table_group_count for c in chunks] == [2, None, None]
+    assert chunks[0].md_text == f"{table}\n\nTable 2:\n\n{table}"
+    assert chunks[0].chunk_type == "mixed" and chunks[0].token_count <= 120
+    assert [c.table_group_count for c in chunked(text, wide).chunks] == [None] * 5
 
 
 # --- display math ---------------------------------------------------------------------
@@ -457,8 +534,8 @@ def _document(counter: TokenCounter) -> tuple[str, tuple[Chunk, ...], ChunkingSe
     settings = ChunkingSettings()  # type: ignore[call-arg]
     text = (
         f"# Guide\n\n{paragraph(counter, 250, 0)}\n\n{paragraph(counter, 250, 1)}\n\n"
-        f"## Small\n\n{paragraph(counter, 60, 2)}\n\n## Next\n\n{paragraph(counter, 60, 3)}\n\n"
-        "Example:\n\n```\nrun()\n```\n\n$$\nx = 1\n$$\n"
+        f"## Small\n\n{paragraph(counter, 60, 2)}\n\n## Next\n\n{paragraph(counter, 130, 3)}\n\n"
+        f"Example:\n\n{_code(11)}\n\n$$\nx = 1\n$$\n"
     )
     document = chunked(text, settings, title="Guide")
     return document.text, document.chunks, settings
@@ -525,3 +602,46 @@ def test_validator_catches_cut_math_missing_table_headers_and_token_growth(
     assert "table_header" in _rules(broken, table + "\n", settings)
     padded = [dataclasses.replace(c, token_count=c.token_count * 3) for c in chunks]
     assert "token_growth" in _rules(padded, table + "\n", settings)
+
+
+def test_validator_catches_broken_bound_context_small_blocks_roles_and_groups(
+    counter: TokenCounter,
+) -> None:
+    first, second = _code(3), _code(3, seed=1)
+    text = f"Now the loop:\n\n{first}\n\nIt prints four.\n\n{second}\n"
+    chunks = list(chunked(text, BIND).chunks)
+    assert [c.bound_context for c in chunks] == ["both", None]
+    # A paragraph bound to two blocks: one chunk claims both code blocks as its own.
+    whole = dataclasses.replace(
+        chunks[0],
+        md_text=text.strip(),
+        char_end=chunks[1].char_end,
+        block_end_idx=chunks[1].block_end_idx,
+        token_count=counter.count(text.strip()),
+    )
+    assert "bound_context" in _rules([whole], text, BIND)
+    # Bound prose over its budget.
+    tight = BIND.model_copy(update={"bind_before_tokens": 2})
+    assert "bound_context" in _rules(chunks, text, tight)
+    # A wrong role.
+    wrong = [dataclasses.replace(chunks[0], code_role="standalone"), chunks[1]]
+    assert "code_role" in _rules(wrong, text, BIND)
+    wrong = [chunks[0], dataclasses.replace(chunks[1], code_role=None)]
+    assert "code_role" in _rules(wrong, text, BIND)
+    # A small code block left alone beside a paragraph it fits with (chunked where
+    # min_tokens let it stand, checked against the budgets where it may not).
+    small = f"{paragraph(counter, 30, 0)}\n\n```\nrun()\n```\n"
+    alone = list(chunked(small, NO_BIND.model_copy(update={"min_tokens": 5})).chunks)
+    assert types(tuple(alone)) == ["paragraph", "code"]
+    assert "joinable:small_blocks" in _rules(alone, small, NO_BIND)
+    # A table group's count and its limit.
+    table = "| a | b |\n|---|---|\n" + "\n".join(f"| {i} | value {i} |" for i in range(6))
+    grouped = NO_BIND.model_copy(update={"group_related_tables": True, "max_tokens": 150})
+    pair = f"{table}\n\n{table}\n"
+    chunks = list(chunked(pair, grouped).chunks)
+    assert [c.table_group_count for c in chunks] == [2]
+    assert "table_group" in _rules(
+        [dataclasses.replace(chunks[0], table_group_count=None)], pair, grouped
+    )
+    narrow = grouped.model_copy(update={"max_tokens": chunks[0].token_count - 1})
+    assert "table_group" in _rules(chunks, pair, narrow)
