@@ -7,20 +7,21 @@ aptitude (aptitude-doc-en, aptitude-doc-ru); `api`, every third page of the Pyth
 library reference (python3.X-doc: API reference, many short code examples); plus the
 Docling reference Markdown and the seed documents (both carried in tests/corpus/).
 
-Reports (issue 14's measures):
+Reports (issues 14 and 22):
   speed, per CPU-second (process time, all threads), side by side in one run: the floor
   (tokenizing the same text once with `tokenizers`' encode_batch; SentencePiece for
-  reference) against the chunker, on the corpus (many small documents) and on one
-  ~6 MB EN+RU document made by concatenating the corpus three times, in process and
-  through `ingest chunk --format jsonl` (a child process: its CPU time and peak RSS);
-  peak RSS of `ingest chunk` on that document, also with `<s>` literals and half-width
+  reference) against the chunker, on all the corpora (many small documents) and on two
+  ~6 MB EN+RU documents, in process and through `ingest chunk --format jsonl` (a child
+  process: its CPU time and peak RSS): a prose one (the manuals, Docling and seeds
+  repeated) and a code-heavy one (the Python library pages and the Russian manuals
+  repeated); peak RSS of `ingest chunk` on each, also with `<s>` literals and half-width
   voiced marks in it (limit 300 MB + 5x the document);
-  quality, per corpus (the bench corpus, and the Docling part alone): share of chunks
-  within [min_tokens, max_tokens] on documents of at least 300 tokens and the most the
-  rules allow (table and code chunks out of range stay so: they never mix; nor can prose
-  out of range between two of them), chunks under 50 tokens by reason, undersize
-  reasons, validation violations, token counts recounted, byte-identical output over
-  repeated runs.
+  quality, per corpus (manuals, Docling, api): share of chunks within [min_tokens,
+  max_tokens] on documents of at least 300 tokens, beside the most the rules allow
+  (chunks out of range whatever a packer does, by cause: `forced_out_of_range`), chunks
+  under 50 tokens by reason, chunks left alone where a rule would let them join a
+  neighbour (the validator's `joinable` rules), undersize reasons, validation
+  violations, token counts recounted, byte-identical output over repeated runs.
 
     .venv/bin/python bench/chunking.py [--repeat N] [--json] [--skip-big]
 """
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import itertools
 import json
 import os
 import re
@@ -37,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +53,7 @@ from chunking import (  # noqa: E402
     chunk_document,
     validate_chunks,
 )
-from chunking.pieces import UNMIXABLE_KINDS  # noqa: E402
+from chunking.blocks import Block, BlockType  # noqa: E402
 from chunking.tokens import HFTokenCounter, bundled_tokenizer_json, get_token_counter  # noqa: E402
 from config.settings import ChunkingSettings  # noqa: E402
 from normalizers.base import normalize_bytes  # noqa: E402
@@ -261,23 +264,10 @@ def quality(
         return round(sum(1 for c in group if in_range(c)) / max(1, len(group)), 4)
 
     out_of_range = [c for c in large if not in_range(c)]
-    # Tables and code never mix with other blocks (SPEC §3.5, bound context aside), so
-    # those outside the range stay there whatever the packer does: the best share the
-    # rules allow on this corpus.
-    kept_alone = sum(1 for c in out_of_range if c.chunk_type in UNMIXABLE_KINDS)
-    # Nor can prose out of range whose neighbours are both tables, code or the document's
-    # ends join anything (a merge never takes in a table or code chunk; one short
-    # paragraph binds, and the chunker already bound it): the best share is lower still.
-    boxed_in = sum(
-        1
-        for d in large_documents
-        for before, chunk, after in zip(
-            (None, *d.chunks[:-1]), d.chunks, (*d.chunks[1:], None), strict=True
-        )
-        if not in_range(chunk)
-        and chunk.chunk_type not in UNMIXABLE_KINDS
-        and all(n is None or n.chunk_type in UNMIXABLE_KINDS for n in (before, after))
-    )
+    forced: collections.Counter[str] = collections.Counter()
+    for d in large_documents:
+        forced.update(forced_out_of_range(d.blocks, settings))
+    unavoidable = sum(forced.values())
     recounted = sp.count_many([c.md_text for c in chunks])
     return {
         "documents": len(documents),
@@ -285,13 +275,12 @@ def quality(
         "within_min_max_share": within(chunks),
         "within_min_max_share_docs_300_plus": within(large),
         "chunks_docs_300_plus": len(large),
-        "table_code_out_of_range_docs_300_plus": kept_alone,
         "share_ceiling_under_the_rules_docs_300_plus": round(
-            1 - kept_alone / max(1, len(large)), 4
+            1 - unavoidable / max(1, len(large)), 4
         ),
-        "prose_out_of_range_between_tables_or_code_docs_300_plus": boxed_in,
-        "share_ceiling_with_boxed_in_prose_docs_300_plus": round(
-            1 - (kept_alone + boxed_in) / max(1, len(large)), 4
+        "out_of_range_whatever_the_packer_does_docs_300_plus": dict(forced),
+        "joinable_but_alone": sum(
+            n for rule, n in violations.items() if rule.startswith("joinable")
         ),
         "under_50_by_reason": dict(
             collections.Counter(str(c.undersize_reason) for c in chunks if c.token_count < 50)
@@ -315,6 +304,129 @@ def quality(
         "violations_by_rule": dict(violations),
         "validator_mb_per_cpu_s": round(megabytes / max(validate_cpu, 1e-9), 3),
     }
+
+
+def forced_out_of_range(
+    blocks: Sequence[Block], settings: ChunkingSettings
+) -> collections.Counter[str]:
+    """Chunks out of [min_tokens, max_tokens] that the rules (SPEC §3.5) leave whatever a
+    packer does, by cause; the best share the rules allow is the rest:
+
+    - `whole_block_over_max`: a code block over max_tokens (kept whole up to the oversize
+      limit) or a table row over it;
+    - `small_table_or_code_section`: a section whose content is only tables and code,
+      under min_tokens in all: small blocks merge within their section only, and a
+      small-section merge never takes in a table or code chunk;
+    - `small_section_nothing_to_merge`: prose sections under min_tokens with no run of
+      neighbouring sections they may merge with (same stretch between rules, never
+      across a heading above them or a table/code-only section) reaching min_tokens;
+    - `prose_boxed_in`: prose between two tables or code blocks of min_tokens or more in
+      one section, under min_tokens, that binding cannot take (budgets, max_tokens)."""
+    found: collections.Counter[str] = collections.Counter()
+    low, high = settings.min_tokens, settings.max_tokens
+    stretches: list[list[tuple[int, list[Block]]]] = [[(0, [])]]  # sections: (level, blocks)
+    for block in blocks:
+        if block.type is BlockType.RULE:
+            stretches.append([(0, [])])
+        elif block.type is BlockType.HEADING:
+            stretches[-1].append((block.level, []))
+        else:
+            stretches[-1][-1][1].append(block)
+            if (
+                block.type is BlockType.CODE
+                and high < block.token_count <= settings.oversize_block_limit
+            ):
+                found["whole_block_over_max"] += 1
+    for sections in stretches:
+        for _, content in sections:
+            found["prose_boxed_in"] += _boxed_in(content, settings)
+        kinds: list[str | None] = []  # per section: None (no content), "atomic", "prose"
+        for _, content in sections:
+            if not content:
+                kinds.append(None)
+            elif all(b.type in (BlockType.TABLE, BlockType.CODE) for b in content):
+                kinds.append("atomic")
+            else:
+                kinds.append("prose")
+        tokens = [sum(b.token_count for b in content) for _, content in sections]
+        levels = [level for level, _ in sections]
+        for index, kind in enumerate(kinds):
+            if kind == "atomic" and tokens[index] < low:
+                found["small_table_or_code_section"] += 1
+        alone = [
+            index
+            for index, kind in enumerate(kinds)
+            if kind == "prose"
+            and tokens[index] < low
+            and not _reaches(index, kinds, tokens, levels, low)
+        ]
+        # Sections forced under min_tokens next to each other may share one chunk.
+        found["small_section_nothing_to_merge"] += sum(
+            1
+            for i, index in enumerate(alone)
+            if i == 0 or not _valid(alone[i - 1], index, kinds, levels)
+        )
+    return found
+
+
+def _valid(first: int, last: int, kinds: list[str | None], levels: list[int]) -> bool:
+    """May sections first..last merge: no table/code-only section among them, no heading
+    inside above the highest section holding content?"""
+    if any(kinds[i] == "atomic" for i in range(first, last + 1)):
+        return False
+    content = [levels[i] for i in range(first, last + 1) if kinds[i] == "prose"]
+    return not content or min(levels[first + 1 : last + 1], default=99) >= min(content)
+
+
+def _reaches(
+    index: int, kinds: list[str | None], tokens: list[int], levels: list[int], low: int
+) -> bool:
+    """Does some run of sections around `index` that may merge reach `low` tokens?"""
+    for first in range(index, -1, -1):
+        if kinds[first] == "atomic":
+            break
+        for last in range(index, len(kinds)):
+            if kinds[last] == "atomic":
+                break
+            if sum(tokens[first : last + 1]) >= low and _valid(first, last, kinds, levels):
+                return True
+    return False
+
+
+def _boxed_in(content: list[Block], settings: ChunkingSettings) -> int:
+    """Prose runs between two tables/code blocks of min_tokens or more in one section,
+    under min_tokens, that the blocks' bound context cannot take whole."""
+    large = [
+        i
+        for i, b in enumerate(content)
+        if b.type in (BlockType.TABLE, BlockType.CODE) and b.token_count >= settings.min_tokens
+    ]
+    count = 0
+    for left, right in itertools.pairwise(large):
+        run = content[left + 1 : right]
+        if not run or any(b.type in (BlockType.TABLE, BlockType.CODE, BlockType.MATH) for b in run):
+            continue
+        if sum(b.token_count for b in run) >= settings.min_tokens:
+            continue
+        after_room = min(
+            settings.bind_after_tokens, settings.max_tokens - content[left].token_count
+        )
+        before_room = min(
+            settings.bind_before_tokens, settings.max_tokens - content[right].token_count
+        )
+        taken = 0
+        for block in run:  # the block before takes from the front
+            if block.token_count > after_room:
+                break
+            after_room -= block.token_count
+            taken += 1
+        for block in reversed(run[taken:]):  # the block after from the back
+            if block.token_count > before_room:
+                break
+            before_room -= block.token_count
+            taken += 1
+        count += int(taken < len(run))
+    return count
 
 
 # `ingest chunk` as its console script runs it (flows.cli:main), reporting its own peak

@@ -200,7 +200,10 @@ def _join(context: Sequence[Block], piece: Piece, ctx: SplitContext, side: str) 
         bound = "both" if piece.bound == "before" else "after"
     budget = ctx.budget
     limit = budget.oversize if piece.oversize else budget.max
-    tokens = ctx.counter.count(text)
+    counter = ctx.counter
+    # Only whitespace lies between the blocks: an additive count is a sum.
+    own = sum(block.token_count for block in context)
+    tokens = piece.tokens + own if counter.additive else counter.count(text)
     if tokens > limit:
         return None
     return replace(

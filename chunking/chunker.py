@@ -124,6 +124,7 @@ def _chunk(
     drafts, names = _drafts(blocks, text, config, counter)
     shapes = [_shape(ordinal, draft, names, text, info) for ordinal, draft in enumerate(drafts)]
     sorted_anchors = _anchor_index(normalized.anchors)
+    boundaries = [b.index for b in blocks if b.is_boundary]
     chunks = []
     for ordinal, (draft, shape) in enumerate(zip(drafts, shapes, strict=True)):
         previous = shapes[ordinal - 1] if ordinal else None
@@ -153,9 +154,19 @@ def _chunk(
                 info,
                 config,
                 sorted_anchors,
+                _ends_section(draft, drafts[ordinal + 1] if following else None, boundaries),
             )
         )
     return ChunkedDocument(text, tuple(blocks), tuple(chunks))
+
+
+def _ends_section(draft: _Draft, following: _Draft | None, boundaries: list[int]) -> bool:
+    """Does a heading or rule (or the end) lie between the chunk and the next one?"""
+    if following is None:
+        return True
+    last = max(p.last_block for p in draft.group.pieces)
+    at = bisect.bisect_right(boundaries, last)
+    return at < len(boundaries) and boundaries[at] <= following.group.pieces[0].block_index
 
 
 @dataclass(frozen=True)
@@ -354,6 +365,7 @@ def _make_chunk(
     info: DocumentInfo,
     config: ChunkingSettings,
     anchors: dict[str, tuple[list[int], list[int | str]]],
+    ends_section: bool,
 ) -> Chunk:
     pieces = draft.group.pieces
     start, end = pieces[0].start, pieces[-1].end
@@ -396,7 +408,7 @@ def _make_chunk(
         # A heading line is never cut: one with nowhere to go may pass max_tokens alone.
         oversize=shape.tokens > config.max_tokens
         and (draft.heading_only or any(p.oversize for p in pieces)),
-        undersize_reason=_undersize_reason(draft, config),
+        undersize_reason=_undersize_reason(draft, config, ends_section),
         section_id=shape.section_id,
         prev_chunk_id=prev_chunk_id,
         next_chunk_id=next_chunk_id,
@@ -436,17 +448,19 @@ def _table_count(pieces: list[Piece]) -> int | None:
     return tables if tables > 1 else None
 
 
-def _undersize_reason(draft: _Draft, config: ChunkingSettings) -> str | None:
+def _undersize_reason(draft: _Draft, config: ChunkingSettings, ends_section: bool) -> str | None:
     """Why a chunk under `min_tokens` could not grow; the validator re-checks each."""
     if draft.group.tokens >= config.min_tokens:
         return None
     if draft.heading_only:
         return "heading_only"
     following = draft.following
-    if following is None or following.opens_section:
+    if ends_section or following is None:
         return "section_end"
     if draft.group.chunk_type in ("table", "list", "code"):
         return "lone_block"
+    if any(p.kind in UNMIXABLE_KINDS for p in draft.group.pieces):
+        return "no_merge_fits"  # it holds a small table or code block; no neighbour fits
     if any(c.group.chunk_type in UNMIXABLE_KINDS for c in following.contents[:1]):
         return "before_table_or_code"
     return "next_block_does_not_fit"  # no sentence or item boundary to cut the next block at

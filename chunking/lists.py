@@ -5,6 +5,8 @@ never cut inside: it is kept whole, or split by its own rule as a whole block.""
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from dataclasses import dataclass, replace
 
 from chunking.blocks import Block, ListItem
@@ -14,6 +16,43 @@ from chunking.split import SplitContext, even_runs
 from chunking.tokens import TokenCounter
 
 KIND = "list"
+
+
+class _LineCounts:
+    """Counts of a list's text between line boundaries. With an additive counter the
+    block's lines are counted once and any run of whole lines is a sum (a list over the
+    limit is counted item by item, then line by line, then piece by piece: on API
+    reference pages, lists of definitions, that tripled the tokenizing)."""
+
+    def __init__(self, block: Block, document: str, counter: TokenCounter) -> None:
+        self.document, self.counter = document, counter
+        self.starts: list[int] = []
+        self.sums = [0]
+        if not counter.additive:
+            return
+        offset = block.start
+        spans = []
+        for line in block.text.split("\n"):
+            spans.append((offset, offset + len(line)))
+            offset += len(line) + 1
+        self.starts = [a for a, _ in spans]
+        counts = counter.count_many([document[a:b] for a, b in spans])
+        self.sums = [0, *itertools.accumulate(counts)]
+        self.ends = [b for _, b in spans]
+
+    def count(self, start: int, end: int) -> int:
+        """The count of document[start:end]: summed where it holds whole lines."""
+        first = bisect.bisect_left(self.starts, start)
+        last = bisect.bisect_left(self.ends, end)
+        if (
+            first < len(self.starts)
+            and self.starts[first] == start
+            and last < len(self.ends)
+            and self.ends[last] == end
+            and last >= first
+        ):
+            return self.sums[last + 1] - self.sums[first]
+        return self.counter.count(self.document[start:end])
 
 
 @dataclass(frozen=True)
@@ -32,17 +71,20 @@ class ListSplitter:
         if block.token_count <= ctx.budget.max:
             cuts = tuple(item.start for item in block.items[1:])
             return [_piece(block, block.start, block.end, block.token_count, ctx.document, cuts)]
+        lines = _LineCounts(block, ctx.document, ctx.counter)
         pieces: list[Piece] = []
         for item in block.items:
-            pieces.extend(self._split_item(block, item, ctx))
+            pieces.extend(self._split_item(block, item, ctx, lines))
         return pieces
 
-    def _split_item(self, block: Block, item: ListItem, ctx: SplitContext) -> list[Piece]:
-        document, counter, budget = ctx.document, ctx.counter, ctx.budget
-        count = counter.count(document[item.start : item.end])
+    def _split_item(
+        self, block: Block, item: ListItem, ctx: SplitContext, lines: _LineCounts
+    ) -> list[Piece]:
+        document, budget = ctx.document, ctx.budget
+        count = lines.count(item.start, item.end)
         if count <= budget.max:
             return [_piece(block, item.start, item.end, count, document)]
-        units = self._units(block, item, ctx)
+        units = self._units(block, item, ctx, lines)
         # Spans pack into pieces within the packing limit; a piece a rule already cut
         # (a nested block split, a line cut at sentences) stands alone.
         pieces: list[Piece] = []
@@ -53,7 +95,7 @@ class ListSplitter:
                 return
             costs = [unit.tokens for unit in run]
             for a, b in even_runs(costs, budget.pack_max, budget.target):
-                pieces.append(_counted(block, run[a].start, run[b - 1].end, document, counter))
+                pieces.append(_counted(block, run[a].start, run[b - 1].end, document, lines))
             run.clear()
 
         for unit in units:
@@ -65,9 +107,11 @@ class ListSplitter:
         close_run()
         return pieces
 
-    def _units(self, block: Block, item: ListItem, ctx: SplitContext) -> list[_Span | Piece]:
+    def _units(
+        self, block: Block, item: ListItem, ctx: SplitContext, lines: _LineCounts
+    ) -> list[_Span | Piece]:
         """The item's own lines, nested blocks and nested items in document order."""
-        document, counter, budget = ctx.document, ctx.counter, ctx.budget
+        document, budget = ctx.document, ctx.budget
         nested: list[ListItem | Block] = sorted(
             [*item.children, *item.atoms], key=lambda part: part.start
         )
@@ -83,7 +127,7 @@ class ListSplitter:
             if part is not None:
                 spans.append((part.start, part.end, part))
                 cursor = max(cursor, part.end)
-        counts = counter.count_many([document[a:b] for a, b, _ in spans])
+        counts = [lines.count(a, b) for a, b, _ in spans]
         units: list[_Span | Piece] = []
         for (a, b, part), n in zip(spans, counts, strict=True):
             if isinstance(part, Block):
@@ -93,7 +137,7 @@ class ListSplitter:
             elif n <= budget.max:
                 units.append(_Span(a, b, n))
             elif part is not None:
-                units.extend(self._split_item(block, part, ctx))
+                units.extend(self._split_item(block, part, ctx, lines))
             else:  # a line over budget alone: the only place a list piece cuts a line
                 units.extend(
                     _as_list_piece(p) for p in split_prose(document[a:b], a, KIND, block.index, ctx)
@@ -145,12 +189,12 @@ def _as_list_piece(piece: Piece) -> Piece:
     return replace(piece, kind=KIND)
 
 
-def _counted(block: Block, start: int, end: int, document: str, counter: TokenCounter) -> Piece:
+def _counted(block: Block, start: int, end: int, document: str, lines: _LineCounts) -> Piece:
     # Keep the indentation: a piece starts at a line start so no item line is cut.
     raw = document[start:end]
     text = raw.lstrip("\n").rstrip()
     start += len(raw) - len(raw.lstrip("\n"))
-    return _piece(block, start, start + len(text), counter.count(text), document)
+    return _piece(block, start, start + len(text), lines.count(start, start + len(text)), document)
 
 
 def _piece(

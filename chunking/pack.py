@@ -113,11 +113,12 @@ class Packer:
                 and group.tokens < self.min_tokens
                 and group.chunk_type not in UNMIXABLE_KINDS
                 and previous.chunk_type not in UNMIXABLE_KINDS
-                and previous.tokens + group.tokens + 1 <= self.limit
+                and previous.tokens + group.tokens <= self.limit  # joined, at least this
             ):
-                for piece in group.pieces:
-                    previous.add(piece)
-                continue
+                tokens = self.exact_tokens([*previous.pieces, *group.pieces])
+                if tokens <= self.limit:
+                    previous.extend(group, tokens)
+                    continue
             merged.append(group)
         return merged
 

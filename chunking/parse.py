@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from functools import lru_cache
-from types import MappingProxyType
+from types import FunctionType, MappingProxyType
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
@@ -65,8 +65,35 @@ def _parser(dollar_math: bool, environments: bool) -> MarkdownIt:
         md.use(dollarmath_plugin, double_inline=False)
     if environments:
         md.use(amsmath_plugin)
-    md.disable(["inline", "text_join"], ignoreInvalid=True)
+    # Link reference definitions matter to inline parsing only: without the rule they
+    # are paragraphs, which cover the same text.
+    md.disable(["inline", "text_join", "reference"], ignoreInvalid=True)
+    for rule in md.block.ruler.__rules__:
+        md.block.ruler.at(rule.name, _quiet(rule.fn), {"alt": rule.alt})
     return md
+
+
+class _Silent:
+    def debug(self, *args: object) -> None:
+        """Nothing: markdown-it's block rules log every call at debug level."""
+
+
+def _quiet(rule: Callable[..., bool]) -> Callable[..., bool]:
+    """The rule without its debug logging: markdown-it's block rules call `LOGGER.debug`
+    each time they are tried (hundreds of thousands of calls on a large document); a
+    copy of the function whose globals hold a silent logger skips that, leaving
+    markdown-it's own modules as they are."""
+    if not isinstance(rule, FunctionType) or "LOGGER" not in rule.__globals__:
+        return rule
+    quiet = FunctionType(
+        rule.__code__,
+        {**rule.__globals__, "LOGGER": _Silent()},
+        rule.__name__,
+        rule.__defaults__,
+        rule.__closure__,
+    )
+    quiet.__kwdefaults__ = rule.__kwdefaults__
+    return quiet
 
 
 def line_starts(text: str) -> list[int]:

@@ -1,7 +1,8 @@
 """Small blocks (SPEC §3.5, seed 004 Req 17): a table or code chunk still under
-`min_tokens` after binding is not left alone when a neighbour of its section can take
-it. It merges with the previous group when the two fit the packing limit, else with the
-next; several small tables or code blocks in a row merge with each other the same way.
+`min_tokens` after binding (or a chunk it merged into, still under `min_tokens`) is
+not left alone when a neighbour of its section can take it. It merges with the previous
+group when the two fit the packing limit, else with the next; several small tables or
+code blocks in a row merge with each other the same way.
 A table or code chunk of `min_tokens` or more never takes part (it never mixes). Whole
 groups merge, so nothing atomic is cut; the result is `mixed` when it holds prose."""
 
@@ -34,7 +35,7 @@ def merge_small_blocks(
     at = 0
     while at < len(merged):
         group = merged[at]
-        if group.chunk_type not in UNMIXABLE_KINDS or group.tokens >= min_tokens:
+        if group.tokens >= min_tokens or not any(p.kind in UNMIXABLE_KINDS for p in group.pieces):
             at += 1
             continue
         if at > 0 and (tokens := joined(merged[at - 1], group)) is not None:

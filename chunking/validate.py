@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 
 from chunking.bind import ATOMIC, CONTEXT, is_output_block
@@ -30,7 +30,14 @@ _NESTED_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")  # a fence inside a list item i
 _ATOMIC_MARK = re.compile(r"^\s*(`{3,}|~{3,}|\$\$|\\begin\{)|^\s*\|?\s*:?-+:?\s*\|", re.MULTILINE)
 # Why a chunk may be under `min_tokens`; each is checked against the structure below.
 ALLOWED_UNDERSIZE = frozenset(
-    {"section_end", "lone_block", "before_table_or_code", "next_block_does_not_fit", "heading_only"}
+    {
+        "section_end",
+        "lone_block",
+        "no_merge_fits",
+        "before_table_or_code",
+        "next_block_does_not_fit",
+        "heading_only",
+    }
 )
 OVERLAP_KINDS = frozenset({"paragraph", "mixed"})
 # A document's chunks hold at most about twice its own tokens (SPEC §3.5, Table headers).
@@ -178,6 +185,8 @@ def _undersize_holds(reason: str, chunk: Chunk, following: Chunk | None, doc: _D
         return _heading_only(chunk, doc)
     if reason == "lone_block":
         return chunk.chunk_type in ("table", "list", "code")
+    if reason == "no_merge_fits":  # it holds a table or code block; `joinable` checks the rest
+        return next(_blocks_of(chunk, doc, ATOMIC), None) is not None
     if reason == "before_table_or_code":
         return following is not None and following.chunk_type in ("table", "code")
     if reason == "next_block_does_not_fit":
@@ -188,8 +197,9 @@ def _undersize_holds(reason: str, chunk: Chunk, following: Chunk | None, doc: _D
             # The next chunk is a piece of a split block: pieces are measured as written
             # (a quote piece re-adds `> `), so their counts decide.
             return chunk.token_count + 1 + following.token_count > limit
-        # Measured, not estimated: the chunk joined with the whole next block passes.
-        return doc.counter.count(doc.text[chunk.char_start : first.end]) > limit
+        # Measured, not estimated: the chunk (as written: a merged chunk may repeat a
+        # heading line on top) joined with the whole next block passes.
+        return doc.counter.count(chunk.md_text + doc.text[chunk.char_end : first.end]) > limit
     # section_end: nothing follows, or a heading or rule lies between this chunk and the
     # next (a next chunk that opens with a heading line starts at that heading).
     if following is None:
@@ -285,7 +295,7 @@ def _fences_balanced(lines: list[str], pattern: re.Pattern[str]) -> bool:
     return fence is None
 
 
-def _blocks_of(chunk: Chunk, doc: _Document, types: Sequence[BlockType]) -> Iterator[Block]:
+def _blocks_of(chunk: Chunk, doc: _Document, types: Collection[BlockType]) -> Iterator[Block]:
     """The document's blocks of these types that start within the chunk's range."""
     for block in doc.blocks[chunk.block_start_idx : chunk.block_end_idx + 1]:
         if block.type in types and chunk.char_start <= block.start < chunk.char_end:
@@ -308,6 +318,8 @@ def _check_bound_context(chunk: Chunk, doc: _Document, fail: Fail) -> None:
     last = min(chunk.block_end_idx, len(blocks) - 1)
     while first <= last and blocks[first].type is BlockType.HEADING:
         first += 1  # heading lines of a merged section
+    while last >= first and blocks[last].type is BlockType.HEADING:
+        last -= 1  # headings with no content of their own, kept as lines
     atomic = [i for i in range(first, last + 1) if blocks[i].type in ATOMIC]
     main = atomic[0] if atomic else -1
     output = [
@@ -336,8 +348,8 @@ def _check_bound_context(chunk: Chunk, doc: _Document, fail: Fail) -> None:
                 fail("bound_context", chunk, "bound after its block: not prose")
             elif spent > config.bind_after_tokens:
                 fail("bound_context", chunk, "prose bound after its block passes its budget")
-            elif blocks[last].end != chunk.char_end:
-                fail("bound_context", chunk, "bound context does not end the chunk")
+            elif blocks[last].end > chunk.char_end:
+                fail("bound_context", chunk, "bound context passes the chunk's end")
         else:
             fail("bound_context", chunk, "no prose bound after its table or code block")
     if chunk.token_count > config.max_tokens and blocks[main].token_count <= config.max_tokens:

@@ -401,6 +401,14 @@ def test_hierarchy_fields_link_neighbours_and_name_sections(
     ]
     assert [c.section_id for c in chunks] == expected
     record = chunks[1].to_record()
-    for key in ("section_id", "prev_chunk_id", "next_chunk_id", "bound_context", "table_header"):
+    for key in (
+        "section_id",
+        "prev_chunk_id",
+        "next_chunk_id",
+        "bound_context",
+        "code_role",
+        "table_group_count",
+        "table_header",
+    ):
         assert key in record
     assert Chunk.from_record(record) == chunks[1]

@@ -1,6 +1,8 @@
 """Property tests: for generated Markdown, every SPEC §3.7 invariant holds, token counts
-are exact and output is deterministic, under the default budgets, a tight profile and
-one with a soft max (seed 002's shape)."""
+are exact and output is deterministic, under the default budgets, a tight profile, one
+with a soft max (seed 002's shape) and one with table grouping and small binding
+budgets: bound context, small blocks and table groups are validated on every example
+(the validator checks each rule), and every chunk's count is recounted."""
 
 from __future__ import annotations
 
@@ -101,7 +103,18 @@ NESTED = st.builds(
 PIPES = st.lists(st.lists(CELL, min_size=2, max_size=3), min_size=1, max_size=40).map(
     lambda rows: "\n".join("| " + " | ".join(row) + " |" for row in rows)
 )
+# Bound context (§3.5): lead-ins ending with ":", output blocks by info string or by an
+# "Output"/"Результат"/"Вывод" paragraph, small code blocks that merge with neighbours.
+LEAD_IN = SENTENCE.map(lambda s: s[:-1] + ":")
+OUTPUT = st.builds(
+    lambda intro, info, lines: f"{intro}\n\n```{info}\n" + "\n".join(lines) + "\n```",
+    st.sampled_from(["Output:", "Результат:", "Вывод программы:", "It prints"]),
+    st.sampled_from(["", "text", "console", "shell-session"]),
+    st.lists(st.lists(WORDS, max_size=6).map(" ".join), min_size=1, max_size=6),
+)
 BLOCK = st.one_of(
+    LEAD_IN,
+    OUTPUT,
     PARAGRAPH,
     PARAGRAPH,
     LIST,
@@ -131,6 +144,12 @@ BUDGETS = [
         oversize_block_limit=104,
         bind_tokens=20,
     ),  # type: ignore[call-arg]
+    # table grouping on, small binding budgets
+    ChunkingSettings.model_validate(
+        {"min_tokens": 40, "target_tokens": 80, "max_tokens": 120, "overlap_tokens": 10}
+        | {"oversize_block_limit": 200, "bind_before_tokens": 30, "bind_after_tokens": 20}
+        | {"group_related_tables": True, "table_group_max_gap_lines": 4}
+    ),
 ]
 
 

@@ -252,18 +252,31 @@ def test_a_small_block_merges_with_the_previous_chunk_else_the_next(
     assert chunks[1].undersize_reason == "lone_block"
 
 
-def test_table_grouping_joins_nearby_tables_of_a_section(counter: TokenCounter) -> None:
-    table = "| name | size |\n|---|---|\n" + "\n".join(f"| f{i} | {i} KB |" for i in range(4))
+TABLE_WORDS = {
+    "en": ("name", "size", "Table 2:", "Line {} of a note."),
+    "ru": ("имя", "размер", "Таблица 2:", "Строка {} примечания."),
+}
+
+
+@pytest.mark.parametrize("language", ["en", "ru"])
+def test_table_grouping_joins_nearby_tables_of_a_section(
+    counter: TokenCounter, language: str
+) -> None:
+    name, size, caption, line = TABLE_WORDS[language]
+    table = f"| {name} | {size} |\n|---|---|\n" + "\n".join(f"| f{i} | {i} KB |" for i in range(4))
     assert SMALL.min_tokens <= counter.count(table)  # large: only grouping joins them
-    far = "\n".join(f"Line {i} of a note." for i in range(5))  # 7 lines between
-    text = f"## Files\n\n{table}\n\nTable 2:\n\n{table}\n\n{far}\n\n{table}\n"
-    wide = NO_BIND.model_copy(update={"max_tokens": 120})
+    far = "\n".join(line.format(i) for i in range(5))  # 7 lines between
+    text = f"## Files\n\n{table}\n\n{caption}\n\n{table}\n\n{far}\n\n{table}\n"
+    wide = NO_BIND.model_copy(update={"max_tokens": 130})
     grouped = wide.model_copy(update={"group_related_tables": True, "table_group_max_gap_lines": 3})
     chunks = chunked(text, grouped).chunks
     assert [c.table_group_count for c in chunks] == [2, None, None]
-    assert chunks[0].md_text == f"{table}\n\nTable 2:\n\n{table}"
-    assert chunks[0].chunk_type == "mixed" and chunks[0].token_count <= 120
+    assert chunks[0].md_text == f"{table}\n\n{caption}\n\n{table}"
+    assert chunks[0].chunk_type == "mixed" and chunks[0].token_count <= 130
     assert [c.table_group_count for c in chunked(text, wide).chunks] == [None] * 5
+    # A group never passes the limit: with room for one table only, none groups.
+    narrow = grouped.model_copy(update={"max_tokens": counter.count(table) + 10})
+    assert {c.table_group_count for c in chunked(text, narrow).chunks} == {None}
 
 
 # --- display math ---------------------------------------------------------------------
