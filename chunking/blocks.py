@@ -42,6 +42,9 @@ class Block:
     items: tuple[ListItem, ...] = ()  # top-level items of a list
     fence: str = ""  # opening fence marker of a fenced code block ("```", "~~~~"); "" if indented
     info: str = ""  # info string of a fenced code block
+    # A list's line counts, where the counter is additive (token_count is their sum): a
+    # list over the limit splits between lines without counting them again.
+    line_counts: tuple[int, ...] = ()
 
     @property
     def is_boundary(self) -> bool:

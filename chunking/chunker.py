@@ -117,9 +117,7 @@ def _chunk(
         if isinstance(title, str):
             info = replace(info, title=title)
     blocks = parse_blocks(text)
-    counted = [b for b in blocks if b.type is not BlockType.RULE]
-    for block, count in zip(counted, counter.count_many([b.text for b in counted]), strict=True):
-        block.token_count = count
+    _count_blocks(blocks, counter)
 
     drafts, names = _drafts(blocks, text, config, counter)
     shapes = [_shape(ordinal, draft, names, text, info) for ordinal, draft in enumerate(drafts)]
@@ -158,6 +156,22 @@ def _chunk(
             )
         )
     return ChunkedDocument(text, tuple(blocks), tuple(chunks))
+
+
+def _count_blocks(blocks: list[Block], counter: TokenCounter) -> None:
+    """Every block counted once; a list line by line where counts add up."""
+    counted = [b for b in blocks if b.type is not BlockType.RULE]
+    by_line = [counter.additive and b.type is BlockType.LIST for b in counted]
+    texts: list[str] = []
+    for block, lines in zip(counted, by_line, strict=True):
+        texts.extend(block.text.split("\n") if lines else (block.text,))
+    counts = iter(counter.count_many(texts))
+    for block, lines in zip(counted, by_line, strict=True):
+        if lines:
+            block.line_counts = tuple(itertools.islice(counts, block.text.count("\n") + 1))
+            block.token_count = sum(block.line_counts)
+        else:
+            block.token_count = next(counts)
 
 
 def _ends_section(draft: _Draft, following: _Draft | None, boundaries: list[int]) -> bool:

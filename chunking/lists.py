@@ -20,9 +20,10 @@ KIND = "list"
 
 class _LineCounts:
     """Counts of a list's text between line boundaries. With an additive counter the
-    block's lines are counted once and any run of whole lines is a sum (a list over the
-    limit is counted item by item, then line by line, then piece by piece: on API
-    reference pages, lists of definitions, that tripled the tokenizing)."""
+    block's lines are counted once, when the blocks are (`Block.line_counts`), and any
+    run of whole lines is a sum (a list over the limit was counted item by item, then
+    line by line, then piece by piece: on API reference pages, lists of definitions,
+    that tripled the tokenizing)."""
 
     def __init__(self, block: Block, document: str, counter: TokenCounter) -> None:
         self.document, self.counter = document, counter
@@ -36,7 +37,7 @@ class _LineCounts:
             spans.append((offset, offset + len(line)))
             offset += len(line) + 1
         self.starts = [a for a, _ in spans]
-        counts = counter.count_many([document[a:b] for a, b in spans])
+        counts = block.line_counts or counter.count_many([document[a:b] for a, b in spans])
         self.sums = [0, *itertools.accumulate(counts)]
         self.ends = [b for _, b in spans]
 
