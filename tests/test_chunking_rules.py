@@ -24,6 +24,7 @@ from chunking.overlap import overlap_start_ok
 from chunking.parse import parse_blocks
 from chunking.registry import SPLITTERS
 from chunking.tokens import TokenCounter
+from config.errors import ConfigError
 from config.settings import ChunkingSettings, load_settings
 from normalizers.base import normalize_bytes
 from tests.chunk_helpers import chunked, paragraph, types
@@ -191,6 +192,9 @@ def test_a_paragraph_binds_to_one_block_only(counter: TokenCounter) -> None:
     assert [c.bound_context for c in chunked(text, BIND).chunks] == ["after", None]
 
 
+ALIASES_OF = {"bind_tokens": "bind_before_tokens"}
+
+
 def test_bind_tokens_is_another_name_of_bind_before_tokens() -> None:
     assert ChunkingSettings(bind_tokens=10).bind_before_tokens == 10  # type: ignore[call-arg]
     env = {"INGEST_CHUNKING__BIND_TOKENS": "10"}
@@ -198,6 +202,9 @@ def test_bind_tokens_is_another_name_of_bind_before_tokens() -> None:
     assert load_settings({"chunking.bind_tokens": 12}).chunking.bind_before_tokens == 12
     with pytest.raises(ValueError, match="bind_tokens"):
         ChunkingSettings(bind_tokens=10, bind_before_tokens=20)  # type: ignore[call-arg]
+    for name in ("bind_after_tokens", "table_group_max_gap_lines", "bind_tokens"):
+        with pytest.raises(ConfigError, match=f"chunking.{ALIASES_OF.get(name, name)}"):
+            load_settings(environ={f"INGEST_CHUNKING__{name.upper()}": "-1"})
 
 
 def test_bound_context_never_passes_the_limits(counter: TokenCounter) -> None:
