@@ -282,6 +282,7 @@ def quality(
         "joinable_but_alone": sum(
             n for rule, n in violations.items() if rule.startswith("joinable")
         ),
+        "under_50_share": round(sum(c.token_count < 50 for c in chunks) / max(1, len(chunks)), 4),
         "under_50_by_reason": dict(
             collections.Counter(str(c.undersize_reason) for c in chunks if c.token_count < 50)
         ),

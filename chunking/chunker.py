@@ -1,10 +1,11 @@
 """chunk_markdown: normalized Markdown + document info -> chunk records (SPEC §3).
 
 normalize -> parse (blocks) -> count each block once -> per section run: split blocks
-over budget into pieces (`registry`: one splitter per block type), bind short captions
-and outputs to their table or code piece (`bind`), pack pieces into groups (`pack`) ->
-per stretch between horizontal rules: merge small sections (`merge`) -> recount merged
-chunks exactly -> overlap, ids, hierarchy, metadata.
+over budget into pieces (`registry`: one splitter per block type), bind the nearest
+prose and output blocks to their table or code piece (`bind`), pack pieces into groups
+(`pack`; then `table_groups`, `small_blocks`) -> per stretch between horizontal rules:
+merge small sections (`merge`) -> recount merged chunks exactly -> overlap, ids,
+hierarchy, metadata.
 """
 
 from __future__ import annotations

@@ -3,9 +3,12 @@ grouping and small sections all build and combine them)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from chunking.pieces import HEADING, UNMIXABLE_KINDS, Piece
+
+ExactCounter = Callable[[list[Piece]], int]  # the exact count of pieces joined as a chunk
 
 
 @dataclass

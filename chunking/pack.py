@@ -26,14 +26,13 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from chunking.group import Group
+from chunking.group import ExactCounter, Group
 from chunking.pieces import HEADING, UNMIXABLE_KINDS, Piece
 from chunking.small_blocks import merge_small_blocks
 from chunking.table_groups import group_tables
 
 HeadSplitter = Callable[[Piece, int], "tuple[Piece, Piece] | None"]
 TailSplitter = Callable[[Piece, int, int], "tuple[Piece, Piece] | None"]
-ExactCounter = Callable[[list[Piece]], int]
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,8 @@ groups merge, so nothing atomic is cut; the result is `mixed` when it holds pros
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from chunking.group import Group
-from chunking.pieces import UNMIXABLE_KINDS, Piece
-
-ExactCounter = Callable[[list[Piece]], int]
+from chunking.group import ExactCounter, Group
+from chunking.pieces import UNMIXABLE_KINDS
 
 
 def merge_small_blocks(

@@ -5,8 +5,7 @@ caption). The chunk records how many tables it holds (`table_group_count`)."""
 
 from __future__ import annotations
 
-from chunking.group import Group
-from chunking.small_blocks import ExactCounter
+from chunking.group import ExactCounter, Group
 
 
 def group_tables(
