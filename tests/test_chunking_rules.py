@@ -654,6 +654,20 @@ def test_validator_catches_broken_bound_context_small_blocks_roles_and_groups(
     alone = list(chunked(small, NO_BIND.model_copy(update={"min_tokens": 5})).chunks)
     assert types(tuple(alone)) == ["paragraph", "code"]
     assert "joinable:small_blocks" in _rules(alone, small, NO_BIND)
+    # Prose chunks under min_tokens that packing would join, and a reason that does not
+    # hold (no table or code block in the chunk).
+    prose = f"{paragraph(counter, 25, 0)}\n\n{paragraph(counter, 25, 2)}\n"
+    tiny = NO_BIND.model_copy(update={"min_tokens": 5, "target_tokens": 10, "max_tokens": 30})
+    apart = list(chunked(prose, tiny).chunks)
+    assert types(tuple(apart)) == ["paragraph", "paragraph"]
+    assert "joinable:packing" in _rules(apart, prose, NO_BIND)
+    reasoned = [dataclasses.replace(c, undersize_reason="no_merge_fits") for c in apart]
+    assert "min_tokens" in _rules(reasoned, prose, NO_BIND)
+    # Bound context that pushes a block within max_tokens past it.
+    bound = next(c for c in chunks_of_code(counter) if c.bound_context == "before")
+    default = ChunkingSettings()  # type: ignore[call-arg]
+    narrow_max = default.model_copy(update={"max_tokens": bound.token_count - 1})
+    assert "bound_context" in _rules([bound], bound.md_text + "\n", narrow_max)
     # A table group's count and its limit.
     table = "| a | b |\n|---|---|\n" + "\n".join(f"| {i} | value {i} |" for i in range(6))
     grouped = NO_BIND.model_copy(update={"group_related_tables": True, "max_tokens": 150})
@@ -665,3 +679,8 @@ def test_validator_catches_broken_bound_context_small_blocks_roles_and_groups(
     )
     narrow = grouped.model_copy(update={"max_tokens": chunks[0].token_count - 1})
     assert "table_group" in _rules(chunks, pair, narrow)
+
+
+def chunks_of_code(counter: TokenCounter) -> tuple[Chunk, ...]:
+    """A code block within max_tokens with its lead-in bound before it."""
+    return chunked(f"Example:\n\n{_code(11)}\n", ChunkingSettings()).chunks  # type: ignore[call-arg]
