@@ -76,7 +76,10 @@ class Packer:
                 groups, self.document, self.table_gap_lines, self.limit, self.exact_tokens
             )
         groups = merge_small_blocks(groups, self.min_tokens, self.limit, self.exact_tokens)
-        return self._rebalance(self._absorb_undersized(groups), pinned)
+        groups = self._rebalance(self._absorb_undersized(groups), pinned)
+        # Rebalancing moves prose between groups: a small block that fitted nowhere may
+        # fit beside a group that gave some away.
+        return merge_small_blocks(groups, self.min_tokens, self.limit, self.exact_tokens)
 
     def _fits(self, group: Group, piece: Piece) -> bool:
         if group.tokens >= self.target_tokens:
