@@ -192,6 +192,28 @@ def test_a_paragraph_binds_to_one_block_only(counter: TokenCounter) -> None:
     assert [c.bound_context for c in chunked(text, BIND).chunks] == ["after", None]
 
 
+def test_image_placeholders_bind_with_the_caption_beside_them(
+    counter: TokenCounter, chunking_settings: ChunkingSettings
+) -> None:
+    """Docling-style Markdown: a table, its caption, an `<!-- image -->` placeholder and
+    the next chart's title, then the chart's table. The caption and placeholder bind
+    after the first table (its footnote), the title before the second (the prose right
+    before a block is its own); none is a chunk of a few tokens of its own."""
+    table = "| x | y |\n|---|---|\n" + "\n".join(f"| {i} | {i * i} |" for i in range(25))
+    assert counter.count(table) > chunking_settings.max_tokens // 2  # two never share a chunk
+    text = (
+        f"## Sheet\n\n{table}\n\n'col-3'\n\n<!-- image -->\n\nLine chart\n\n{table}\n\n"
+        "<!-- image -->\n"
+    )
+    chunks = chunked(text, chunking_settings).chunks
+    assert types(chunks) == ["table", "table"]
+    assert chunks[0].md_text.endswith("\n\n'col-3'\n\n<!-- image -->")
+    assert chunks[0].bound_context == "after"
+    assert chunks[1].md_text.startswith("Line chart\n\n| x | y |")
+    assert chunks[1].md_text.endswith("\n\n<!-- image -->")
+    assert chunks[1].bound_context == "both"
+
+
 ALIASES_OF = {"bind_tokens": "bind_before_tokens"}
 
 
