@@ -103,7 +103,7 @@ class RunSummary:
             wall_seconds=round((datetime.now().astimezone() - started).total_seconds(), 3),
             listing_errors=list(listing.errors),
             deletion_refused=deletion_refused,
-            warnings=list(outcome.warnings),
+            warnings=[*plan.warnings, *outcome.warnings],
         )
 
     @property

@@ -40,13 +40,14 @@ from connectors.base import (
 )
 from connectors.registry import check_source, connector_class
 from indexing.embedders import Embedder, Embedding
-from indexing.qdrant_store import QdrantStore
+from indexing.qdrant_store import REINDEX_ADVICE, QdrantStore
 from indexing.reconcile import (
     DocumentChunks,
     MassDeletionRefused,
     delete_missing_documents,
     sync_documents,
 )
+from indexing.reindex import ReindexResult, drop_retired, reindex
 from normalizers.base import NormalizedDocument
 from stage_cache.keys import CacheKey, config_hash, sha256_hex, stage_key
 from stage_cache.store import StageCache
@@ -177,6 +178,7 @@ class Plan:
     unchanged: tuple[str, ...]
     still_failing: tuple[Failure, ...]
     new: frozenset[str]
+    warnings: tuple[DocumentWarning, ...] = ()
 
 
 log = logging.getLogger(__name__)
@@ -284,7 +286,35 @@ def plan(
                 continue
         process.append(ref)
     new = frozenset(ref.document_id for ref in process if ref.document_id not in indexed)
-    return Plan(listing, tuple(process), tuple(unchanged), tuple(failing), new)
+    notes = _collection_notes(resources, writes=bool(process))
+    return Plan(listing, tuple(process), tuple(unchanged), tuple(failing), new, notes)
+
+
+def _collection_notes(resources: Resources, *, writes: bool) -> tuple[DocumentWarning, ...]:
+    """What the run should say about its collection (SPEC §4.2). A run that will write
+    stops before any work when the collection cannot hold the embedder's vectors (another
+    size or model); a collection that lacks a vector (made before `lexical` existed) is
+    written and searched without it until re-indexed, which the report says."""
+    store = resources.store()
+    if store.resolve() is None:
+        return ()
+    held = store.describe()
+    wanted = resources.schema(resources.embedder() if writes else None)
+    conflicts = held.conflicts(wanted) if writes else []
+    if conflicts:
+        raise ConfigError(
+            f"collection {store.alias!r} cannot hold {conflicts[0]}: {REINDEX_ADVICE}",
+            setting="qdrant.collection",
+        )
+    if wanted.lexical and not held.lexical:
+        return (
+            DocumentWarning(
+                store.alias,
+                "the collection has no 'lexical' vector: searches are dense only and new "
+                f"points are written without it; {REINDEX_ADVICE}",
+            ),
+        )
+    return ()
 
 
 def batches(refs: Sequence[DocumentRef], size: int) -> list[tuple[DocumentRef, ...]]:
@@ -491,7 +521,7 @@ def index_batch(
         chunks = [Chunk.from_record(r) for r in records]
         batch.append(DocumentChunks(document.document_id, document.version, chunks))
     try:
-        return _sync(spec, settings, store, embedder, batch, force=force)
+        return _sync(spec, settings, resources, store, embedder, batch, force=force)
     except OSError as exc:
         raise cache_unwritable(settings, exc, code=ErrorCode.EMBED_FAILED) from exc
 
@@ -499,6 +529,7 @@ def index_batch(
 def _sync(
     spec: SourceSpec,
     settings: Settings,
+    resources: Resources,
     store: QdrantStore,
     embedder: Embedder,
     batch: Sequence[DocumentChunks],
@@ -513,7 +544,9 @@ def _sync(
         settings.cache.dir, enabled=settings.cache.enabled and not force, fsync=settings.cache.fsync
     )
     timed = _TimedEmbedder(embedder)
-    result = sync_documents(store, timed, embed_cache, settings.tenant_id, batch)
+    result = sync_documents(
+        store, timed, embed_cache, settings.tenant_id, batch, lexical=resources.lexical()
+    )
     elapsed = time.perf_counter() - started
     outcome.seconds["embed"] += timed.seconds
     outcome.seconds["upsert"] += elapsed - timed.seconds
@@ -626,7 +659,37 @@ def reconcile(
         push_incoming_link_counts(settings, indexed, resources)
     except OSError as exc:
         raise cache_unwritable(settings, exc, code=ErrorCode.UPSERT_FAILED) from exc
+    store = resources.store()
+    if store.resolve() is not None:
+        drop_retired(store, settings.qdrant.keep_old_days)
     return deleted
+
+
+def reindex_collection(
+    settings: Settings,
+    resources: Resources,
+    *,
+    target: str | None = None,
+    drop_old: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> ReindexResult:
+    """Build the collection the settings make now from the one behind the alias (stage
+    cache and old points; nothing fetched or chunked) and move the alias to it (SPEC
+    §4.2). Nothing to do when the collection already holds what the settings make."""
+    embedder = resources.embedder()
+    try:
+        return reindex(
+            resources.store(embedder, check=False),
+            embedder,
+            resources.lexical(),
+            handoff_cache(settings),
+            target=target,
+            drop_old=drop_old,
+            keep_old_days=settings.qdrant.keep_old_days,
+            progress=progress,
+        )
+    except OSError as exc:
+        raise cache_unwritable(settings, exc, code=ErrorCode.EMBED_FAILED) from exc
 
 
 def push_incoming_link_counts(

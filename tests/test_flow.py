@@ -38,8 +38,10 @@ from qdrant_client import models
 from config.settings import QdrantSettings, Settings, load_settings
 from connectors.files import root_label
 from flows.ingest import ingest, task_runner_for
-from indexing.qdrant_store import QdrantConnection, QdrantStore
+from indexing.qdrant_store import CollectionSchema, QdrantConnection, QdrantStore
+from indexing.search import search
 from tasks import resources
+from tasks.resources import Resources
 from tests.confluence_api import (
     DEFAULT_TOKEN,
     DEFAULT_USER,
@@ -48,9 +50,9 @@ from tests.confluence_api import (
     build_fixture,
     confluence_api,
 )
-from tests.tiny_model import tiny_model_dir
+from tests.tiny_model import tiny_model_dir, wider_tiny_model_dir
 
-__all__ = ["confluence_api", "tiny_model_dir"]  # fixtures used by name
+__all__ = ["confluence_api", "tiny_model_dir", "wider_tiny_model_dir"]  # fixtures used by name
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "docs"
 # The ENG space of `build_fixture`: six pages, a blog post and seven attachments of
@@ -133,7 +135,7 @@ class Workspace:
         """A store reading this workspace's collection, open until the next `activate`."""
         if self.reader is None:
             self.reader = QdrantConnection(self.settings().qdrant)
-        return QdrantStore(self.reader, 0, False)
+        return QdrantStore(self.reader, CollectionSchema(0, False, False))
 
     def points(self, tenant_id: str | None = "default") -> dict[str, dict[str, Any]]:
         """Every point of the tenant (all tenants with None): point id -> payload."""
@@ -821,3 +823,56 @@ def test_secrets_reach_no_log_cache_result_or_payload(
     }
     leaks = [where for where, text in seen.items() if any(s in text.encode() for s in secrets)]
     assert not leaks
+
+
+# --- schema changes: a collection without `lexical`, a model swap (SPEC §4.2) ------------
+
+
+def test_a_model_swap_goes_through_the_reindex_parameter_and_loses_nothing(
+    workspace: Callable[..., Workspace], tmp_path: Path, wider_tiny_model_dir: Path
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "backup.md").write_text("# Backups\n\nThe nightly backup of the ledger runs at two.\n")
+    (docs / "queue.md").write_text("# Queues\n\nA worker stopping with ERR_CONN_RESET restarts.\n")
+    space = workspace(INGEST_LEXICAL__ENABLED="false")
+    state, _ = space.run(source="files", targets=[str(docs)])
+    assert state.is_completed()
+    written = space.points()
+
+    # An upgrade turns the lexical vector on: the collection made before lacks it, so
+    # runs say so and name the re-index, and go on without it.
+    space.env["INGEST_LEXICAL__ENABLED"] = "true"
+    (docs / "queue.md").write_text("# Queues\n\nA worker stopping with ERR_CONN_RESET waits.\n")
+    state, summary = space.run(source="files", targets=[str(docs)])
+    assert state.is_completed() and summary["status"] == "ok"
+    (warning,) = summary["warnings"]
+    assert "no 'lexical' vector" in warning["message"] and "ingest reindex" in warning["message"]
+    written = space.points()
+
+    # Another model with another vector size: the run stops before any work, naming it.
+    space.env["INGEST_EMBEDDER__MODEL"] = str(wider_tiny_model_dir)
+    space.env["INGEST_EMBEDDER__SPARSE"] = "false"  # a model without BGE-M3's sparse head
+    state = space.run_state(source="files", targets=[str(docs)])
+    assert state.is_failed()
+    with pytest.raises(Exception, match=r"size 48 \(it has 32\): run `ingest reindex`"):
+        state.result()
+    assert space.points() == written
+
+    # The same run with reindex: a new collection from the stage cache, the alias moved.
+    state, summary = space.run(source="files", targets=[str(docs)], reindex=True)
+    assert state.is_completed() and summary["status"] == "ok" and summary["warnings"] == []
+    assert space.points() == written  # the same points, payloads included
+    store = space.store()
+    held = store.describe()
+    assert (held.vector_size, held.sparse, held.lexical) == (48, False, True)
+    settings = space.activate()
+    resources = Resources(settings)
+    try:
+        hits = search(
+            resources.store(), resources.embedder(), "err_conn_reset", limit=1,
+            lexical=resources.lexical(),
+        )  # fmt: skip
+    finally:
+        resources.close()
+    assert hits[0].document_id.endswith("queue.md")
