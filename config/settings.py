@@ -232,7 +232,7 @@ class LexicalSettings(StrictModel):
     b: float = Field(0.75, ge=0, le=1)
     # Mean terms per embed_text, the length BM25 normalizes by: measured on the chunker's
     # output at the default budgets (bench/retrieval.py prints it).
-    avg_len: float = Field(110.0, gt=0)
+    avg_len: float = Field(84.0, gt=0)
     # Longer words (hashes, base64) are cut to this many characters before hashing.
     max_term_chars: int = Field(64, ge=8)
 

@@ -149,7 +149,7 @@ def _fill(
         present = build.payloads([str(record.id) for record in page])
         stale = [r for r in page if present.get(str(r.id)) != (r.payload or {})]
         if stale:
-            chunks = [_chunk_of(record.payload or {}) for record in stale]
+            chunks = [chunk_of_payload(record.payload or {}) for record in stale]
             texts = [chunk.embed_text for chunk in chunks]
             if copy_sparse:
                 embeddings = [_copied(record.vector, build.schema.sparse) for record in stale]
@@ -168,7 +168,7 @@ def _fill(
     return written, embedded, encoded
 
 
-def _chunk_of(payload: dict[str, Any]) -> Chunk:
+def chunk_of_payload(payload: dict[str, Any]) -> Chunk:
     """The chunk record a point's payload holds, with the embed_text it was left without."""
     embed_text = compose_embed_text(
         payload.get("title"),
