@@ -103,7 +103,8 @@ class RunSummary:
             wall_seconds=round((datetime.now().astimezone() - started).total_seconds(), 3),
             listing_errors=list(listing.errors),
             deletion_refused=deletion_refused,
-            warnings=list(outcome.warnings),
+            # The source's notes first, under the run's scope: once per run, not per document.
+            warnings=[*(DocumentWarning(spec.scope, n) for n in listing.notes), *outcome.warnings],
         )
 
     @property
