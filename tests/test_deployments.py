@@ -33,6 +33,7 @@ import yaml
 from qdrant_client import QdrantClient, models
 
 from config.errors import ConfigError
+from config.settings import QdrantSettings
 from flows.ingest import ingest
 from flows.serve import (
     DEFAULT_PREFECT_FILE,
@@ -41,6 +42,7 @@ from flows.serve import (
     load_specs,
     set_project_directory,
 )
+from tasks.resources import in_secret_block, secret_value
 from tests.confluence_api import DEFAULT_TOKEN, DEFAULT_USER, FakeConfluence, build_fixture
 from tests.tiny_model import tiny_model_dir  # noqa: F401  (fixture)
 
@@ -615,6 +617,30 @@ def test_deploy_and_run_with_a_process_worker(
         assert len(_points(tmp_path / "qdrant", tenant_id="default")) == len(eng)
     finally:
         processes.stop_all()
+
+
+@pytest.mark.slow
+def test_secrets_come_from_prefect_secret_blocks(prefect_server: PrefectServer) -> None:
+    """`qdrant.api_key_secret_block` (like `confluence.token_secret_block`, which the
+    README test's worker reads its token through) names a Prefect Secret block on the
+    server the run reaches; a secret set itself wins."""
+    from prefect.blocks.system import Secret
+    from prefect.events.worker import EventsWorker
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from pydantic import SecretStr
+
+    with temporary_settings({PREFECT_API_URL: prefect_server.url}):
+        Secret(value=SecretStr("qdrant-key-1")).save("qdrant-api-key", overwrite=True)
+        in_block = QdrantSettings.model_validate({"api_key_secret_block": "qdrant-api-key"})
+        assert in_secret_block(in_block, "api_key")
+        assert secret_value(in_block, "api_key") == "qdrant-key-1"
+        own = QdrantSettings.model_validate(
+            {"api_key": "own-key", "api_key_secret_block": "qdrant-api-key"}
+        )
+        assert not in_secret_block(own, "api_key")
+        assert secret_value(own, "api_key") == "own-key"
+        EventsWorker.drain_all()  # the blocks' events go out while the server is there
+    assert secret_value(QdrantSettings.model_validate({}), "api_key") is None
 
 
 @pytest.mark.slow
