@@ -182,6 +182,8 @@ class QdrantSettings(StrictModel):
     path: str = ".ingest/qdrant"
     url: str | None = None
     api_key: SecretStr | None = None
+    # Name of a Prefect Secret block holding the API key (used when `api_key` is unset).
+    api_key_secret_block: str | None = None
     collection: str = "chunks"
     shard_number: int = Field(1, gt=0)
     replication_factor: int = Field(1, gt=0)

@@ -40,6 +40,9 @@ class Listing:
     # False when any part of the listing failed: then nothing may be deleted from it.
     complete: bool
     errors: tuple[str, ...] = ()
+    # What the run report should say about the source that limits nothing, once per run
+    # (e.g. a space permission the ACL cannot hold, left out: access narrower, not wider).
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -133,8 +133,8 @@ def ingest(
             tenant_id.
         mode: incremental skips documents whose version is already indexed; full
             re-processes every listed document (the stage caches still apply unless force).
-        since: Also re-process documents updated since this time (a backfill). Leave it
-            unset (null) for none.
+        since: Also re-process documents updated since this date and time (a backfill).
+            None (the default): no date.
         chunking: Chunk budgets for this run; 0 or configured keeps the setting.
         force: Ignore the stage caches: re-normalize, re-chunk and re-embed everything.
         force_delete: Allow deleting more than reconcile.max_delete_share of the source.

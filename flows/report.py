@@ -103,7 +103,13 @@ class RunSummary:
             wall_seconds=round((datetime.now().astimezone() - started).total_seconds(), 3),
             listing_errors=list(listing.errors),
             deletion_refused=deletion_refused,
-            warnings=[*plan.warnings, *outcome.warnings],
+            # The source's notes first, under the run's scope: once per run, not per
+            # document; then what the plan says of the collection.
+            warnings=[
+                *(DocumentWarning(spec.scope, n) for n in listing.notes),
+                *plan.warnings,
+                *outcome.warnings,
+            ],
         )
 
     @property

@@ -117,7 +117,8 @@ class Failure:
 @dataclass(frozen=True)
 class DocumentWarning:
     """Something the run report should say about a document that was indexed anyway, e.g.
-    which fallback reader converted it."""
+    which fallback reader converted it; or, under the run's scope as `document_id`, about
+    the source (`Listing.notes`)."""
 
     document_id: str
     message: str

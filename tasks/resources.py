@@ -17,6 +17,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from pydantic import SecretStr
+
 from config.settings import Settings
 from connectors.base import Closeable, Connector, ConnectorContext, LinkResolution, LinkResolver
 from connectors.registry import connector_class
@@ -27,18 +29,24 @@ from normalizers.base import supported_extensions
 from stage_cache.keys import config_hash, sha256_hex
 
 
-def section_token(section: Any) -> str | None:
-    """The secret of a source's settings section: its `token`, else the Prefect Secret
-    block its `token_secret_block` names; never logged."""
-    token = getattr(section, "token", None)
-    if token is not None:
-        return str(token.get_secret_value())
-    block = getattr(section, "token_secret_block", None)
-    if block:
+def in_secret_block(section: Any, name: str) -> bool:
+    """Whether the secret `name` of a settings section (`token`, `api_key`) is to be read
+    from the Prefect Secret block its `<name>_secret_block` names: it is not set itself."""
+    return getattr(section, name, None) is None and bool(
+        getattr(section, f"{name}_secret_block", None)
+    )
+
+
+def secret_value(section: Any, name: str) -> str | None:
+    """The secret `name` of a settings section: its value, else that of the Prefect Secret
+    block its `<name>_secret_block` names; never logged."""
+    if in_secret_block(section, name):
         from prefect.blocks.system import Secret
 
-        return str(Secret.load(block).get())  # type: ignore[union-attr]
-    return None
+        block = Secret.load(getattr(section, f"{name}_secret_block"))
+        return str(block.get())  # type: ignore[union-attr]
+    value = getattr(section, name, None)
+    return str(value.get_secret_value()) if value is not None else None
 
 
 class Resources:
@@ -88,7 +96,7 @@ class Resources:
             limits=settings.limits,
             state_path=Path(settings.cache.dir) / kind / f"{sha256_hex(scope)[:16]}.json",
             document_extensions=frozenset(supported_extensions()),
-            token=section_token(section),
+            token=secret_value(section, "token"),
         )
         return connector_class(kind, settings.sources).from_context(context)
 
@@ -135,7 +143,11 @@ class Resources:
             return here.store(embedder, check=check)
         with self._lock:
             if self._qdrant is None:
-                self._qdrant = QdrantConnection(self.settings.qdrant)
+                section = self.settings.qdrant
+                if in_secret_block(section, "api_key"):
+                    key = SecretStr(secret_value(section, "api_key") or "")
+                    section = section.model_copy(update={"api_key": key})
+                self._qdrant = QdrantConnection(section)
             qdrant = self._qdrant
         store = QdrantStore(qdrant, self.schema(embedder))
         if embedder is not None and check:

@@ -176,6 +176,9 @@ class FakeConfluence:
         self.space_ids: dict[str, str] = {}
         # space key -> (users, groups) with the space's read ("View") permission
         self.space_readers: dict[str, tuple[list[str], list[str]]] = {}
+        # space key -> ids of the Cloud space roles with its read permission (v2 names a
+        # role principal by id only, not its members)
+        self.space_roles: dict[str, list[str]] = {}
         self.space_permissions_api = True  # Data Center 9.1+ serves them
         self.next_in_body = True  # v2: the next link in `_links.next` too, not only `Link`
         self.content: dict[str, FakeContent] = {}
@@ -245,11 +248,18 @@ class FakeConfluence:
         return key
 
     def grant_space(
-        self, key: str, *, users: Iterable[str] = (), groups: Iterable[str] = ()
+        self,
+        key: str,
+        *,
+        users: Iterable[str] = (),
+        groups: Iterable[str] = (),
+        roles: Iterable[str] = (),
     ) -> None:
-        """Who may read (view) the space: replaces the default `confluence-users`."""
+        """Who may read (view) the space: replaces the default `confluence-users`.
+        `roles` (Cloud): ids of space roles granted it too."""
         with self._lock:
             self.space_readers[key] = (list(users), list(groups))
+            self.space_roles[key] = list(roles)
 
     def add_page(
         self,
@@ -763,6 +773,7 @@ class FakeConfluence:
         principals = [{"type": "user", "id": self._user(u).account_id} for u in users] + [
             {"type": "group", "id": group_id(g)} for g in groups
         ]
+        principals += [{"type": "role", "id": r} for r in self.space_roles.get(key, [])]
         out: list[dict[str, Any]] = []
         for principal in principals:
             for op, target in (("read", "space"), ("create", "page"), ("create", "comment")):

@@ -6,6 +6,7 @@ read fail closed."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -237,6 +238,31 @@ def test_space_permissions_narrow_every_page_and_a_change_relists_them(
     after = versions(conn)
     hr = {c.id for c in api.content.values() if c.space_key == "HR"}
     assert {d for d in before if before[d] != after[d]} == hr
+
+
+def test_a_space_role_with_read_access_is_left_out_and_noted_once_per_listing(
+    confluence_api: Factory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A space role (Cloud's role-based space access): v2 names the role, not its
+    members, so its read permission is left out of the ACL (narrower, never wider) and the
+    listing says so once for the space, for the run report, instead of logging a warning."""
+    api = confluence_api("cloud")
+    fx = build_fixture(api)
+    api.grant_space("HR", groups=["hr"], roles=["role-viewer", "role-editor"])
+    conn = connector(api)
+    with caplog.at_level(logging.WARNING):
+        listing = conn.list_refs()
+    assert listing.complete
+    assert listing.notes == (
+        "space HR: read access granted to 2 roles is left out of the ACL (it holds users "
+        "and groups): members find the space's pages only through a user or group "
+        "permission, so access is narrower than in Confluence, never wider",
+    )
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    vacation = acl_payload(documents(conn)[fx["vacation"]])
+    assert (vacation["space_users"], vacation["space_groups"]) == ([], ["hr"])
+    api.grant_space("HR", groups=["hr"])  # the roles' permission withdrawn: nothing to say
+    assert conn.list_refs().notes == ()
 
 
 # --- comments ----------------------------------------------------------------------

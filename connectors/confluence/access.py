@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -44,10 +45,28 @@ from connectors.base import Access, Principals, SpaceReaders
 class SpaceAccess:
     """Who may read a space; `known=False` where the API does not say (Data Center
     before 9.1, or an account the space permissions are hidden from): then the space
-    does not narrow access, as before space permissions were read."""
+    does not narrow access, as before space permissions were read.
+
+    `left_out`: the kind of each principal the read permission also names but the ACL
+    cannot hold (a Cloud space role: the API names the role, not its members). Its
+    members are not among `readers`, so access is narrower than Confluence's, never wider.
+    """
 
     readers: Principals
     known: bool = True
+    left_out: tuple[str, ...] = ()
+
+    def note(self, space_key: str) -> str | None:
+        """What the run report says about the principals left out, if any."""
+        if not self.left_out:
+            return None
+        counts = Counter(self.left_out)
+        named = ", ".join(f"{n} {kind}{'s' if n > 1 else ''}" for kind, n in sorted(counts.items()))
+        return (
+            f"space {space_key}: read access granted to {named} is left out of the ACL "
+            "(it holds users and groups): members find the space's pages only through a "
+            "user or group permission, so access is narrower than in Confluence, never wider"
+        )
 
 
 UNKNOWN_SPACE = SpaceAccess(Principals(), known=False)

@@ -267,6 +267,7 @@ class CloudSource(ConfluenceSource):
             )
         users: list[str] = []
         groups: list[str] = []
+        left_out: dict[tuple[str, str], None] = {}  # (kind, id), each principal once
         path = f"api/v2/spaces/{space_id}/permissions"
         for entry in self.http.paged(path, {"limit": V2_MAX}):
             operation = entry.get("operation") or {}
@@ -282,9 +283,10 @@ class CloudSource(ConfluenceSource):
                     groups.append(name)
             else:
                 # A role or another principal whose members are unknown here: left out,
-                # which narrows access (never widens it).
-                log.warning("space %s: a read permission for a %s is left out", space_key, kind)
-        return SpaceAccess(Principals(tuple(dict.fromkeys(users)), tuple(dict.fromkeys(groups))))
+                # which narrows access (never widens it); the listing's notes say so.
+                left_out[(str(kind or "principal"), principal_id)] = None
+        readers = Principals(tuple(dict.fromkeys(users)), tuple(dict.fromkeys(groups)))
+        return SpaceAccess(readers, left_out=tuple(kind for kind, _ in left_out))
 
     def _group_name(self, group_id: str) -> str | None:
         with self._lock:

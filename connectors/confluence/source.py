@@ -116,10 +116,11 @@ class ConfluenceSource(ABC):
     def _finish_listing(self, refs: list[DocumentRef], errors: list[str]) -> Listing:
         for error in errors:
             log.warning("Confluence listing incomplete: %s", error)
-        listing = Listing(refs=tuple(refs), complete=not errors, errors=tuple(errors))
         with self._lock:
             self._last_versions = {ref.document_id: ref.version for ref in refs}
-        return listing
+            spaces = sorted(self._spaces.items())
+        notes = tuple(note for key, access in spaces if (note := access.note(key)))
+        return Listing(refs=tuple(refs), complete=not errors, errors=tuple(errors), notes=notes)
 
     def _poll_window(self, since: datetime) -> tuple[datetime, str]:
         """The exact cutoff, and the CQL date that opens the window before it in every
