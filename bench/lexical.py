@@ -10,9 +10,10 @@
    (`--skip-run` leaves this part out).
 3. Search latency in Qdrant local mode at 10,000 and 100,000 points (`--points`): the
    corpus's chunks repeated (each copy its own document) with random unit dense vectors
-   and their real lexical weights; every question of bench/retrieval_questions.py asked
-   densely and hybrid (dense + lexical, RRF), with the tenant filter inside each prefetch
-   as `ingest search` sends it; p50 and p95 of `QdrantStore.query`.
+   and their real lexical weights; the first `--questions` questions of
+   bench/retrieval_questions.py (default 40) asked densely and hybrid (dense + lexical,
+   RRF), with the tenant filter inside each prefetch as `ingest search` sends it; p50 and
+   p95 of `QdrantStore.query`.
 """
 
 from __future__ import annotations
@@ -116,7 +117,7 @@ def _indexed_texts(path: Path, config: dict[str, Any]) -> list[str]:
 
 
 def latency(
-    encoder: LexicalEncoder, chunks: Sequence[Chunk], points: int, root: Path
+    encoder: LexicalEncoder, chunks: Sequence[Chunk], points: int, questions: int, root: Path
 ) -> dict[str, Any]:
     rng = np.random.default_rng(7)
     settings = QdrantSettings(path=str(root / f"q{points}"), collection="bench")  # type: ignore[call-arg]
@@ -146,7 +147,7 @@ def latency(
         assert store.count() == points, "points collapsed: their ids must differ"
         filters = SearchFilters(tenant_id="default")
         timings: dict[str, list[float]] = {"dense": [], "hybrid": []}
-        for question in QUESTIONS:
+        for question in QUESTIONS[:questions]:
             vector = rng.standard_normal(DIM).astype(np.float32)
             dense_query = (vector / np.linalg.norm(vector)).tolist()
             terms = encoder.encode_query(question.text)
@@ -169,6 +170,7 @@ def latency(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--points", default="10000,100000")
+    parser.add_argument("--questions", type=int, default=40, help="queries per latency test")
     parser.add_argument("--skip-run", action="store_true", help="leave out the quickstart runs")
     args = parser.parse_args()
     encoder = LexicalEncoder(LexicalSettings())  # type: ignore[call-arg]
@@ -179,7 +181,8 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="bench-lexical-latency-"))
     try:
         for points in (int(p) for p in args.points.split(",")):
-            print("local-mode search:", latency(encoder, chunks, points, root), flush=True)
+            result = latency(encoder, chunks, points, args.questions, root)
+            print("local-mode search:", result, flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
