@@ -40,7 +40,8 @@ CQL dates are read in the account's time zone (`cql_tz`, default UTC+3) as Confl
 does, not in UTC. Spaces are readable by the group `confluence-users` unless
 `grant_space` says otherwise.
 
-Fault switches count requests: `fail(n, status, retry_after=...)`, `reset(n)`,
+Fault switches count requests: `fail(n, status, retry_after=..., headers=...)`, `reset(n)`,
+`near_limit(n)` (answers saying `X-RateLimit-NearLimit: true`),
 `truncate(n)`, `slow(n, seconds)`, each optionally limited to paths containing `path`;
 `storm(seconds, status, retry_after=...)` answers every request with the status for a
 while (Confluence overloaded); `retire(prefix)` makes the endpoints under a path prefix
@@ -142,6 +143,7 @@ class _Fault:
     retry_after: str | None = None
     seconds: float = 0.0
     until: float | None = None  # a storm: every request until then (monotonic clock)
+    headers: dict[str, str] = field(default_factory=dict)  # sent with the status
 
 
 @dataclass
@@ -191,6 +193,7 @@ class FakeConfluence:
         self._faults: list[_Fault] = []
         self._after_listing: list[Callable[[], None]] = []
         self._unindexed: set[str] = set()
+        self._near_limit = 0
         self._next_id = 10000
         self._lock = threading.RLock()
         self._server: ThreadingHTTPServer | None = None
@@ -404,9 +407,23 @@ class FakeConfluence:
         status: int = 503,
         *,
         retry_after: str | None = None,
+        headers: dict[str, str] | None = None,
         path: str | None = None,
     ) -> None:
-        self._add_fault(_Fault("status", count, path, status=status, retry_after=retry_after))
+        """The next `count` requests (to paths containing `path`) answer `status`, with
+        `Retry-After: retry_after` and `headers` (Cloud's `X-RateLimit-Reset`,
+        `Beta-Retry-After`, `X-Beta-RateLimit-Reset`)."""
+        self._add_fault(
+            _Fault(
+                "status", count, path, status=status, retry_after=retry_after, headers=headers or {}
+            )
+        )
+
+    def near_limit(self, count: int) -> None:
+        """The next `count` answers say `X-RateLimit-NearLimit: true`, as Cloud does when
+        a client is about to be throttled."""
+        with self._lock:
+            self._near_limit += count
 
     def storm(self, seconds: float, status: int = 503, *, retry_after: str | None = None) -> None:
         """Answer every request with `status` for `seconds` from now; `calm()` ends it."""
@@ -1293,6 +1310,7 @@ class _Handler(BaseHTTPRequestHandler):
             if fault.kind == "status":
                 api.requests["fault"] += 1
                 headers = {"Retry-After": fault.retry_after} if fault.retry_after else {}
+                headers |= fault.headers
                 self._json(fault.status, {"statusCode": fault.status, "message": "fault"}, headers)
                 return
         if not api._authorized(self.headers.get("Authorization")):
@@ -1328,6 +1346,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", f"{ctype};charset=UTF-8" if "json" in ctype else ctype)
         self.send_header("Content-Length", str(len(body)))
+        with self.api._lock:
+            near, self.api._near_limit = self.api._near_limit > 0, max(0, self.api._near_limit - 1)
+        if near:
+            self.send_header("X-RateLimit-NearLimit", "true")
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         self.end_headers()
