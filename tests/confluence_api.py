@@ -59,6 +59,7 @@ import base64
 import contextlib
 import functools
 import hashlib
+import html
 import json
 import re
 import socket
@@ -638,14 +639,7 @@ class FakeConfluence:
                     )
                 ],
             )
-            offer(
-                "body",
-                lambda: (
-                    {"storage": {"value": item.body, "representation": "storage"}}
-                    if "body.storage" in expand
-                    else {"_expandable": {"storage": ""}}
-                ),
-            )
+            offer("body", lambda: self._v1_body(item, expand))
         if item.type in ("attachment", "comment"):
             offer(
                 "container", lambda: self._content_json(self.content[item.parent_id or ""], set())
@@ -681,10 +675,50 @@ class FakeConfluence:
             "authorId": self._user(item.author).account_id,
         }
 
+    def _v1_body(self, item: FakeContent, expand: set[str]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if "body.storage" in expand:
+            out["storage"] = {"value": item.body, "representation": "storage"}
+        if "body.view" in expand:
+            out["view"] = {"value": self.render_view(item), "representation": "view"}
+        return out or {"_expandable": {"storage": "", "view": ""}}
+
+    def render_view(self, item: FakeContent) -> str:
+        """The page as Confluence shows it, as far as links into it go: every heading
+        (h1-h6, wherever it is) with the id Confluence gives it. Cloud: the text with
+        whitespace runs as `-`, `[inlineExtension]` for each macro in it; Data Center:
+        `PageTitle-Text` without whitespace; a repeated id gets `.1`, `.2`; no id for a
+        heading without a letter or digit."""
+        from lxml import html as lxml_html
+
+        body = re.sub(
+            r"<!\[CDATA\[(.*?)\]\]>", lambda m: html.escape(m.group(1)), item.body, flags=re.S
+        )
+        root = lxml_html.fragment_fromstring(body or "<p></p>", create_parent="div")
+        seen: Counter[str] = Counter()
+        for heading in list(root.iter("h1", "h2", "h3", "h4", "h5", "h6")):
+            if any(a.tag == "ac:plain-text-body" for a in heading.iterancestors()):
+                continue
+            macros = [m for m in heading.iter() if m.tag == "ac:structured-macro"]
+            for macro in macros:
+                macro.drop_tree()
+            words = heading.text_content().split()
+            if not any(ch.isalnum() for word in words for ch in word):
+                continue
+            if self.layout == "cloud":
+                base = "[inlineExtension]" * len(macros) + "-".join(words)
+            else:
+                base = "".join(item.title.split()) + "-" + "".join(words)
+            heading.set("id", f"{base}.{seen[base]}" if seen[base] else base)
+            seen[base] += 1
+        return "".join(lxml_html.tostring(child, encoding="unicode") for child in root)
+
     def _v2_body(self, item: FakeContent, query: dict[str, list[str]]) -> dict[str, Any]:
         fmt = query.get("body-format", [""])[0]
         if fmt == "storage":
             return {"storage": {"representation": "storage", "value": item.body}}
+        if fmt == "view":
+            return {"view": {"representation": "view", "value": self.render_view(item)}}
         if fmt in ("", "none"):
             return {}
         if fmt == "atlas_doc_format":
@@ -1447,6 +1481,26 @@ class Fixture:
         return self.ids[name]
 
 
+def rendered_anchors(api: FakeConfluence, content_id: str) -> set[str]:
+    """The heading ids of a page as the API renders it (Cloud v2 `body-format=view`, Data
+    Center v1 `expand=body.view`), asked over HTTP like any client."""
+    import requests
+
+    item = api.content[content_id]
+    if api.layout == "cloud":
+        kind = "pages" if item.type == "page" else "blogposts"
+        url, params = f"{api.base_url}/api/v2/{kind}/{content_id}", {"body-format": "view"}
+        auth = requests.auth.HTTPBasicAuth(api.username, api.token)
+    else:
+        url, params = f"{api.base_url}/rest/api/content/{content_id}", {"expand": "body.view"}
+        auth = None
+    headers = {} if auth else {"Authorization": f"Bearer {api.token}"}
+    response = requests.get(url, params=params, auth=auth, headers=headers, timeout=10)
+    response.raise_for_status()
+    view = response.json()["body"]["view"]["value"]
+    return {html.unescape(m) for m in re.findall(r'<h[1-6][^>]*\bid="([^"]*)"', view)}
+
+
 def ingest_environment(root: Path, api: FakeConfluence, model: Path) -> dict[str, str]:
     """Settings for an ingest of `api` into `root` with the embedding model at `model`:
     what the benchmarks and subprocess tests set before running the pipeline."""
@@ -1463,6 +1517,37 @@ def ingest_environment(root: Path, api: FakeConfluence, model: Path) -> dict[str
         # the local API answers at once; the default 20 req/s limit would time the limiter
         "INGEST_CONFLUENCE__REQUESTS_PER_SECOND": "1000",
     }
+
+
+def _section(words: str) -> str:
+    """A paragraph long enough to be a chunk of its own (about 200 tokens)."""
+    return "<p>" + " ".join(f"{words}, point {i} of the release." for i in range(1, 21)) + "</p>"
+
+
+# A page whose headings Confluence anchors in every way a citation must follow: Russian,
+# punctuation kept, a repeated heading (and one in a table, which Confluence counts),
+# a heading only of punctuation and one only of an emoji (no anchor: cite the page).
+RELEASE_NOTES = (
+    "<p>1.0 released</p>"
+    + "<h2>Highlights</h2>"
+    + _section("Faster installs and smaller images")
+    + "<h2>Известные проблемы</h2>"
+    + "<p>"
+    + "Медленный запуск на старых машинах, пункт выпуска. " * 25
+    + "</p>"
+    + "<h3>Notes</h3>"
+    + _section("Known slow start on old machines")
+    + "<table><tbody><tr><th>Notes</th><th>Value</th></tr>"
+    + "<tr><td><h3>Notes</h3></td><td>in a table</td></tr></tbody></table>"
+    + "<h2>Upgrade (from 0.9) &amp; rollback</h2>"
+    + _section("Stop the service before the upgrade")
+    + "<h3>Notes</h3>"
+    + _section("Rollback restores the 0.9 data directory")
+    + "<h2>?!</h2>"
+    + _section("Questions nobody asked")
+    + "<h2>\N{ROCKET}</h2>"
+    + _section("Launch day")
+)
 
 
 def build_fixture(api: FakeConfluence, *, when: datetime | None = None) -> Fixture:
@@ -1485,7 +1570,7 @@ def build_fixture(api: FakeConfluence, *, when: datetime | None = None) -> Fixtu
         when=stamp,
     )
     ids["notes"] = api.add_page(
-        "ENG", "Release Notes", "<p>1.0 released</p>", parent=ids["eng_home"], when=stamp
+        "ENG", "Release Notes", RELEASE_NOTES, parent=ids["eng_home"], when=stamp
     )
     ids["deep"] = api.add_page(
         "ENG", "Deep Child", "<p>nested three levels</p>", parent=ids["guide"], when=stamp

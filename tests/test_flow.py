@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 from uuid import UUID
 
 import pytest
@@ -47,6 +48,7 @@ from tests.confluence_api import (
     Fixture,
     build_fixture,
     confluence_api,
+    rendered_anchors,
 )
 from tests.tiny_model import tiny_model_dir
 
@@ -270,6 +272,28 @@ def test_full_run_of_a_space_indexes_pages_blog_posts_and_attachments(
     assert by_document[fx["docx"]]["parent_document_id"] == fx["guide"]
     assert by_document[fx["xlsx"]]["chunk_type"] == "table"
     assert by_document[fx["eng_blog"]]["title"] == "Quarterly update"
+    # Deep links (SPEC §3.6): a page's chunks land on the anchors the page shows; the rest
+    # cite their page or attachment; breadcrumbs run from the space to the document.
+    anchors: dict[str, set[str]] = {}
+    landed = set()
+    for payload in points.values():
+        link = urlsplit(payload["citation_url"])
+        assert payload["citation_url"].startswith(payload["source_url"])
+        assert payload["breadcrumbs"][0] == "Engineering"
+        assert payload["breadcrumbs"][-1] == payload["title"]
+        if link.fragment:
+            page = payload["document_id"]
+            shown = anchors.get(page) or anchors.setdefault(page, rendered_anchors(api, page))
+            assert unquote(link.fragment) in shown, payload["citation_url"]
+            landed.add(unquote(link.fragment))
+    assert len(landed) >= 4  # Release Notes: Russian, punctuation, a repeated heading
+    assert by_document[fx["docx"]]["breadcrumbs"] == [
+        "Engineering",
+        "Engineering Home",
+        "Install Guide",
+        "Руководство.docx",
+    ]
+    assert {w["document_id"] for w in summary["warnings"]} >= {fx["notes"]}  # "?!" and the emoji
 
 
 def test_incremental_run_reprocesses_exactly_the_edited_and_drops_the_deleted(

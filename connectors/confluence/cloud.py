@@ -59,6 +59,7 @@ from connectors.confluence.source import (
     PAGE_MIME,
     AccessUnknown,
     ConfluenceSource,
+    breadcrumbs,
     is_unoffered,
     iso,
     restriction_from,
@@ -90,6 +91,7 @@ class CloudSource(ConfluenceSource):
         super().__init__(*args, **kwargs)
         self._space_ids: dict[str, str] = {}  # key -> id
         self._space_keys: dict[str, str] = {}  # id -> key
+        self._space_names: dict[str, str] = {}  # key -> name
         self._groups: dict[str, str] = {}  # group id -> name
         self._names: dict[str, str] = {}  # account id -> display name
         self._names_lock = threading.Lock()
@@ -195,6 +197,7 @@ class CloudSource(ConfluenceSource):
                 with self._lock:
                     self._space_ids[str(space["key"])] = str(space["id"])
                     self._space_keys[str(space["id"])] = str(space["key"])
+                    self._space_names[str(space["key"])] = str(space.get("name") or "")
         return found
 
     def _list_space(self, key: str, errors: list[str]) -> list[dict[str, Any]]:
@@ -501,6 +504,7 @@ class CloudSource(ConfluenceSource):
             with self._lock:
                 self._space_keys[space_id] = key
                 self._space_ids[key] = space_id
+                self._space_names[key] = str(space.get("name") or "")
         return key
 
     # --- fetching ----------------------------------------------------------------------
@@ -577,6 +581,7 @@ class CloudSource(ConfluenceSource):
             ref, version=listed_version(number, access.digest), title=title, updated_at=updated_at
         )
         body = ((item.get("body") or {}).get("storage") or {}).get("value", "")
+        ancestors = self._ancestors(item)
         return SourceDocument(
             ref=fresh,
             data=self._page_body(body, comments),
@@ -594,10 +599,16 @@ class CloudSource(ConfluenceSource):
             base_url=self.http.base_url,
             extra={
                 "content_type": kind,
-                "ancestors": [{"id": a.id, "title": a.title} for a in self._ancestors(item)],
+                "ancestors": [{"id": a.id, "title": a.title} for a in ancestors],
                 "created_at": iso(item.get("createdAt")),
             },
+            breadcrumbs=breadcrumbs(self._space_name(access.space_key), ancestors, title),
+            warnings=tuple(self._heading_warnings(body, title)),
         )
+
+    def _space_name(self, key: str | None) -> str | None:
+        with self._lock:
+            return self._space_names.get(key or "")
 
     def _labels_of(self, page_id: str, kind: str, item: dict[str, Any]) -> tuple[str, ...]:
         included = item.get("labels")
@@ -689,7 +700,9 @@ class CloudSource(ConfluenceSource):
         updated_at = iso(version.get("createdAt"))
         number = version.get("number", version_number(ref.version))
         with self._lock:
-            page_title = (self._pages.get(owner) or {}).get("title")
+            page = dict(self._pages.get(owner) or {})
+        page_title = page.get("title")
+        trail = self._ancestors({**page, "type": kind}) if page else []
         author_id = str(version.get("authorId"))
         return SourceDocument(
             ref=replace(
@@ -713,6 +726,12 @@ class CloudSource(ConfluenceSource):
             page_id=owner,
             acl=access.acl if access else None,
             extra={"content_type": "attachment", "page_title": page_title},
+            breadcrumbs=breadcrumbs(
+                self._space_name(access.space_key if access else None),
+                trail,
+                str(page_title or ""),
+                filename,
+            ),
         )
 
     def _display_names(self, account_ids: Iterable[object]) -> dict[str, str]:

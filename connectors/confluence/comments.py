@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from xml.sax.saxutils import escape
 
 COMMENTS_HEADING = "Comments"
+# The section's opening: its attribute (which the normalizer ignores) tells it from a
+# heading of the page's own, so the page's headings end where it starts.
+COMMENTS_OPENING = f'<h2 data-ingest-section="comments">{COMMENTS_HEADING}</h2>'
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,7 @@ def comments_section(comments: Sequence[Comment]) -> str:
     block quotes inside the comment they answer."""
     if not comments:
         return ""
-    parts = [f"<h2>{COMMENTS_HEADING}</h2>"]
+    parts = [COMMENTS_OPENING]
     depth = 0
     for comment, level in in_thread_order(comments):
         parts.append("</blockquote>" * max(0, depth - level))

@@ -44,6 +44,7 @@ from connectors.confluence.source import (
     PAGE_FORMAT,
     PAGE_MIME,
     ConfluenceSource,
+    breadcrumbs,
     is_unoffered,
     iso,
     restriction_from,
@@ -57,7 +58,7 @@ log = logging.getLogger(__name__)
 _RESTRICTIONS = "restrictions.read.restrictions.user,restrictions.read.restrictions.group"
 PAGE_EXPAND = f"body.storage,version,history,space,ancestors,metadata.labels,{_RESTRICTIONS}"
 PAGE_ACL_EXPAND = f"space,ancestors,{_RESTRICTIONS}"
-ATTACHMENT_EXPAND = "version,container,space,history,metadata.labels"
+ATTACHMENT_EXPAND = "version,container.ancestors,space,history,metadata.labels"
 LIST_EXPAND = f"version,space,ancestors,{_RESTRICTIONS}"
 SEARCH_EXPAND = f"version,container,space,ancestors,{_RESTRICTIONS}"
 COMMENT_EXPAND = "body.storage,version,history,ancestors"
@@ -273,6 +274,7 @@ class DataCenterSource(ConfluenceSource):
             ref, version=listed_version(number, access.digest), title=title, updated_at=updated_at
         )
         body = ((data.get("body") or {}).get("storage") or {}).get("value", "")
+        ancestors = _ancestors(data)
         return SourceDocument(
             ref=fresh,
             data=self._page_body(body, comments),
@@ -290,9 +292,11 @@ class DataCenterSource(ConfluenceSource):
             base_url=self.http.base_url,
             extra={
                 "content_type": data.get("type", ref.kind),
-                "ancestors": [{"id": a.id, "title": a.title} for a in _ancestors(data)],
+                "ancestors": [{"id": a.id, "title": a.title} for a in ancestors],
                 "created_at": iso(history.get("createdDate")),
             },
+            breadcrumbs=breadcrumbs(data["space"].get("name"), ancestors, title),
+            warnings=tuple(self._heading_warnings(body, title)),
         )
 
     def _page_comments(self, page_id: str) -> list[Comment]:
@@ -367,6 +371,12 @@ class DataCenterSource(ConfluenceSource):
             page_id=page_id,
             acl=access.acl if access else None,
             extra={"content_type": "attachment", "page_title": container.get("title")},
+            breadcrumbs=breadcrumbs(
+                (data.get("space") or {}).get("name"),
+                _ancestors(container),
+                str(container.get("title") or ""),
+                filename,
+            ),
         )
 
     # --- access ------------------------------------------------------------------------

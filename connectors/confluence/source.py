@@ -19,6 +19,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import PurePath
 from typing import Any
+from urllib.parse import quote
 
 from config.errors import ErrorCode, IngestError
 from config.settings import ConfluenceSettings
@@ -31,8 +32,14 @@ from connectors.confluence.access import (
     listed_version,
     page_access,
 )
+from connectors.confluence.anchors import match_headings, page_headings
 from connectors.confluence.client import ConfluenceHttp, is_status
-from connectors.confluence.comments import Comment, comment_versions, comments_section
+from connectors.confluence.comments import (
+    COMMENTS_OPENING,
+    Comment,
+    comment_versions,
+    comments_section,
+)
 from connectors.confluence.links import ContentIndex
 from connectors.http import HttpStatusError
 
@@ -41,6 +48,7 @@ log = logging.getLogger(__name__)
 PAGE_MIME = "application/vnd.atlassian.confluence.storage+xml"
 PAGE_EXTENSION = ".confluence"
 PAGE_FORMAT = "confluence"  # normalizers.base.FORMATS: storage XHTML
+PAGE_KINDS = frozenset({"page", "blogpost"})  # content with a body (and headings)
 RESTRICTION_EXPAND = "restrictions.user,restrictions.group"
 CQL_DATE_FORMAT = "%Y/%m/%d %H:%M"
 # Time zones run from UTC-12 to UTC+14: a CQL date read in any of them starts no later
@@ -240,6 +248,28 @@ class ConfluenceSource(ABC):
     def _page_body(self, body: str, comments: Sequence[Comment]) -> bytes:
         return (body + comments_section(comments)).encode("utf-8")
 
+    # --- citations ---------------------------------------------------------------------
+
+    def heading_links(self, source: SourceDocument, headings: Sequence[str]) -> list[str | None]:
+        """Each heading's link on its page (connectors/confluence/anchors.py); None for
+        the comments section and anything else the page itself does not show."""
+        if source.ref.kind not in PAGE_KINDS or not source.source_url:
+            return [None] * len(headings)
+        body = source.data.decode("utf-8", "replace").partition(COMMENTS_OPENING)[0]
+        page = page_headings(body, cloud=self.http.cloud, title=source.title or "")
+        return [
+            f"{source.source_url}#{quote(anchor, safe='')}" if anchor else None
+            for anchor in match_headings(page, headings)
+        ]
+
+    def _heading_warnings(self, body: str, title: str) -> list[str]:
+        return [
+            f"heading {heading.text!r} has no letter or digit, so Confluence gives it no "
+            "anchor a link can rely on: its chunks link to the page"
+            for heading in page_headings(body, cloud=self.http.cloud, title=title)
+            if heading.anchor is None and heading.text
+        ]
+
     def _attachments_wanted(self) -> bool:
         return self.settings.include_attachments and bool(self.attachment_extensions)
 
@@ -273,6 +303,14 @@ class ConfluenceSource(ABC):
         except AccessUnknown as exc:
             log.warning("%s", exc)
             return listed_version(number, "unreadable")
+
+
+def breadcrumbs(
+    space_name: str | None, ancestors: Sequence[Ancestor], *own: str
+) -> tuple[str, ...]:
+    """Space name, ancestor titles (folders included), then the document's own names."""
+    names = [space_name, *(a.title for a in ancestors), *own]
+    return tuple(name for name in names if name)
 
 
 def restriction_from(read: dict[str, Any]) -> Principals:
