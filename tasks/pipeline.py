@@ -51,8 +51,8 @@ from indexing.reconcile import (
 from normalizers.base import NormalizedDocument
 from stage_cache.keys import CacheKey, config_hash, sha256_hex, stage_key
 from stage_cache.store import StageCache
-from tasks.links import LinkStore, StoredLink
 from tasks.citations import document_url
+from tasks.links import LinkStore, StoredLink
 from tasks.resources import Resources
 from tasks.stages import chunk_normalized, normalize_input, normalize_source
 from tasks.state import (

@@ -66,6 +66,7 @@ import socket
 import struct
 import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -133,6 +134,9 @@ class FakeContent:
     forbidden: bool = False  # the bot account may not read it (403 on v1, 404 on v2)
     reply_to: str | None = None  # comments: the comment answered
     location: Literal["footer", "inline"] = "footer"  # comments
+    marker: str | None = None  # inline comments: the `ac:ref` of their marker in the page
+    selection: str | None = None  # inline comments: the text they were made on
+    resolved: bool = False  # inline comments
 
 
 @dataclass
@@ -323,14 +327,26 @@ class FakeConfluence:
         author: str = "bob",
         reply_to: str | None = None,
         inline: bool = False,
+        selection: str | None = None,
         when: datetime | None = None,
     ) -> str:
         """A footer comment on a page or blog post (`reply_to`: an answer to another
-        comment; `inline`: an inline comment instead, which is not synced)."""
+        comment), or with `inline` an inline comment on `selection` (its first occurrence
+        in the page's body gets the comment's marker, as Confluence does, without a new
+        version of the page)."""
         with self._lock:
             page = self.content[page_id]
             content_id = self._new_id()
             stamp = when or datetime.now(UTC)
+            marker = None
+            if inline and reply_to is None and selection:
+                marker = str(uuid.uuid5(uuid.NAMESPACE_URL, content_id))
+                page.body = page.body.replace(
+                    selection,
+                    f'<ac:inline-comment-marker ac:ref="{marker}">{selection}'
+                    "</ac:inline-comment-marker>",
+                    1,
+                )
             self.content[content_id] = FakeContent(
                 content_id,
                 "comment",
@@ -343,8 +359,23 @@ class FakeConfluence:
                 parent_id=page_id,
                 reply_to=reply_to,
                 location="inline" if inline else "footer",
+                marker=marker,
+                selection=selection,
             )
             return content_id
+
+    def resolve(self, comment_id: str, resolved: bool = True) -> None:
+        """Resolve (or reopen) an inline comment: its resolution changes, its version
+        does not."""
+        with self._lock:
+            self.content[comment_id].resolved = resolved
+
+    def resolution(self, comment: FakeContent) -> str:
+        """open | reopened | resolved, or dangling once its marked text left the page."""
+        page = self.content.get(comment.parent_id or "")
+        if comment.marker and (page is None or comment.marker not in page.body):
+            return "dangling"
+        return "resolved" if comment.resolved else "open"
 
     def edit(
         self,
@@ -560,6 +591,25 @@ class FakeConfluence:
         out["_expandable"] = {"content": f"/rest/api/content/{item.id}"}
         return out
 
+    def _comment_extensions(self, item: FakeContent, expand: set[str]) -> dict[str, Any]:
+        """v1 `extensions` of a comment: where it is; an inline comment's properties and
+        resolution where expanded."""
+        out: dict[str, Any] = {"location": item.location}
+        if item.location != "inline":
+            return out
+        if "extensions.inlineProperties" in expand and item.reply_to is None:
+            out["inlineProperties"] = {
+                "originalSelection": item.selection or "",
+                "markerRef": item.marker or "",
+            }
+        if "extensions.resolution" in expand:
+            out["resolution"] = {
+                "status": self.resolution(item),
+                "lastModifier": self._user_json(item.author),
+                "lastModifiedDate": self._stamp(item.when),
+            }
+        return out
+
     def _metadata_json(self, item: FakeContent, expand: set[str]) -> dict[str, Any]:
         out: dict[str, Any] = {"_expandable": {"labels": ""}}
         if "metadata.labels" in expand:
@@ -647,7 +697,7 @@ class FakeConfluence:
         if item.type == "attachment":
             out["extensions"] = {"mediaType": item.media_type, "fileSize": len(item.data)}
         if item.type == "comment":
-            out["extensions"] = {"location": item.location}
+            out["extensions"] = self._comment_extensions(item, expand)
         offer("metadata", lambda: self._metadata_json(item, expand))
         offer(
             "restrictions",
@@ -786,6 +836,13 @@ class FakeConfluence:
         }
         if item.reply_to:
             out["parentCommentId"] = item.reply_to
+        if item.location == "inline":
+            out["resolutionStatus"] = self.resolution(item)
+            if item.reply_to is None:
+                out["properties"] = {
+                    "inlineMarkerRef": item.marker or "",
+                    "inlineOriginalSelection": item.selection or "",
+                }
         return out
 
     def _v2_space(self, key: str) -> dict[str, Any]:
@@ -1069,7 +1126,7 @@ class FakeConfluence:
             if sub in ("/child/attachment", "/child/comment"):
                 child_type = sub.rsplit("/", 1)[1]
                 filename = query.get("filename", [None])[0]
-                location = query.get("location", [None])[0]
+                locations = set(query.get("location", []))
                 depth_all = query.get("depth", [""])[0] == "all"
                 items = self._visible(
                     c
@@ -1077,7 +1134,7 @@ class FakeConfluence:
                     if c.type == child_type
                     and c.parent_id == item.id
                     and (filename is None or c.title == filename)
-                    and (location is None or c.location == location)
+                    and (not locations or self._v1_location(c) in locations)
                     and (child_type != "comment" or depth_all or c.reply_to is None)
                 )
                 return _Answer(
@@ -1088,6 +1145,16 @@ class FakeConfluence:
                 expand = {"restrictions.user", "restrictions.group"} & expand
                 return _Answer("restrictions", self._restrictions_json(item, expand, ""))
         raise _NotFound("no such resource")
+
+    def _v1_location(self, comment: FakeContent) -> str:
+        """v1 lists open inline comments under `inline`, resolved ones under `resolved`
+        (a reply, under its thread's)."""
+        if comment.location != "inline":
+            return "footer"
+        root = comment
+        while root.reply_to in self.content:
+            root = self.content[root.reply_to or ""]
+        return "resolved" if self.resolution(root) == "resolved" else "inline"
 
     def _search_json(self, item: FakeContent, expand: set[str]) -> dict[str, Any]:
         """A `/rest/api/search` result: the content (with its expansions) and its
@@ -1152,16 +1219,16 @@ class FakeConfluence:
         if rel == "/attachments":
             items = self._readable(c for c in self.content.values() if c.type == "attachment")
             return self._v2_list(items, query, path, self._v2_attachment, "attachments")
-        if rel == "/footer-comments":
+        if m := re.fullmatch(r"/(footer|inline)-comments", rel):
             items = self._readable(
-                c for c in self.content.values() if c.type == "comment" and c.location == "footer"
+                c for c in self.content.values() if c.type == "comment" and c.location == m[1]
             )
             return self._v2_list(
                 items, query, path, lambda c: self._v2_comment(c, query), "comments"
             )
-        if m := re.fullmatch(r"/footer-comments/(\d+)/children", rel):
-            parent = self.content.get(m.group(1))
-            if parent is None or parent.type != "comment":
+        if m := re.fullmatch(r"/(footer|inline)-comments/(\d+)/children", rel):
+            parent = self.content.get(m.group(2))
+            if parent is None or parent.type != "comment" or parent.location != m[1]:
                 raise _NotFound("comment not found")
             items = self._readable(
                 c for c in self.content.values() if c.type == "comment" and c.reply_to == parent.id
@@ -1200,13 +1267,14 @@ class FakeConfluence:
                     if c.type == "attachment" and c.parent_id == item.id
                 )
                 return self._v2_list(items, query, path, self._v2_attachment, "attachments")
-            if sub == "/footer-comments":
+            if sub in ("/footer-comments", "/inline-comments"):
+                location = sub[1:].split("-")[0]
                 items = self._readable(
                     c
                     for c in self.content.values()
                     if c.type == "comment"
                     and c.parent_id == item.id
-                    and c.location == "footer"
+                    and c.location == location
                     and c.reply_to is None
                 )
                 return self._v2_list(

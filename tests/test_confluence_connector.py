@@ -848,7 +848,7 @@ def test_footer_comments_end_the_page_and_their_changes_relist_it(
 ) -> None:
     api = confluence_api(layout)
     fx = build_fixture(api)
-    conn = connector(api)
+    conn = connector(api, include_inline_comments=False)
 
     def versions() -> dict[str, str]:
         return {ref.document_id: ref.version for ref in conn.list_refs().refs}
@@ -868,7 +868,94 @@ def test_footer_comments_end_the_page_and_their_changes_relist_it(
     assert "**Bob Builder**" in comments and "**Alice Liddell**" in comments
     assert comments.index("Сколько дней") < comments.index("28 дней.")
     assert "> " in comments  # the reply quotes under the question
-    assert "typo here" not in markdown  # inline comments are not synced
+    assert "typo here" not in markdown  # inline comments are not synced when left out
     assert markdown.index("Смотрите") < markdown.index("## Comments")
     api.delete(question)
     assert versions() == start
+
+
+def comments_markdown(document: SourceDocument) -> str:
+    markdown = normalize_bytes(document.data, document.filename, mime=document.mime).markdown
+    return markdown[markdown.index("## Comments") :]
+
+
+@pytest.mark.parametrize("layout", ["cloud", "cloud without CQL", "dc"])
+def test_inline_comments_quote_their_text_and_each_change_relists_only_their_page(
+    confluence_api: Factory, layout: str
+) -> None:
+    api = confluence_api(layout.split()[0])
+    fx = build_fixture(api)
+    if layout == "cloud without CQL":
+        api.retire("/rest/api/search")
+    conn = connector(api)
+
+    def fetch() -> SourceDocument:
+        ref = next(r for r in conn.list_refs().refs if r.document_id == fx["deep"])
+        document = conn.fetch(ref)
+        assert document.ref.version == ref.version  # fetch and listing agree
+        return document
+
+    def changed(before: dict[str, str]) -> set[str]:
+        after = {ref.document_id: ref.version for ref in conn.list_refs().refs}
+        assert after.keys() == before.keys()
+        return {d for d in after if after[d] != before[d]}
+
+    start = {ref.document_id: ref.version for ref in conn.list_refs().refs}
+    remark = api.add_comment(
+        fx["deep"], "<p>Is it <strong>four</strong> now?</p>", inline=True, selection="three"
+    )
+    api.add_comment(fx["deep"], "<p>Still three.</p>", inline=True, reply_to=remark)
+    api.add_comment(fx["deep"], "<p>Footer remark.</p>", author="ivan")
+    assert changed(start) == {fx["deep"]}  # not its attachment: comments are the page's
+    added = {ref.document_id: ref.version for ref in conn.list_refs().refs}
+    comments = comments_markdown(fetch())
+    assert "Footer remark." in comments
+    assert "inline comment (open) on “three”" in comments and "Is it **four** now?" in comments
+    assert (
+        comments.index("Footer remark.") < comments.index("four") < comments.index("Still three.")
+    )
+    assert "> " in comments[comments.index("four") :]  # the reply under its comment
+
+    api.edit(remark, body="<p>Is it five now?</p>")
+    assert changed(added) == {fx["deep"]}
+    edited = {ref.document_id: ref.version for ref in conn.list_refs().refs}
+    api.resolve(remark)  # no new version in Confluence: the resolution is in the digest
+    assert changed(edited) == {fx["deep"]}
+    assert "inline comment (resolved) on “three”" in comments_markdown(fetch())
+    api.delete(remark)  # with its reply
+    assert "five" not in comments_markdown(fetch())
+    after = {ref.document_id: ref.version for ref in conn.list_refs().refs}
+    assert {d for d in after if after[d] != added[d]} == {fx["deep"]}
+    assert api.removed_calls == []
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_an_inline_comment_whose_text_is_gone_is_kept_with_a_warning(
+    confluence_api: Factory, layout: str
+) -> None:
+    api = confluence_api(layout)
+    fx = build_fixture(api)
+    api.add_comment(fx["deep"], "<p>Why three?</p>", inline=True, selection="three levels")
+    api.edit(fx["deep"], body="<p>nested two levels now</p>")  # the marked text is gone
+    conn = connector(api)
+    ref = next(r for r in conn.list_refs().refs if r.document_id == fx["deep"])
+    document = conn.fetch(ref)
+    comments = comments_markdown(document)
+    assert "text no longer on the page “three levels”" in comments and "Why three?" in comments
+    (warning,) = document.warnings
+    assert "no longer on the page" in warning and "“three levels”" in warning
+    assert "nested two levels now" in document.data.decode()  # the page itself is intact
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_inline_comments_can_be_left_out_at_no_cost(confluence_api: Factory, layout: str) -> None:
+    api = confluence_api(layout)
+    fx = build_fixture(api)
+    api.add_comment(fx["deep"], "<p>Why three?</p>", inline=True, selection="three")
+    conn = connector(api, include_inline_comments=False)
+    start = {ref.document_id: ref.version for ref in conn.list_refs().refs}
+    api.resolve(next(c.id for c in api.content.values() if c.type == "comment"))
+    documents = conn.fetch_many(conn.list_refs().refs)
+    assert {ref.document_id: ref.version for ref in conn.list_refs().refs} == start
+    assert api.requests["comments"] == 0 and api.requests["children"] == 0
+    assert not any(b"Why three?" in d.data for d in documents if isinstance(d, SourceDocument))

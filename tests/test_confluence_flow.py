@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from flows.cli import main
-from tests.confluence_api import FakeConfluence, Fixture, confluence_api
+from tests.confluence_api import FakeConfluence, Fixture, build_fixture, confluence_api
 from tests.test_flow import ENG_DOCUMENTS, Workspace, eng, prefect_api, workspace
 from tests.tiny_model import tiny_model_dir
 
@@ -78,27 +78,44 @@ def test_a_moved_page_gets_its_new_ancestors_without_being_embedded_again(
     )
 
 
-def test_a_new_comment_reindexes_its_page_only(
-    workspace: Callable[..., Workspace], eng: tuple[FakeConfluence, Fixture]
+@pytest.mark.parametrize("layout", ["cloud", "dc"])
+def test_each_comment_added_edited_resolved_or_deleted_reindexes_its_page_only(
+    workspace: Callable[..., Workspace],
+    confluence_api: Callable[..., FakeConfluence],
+    layout: str,
 ) -> None:
-    api, fx, space = indexed(workspace, eng)
-    before = space.documents()
+    api = confluence_api(layout)
+    fx = build_fixture(api)
+    api, fx, space = indexed(workspace, (api, fx))
+
+    def rerun_changes_only_notes(what: str) -> str:
+        before = space.documents()
+        state, summary = space.run(source="confluence", targets=["ENG"])
+        assert state.is_completed() and summary["failed"] == [], what
+        assert (summary["changed"], summary["unchanged"]) == (1, len(ENG_DOCUMENTS) - 1), what
+        assert changed_documents(before, space.documents()) == {fx["notes"]}, what
+        return "\n".join(
+            p["md_text"] for p in space.points().values() if p["document_id"] == fx["notes"]
+        )
+
     question = api.add_comment(fx["notes"], "<p>Does 1.0 support ARM64 servers?</p>")
     api.add_comment(fx["notes"], "<p>Yes, since 1.0.</p>", reply_to=question, author="alice")
-    state, summary = space.run(source="confluence", targets=["ENG"])
-    assert state.is_completed() and summary["failed"] == []
-    assert (summary["changed"], summary["unchanged"]) == (1, len(ENG_DOCUMENTS) - 1)
-    assert changed_documents(before, space.documents()) == {fx["notes"]}
-    text = "\n".join(
-        p["md_text"] for p in space.points().values() if p["document_id"] == fx["notes"]
-    )
+    text = rerun_changes_only_notes("footer comments added")
     assert "ARM64" in text and "Yes, since 1.0." in text and "Bob Builder" in text
-    headings = {
-        tuple(p["headings_path"])
-        for p in space.points().values()
-        if p["document_id"] == fx["notes"]
-    }
-    assert any(path[-1:] == ("Comments",) for path in headings) or "## Comments" in text
+    remark = api.add_comment(
+        fx["notes"], "<p>Which images?</p>", inline=True, selection="smaller images"
+    )
+    text = rerun_changes_only_notes("inline comment added")
+    assert "inline comment (open) on “smaller images”" in text and "Which images?" in text
+    api.edit(remark, body="<p>Which base images?</p>")
+    assert "Which base images?" in rerun_changes_only_notes("inline comment edited")
+    api.resolve(remark)
+    assert "inline comment (resolved)" in rerun_changes_only_notes("inline comment resolved")
+    api.delete(remark)
+    assert "base images" not in rerun_changes_only_notes("inline comment deleted")
+    # the comments are no part of the page a reader can land in: their chunks cite it
+    comment_chunks = [p for p in space.points().values() if "ARM64" in p["md_text"]]
+    assert comment_chunks and all("#" not in p["citation_url"] for p in comment_chunks)
 
 
 def test_without_cql_an_incremental_run_still_sees_edits_and_redoes_nothing_else(

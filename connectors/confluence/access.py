@@ -24,7 +24,8 @@ groups are group names.
 
 Restriction changes, moves, ancestor renames and comments bump no version number in
 Confluence: a listed version is `<number>.<digest>`, the digest covering the ancestors
-(ids and titles), the ACL and the footer comments (ids and versions), so the next run
+(ids and titles, folders too), the ACL and the comments (ids, versions and an inline
+comment's resolution, which resolving changes without a new version), so the next run
 rewrites exactly the pages where one of them changed, and their attachments where the
 ACL or the ancestors did.
 """
@@ -38,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from connectors.base import Access, Principals, SpaceReaders
+from connectors.confluence.comments import CommentState
 
 
 @dataclass(frozen=True)
@@ -95,11 +97,11 @@ def effective_acl(space_key: str, space: SpaceAccess, restrictions: Sequence[Pri
 def page_access(
     acl: Access,
     ancestors: Sequence[Ancestor],
-    comments: Sequence[tuple[str, int]] = (),
+    comments: Sequence[CommentState] = (),
 ) -> PageAccess:
-    """`acl` with the digests of it, the ancestors and the footer comments (id, version)."""
+    """`acl` with the digests of it, the ancestors and the comments (their states)."""
     inherited = [[[a.id, a.title] for a in ancestors], acl.payload()]
-    own = [*inherited, sorted([c, v] for c, v in comments)]
+    own = [*inherited, sorted(list(c) for c in comments)]
     return PageAccess(acl, _digest(own), _digest(inherited))
 
 

@@ -51,7 +51,13 @@ from connectors.confluence.access import (
     version_number,
 )
 from connectors.confluence.client import is_auth
-from connectors.confluence.comments import Comment
+from connectors.confluence.comments import (
+    Comment,
+    CommentState,
+    Location,
+    comment_states,
+    inline_properties,
+)
 from connectors.confluence.links import ContentIndex
 from connectors.confluence.source import (
     PAGE_EXTENSION,
@@ -64,6 +70,7 @@ from connectors.confluence.source import (
     iso,
     restriction_from,
     safe_filename,
+    v1_comment_state,
     v1_labels,
 )
 from connectors.http import HttpStatusError
@@ -74,6 +81,7 @@ log = logging.getLogger(__name__)
 # (`confluence.page_size` sizes v1 requests and fetch batches).
 V2_MAX = 250
 KIND_PATH = MappingProxyType({"page": "pages", "blogpost": "blogposts"})
+COMMENT_PATH = MappingProxyType({"footer": "footer-comments", "inline": "inline-comments"})
 SEARCH_EXPAND = ",".join(
     [
         "content.restrictions.read.restrictions.user",
@@ -81,6 +89,7 @@ SEARCH_EXPAND = ",".join(
         "content.metadata.labels",
         "content.version",
         "content.container",
+        "content.extensions.resolution",
     ]
 )
 POLL_EXPAND = "content.version,content.container"
@@ -151,7 +160,7 @@ class CloudSource(ConfluenceSource):
                 )
                 unsearched.append(key)
             listed[key] = items
-        if unsearched and self.settings.include_comments:
+        if unsearched and self._comment_locations:
             owners = {str(item["id"]) for key in unsearched for item in listed[key]}
             try:
                 self._list_comments_v2(owners)
@@ -159,7 +168,7 @@ class CloudSource(ConfluenceSource):
                 errors.append(f"comments of spaces {', '.join(unsearched)}: {exc}")
                 for key in unsearched:
                     del listed[key]
-        if self.settings.include_comments:
+        if self._comment_locations:
             with self._lock:
                 self._listed.update(str(item["id"]) for items in listed.values() for item in items)
         # In parallel: where CQL is not offered, each page's restrictions are a request.
@@ -217,8 +226,8 @@ class CloudSource(ConfluenceSource):
 
     def _search_space(self, key: str) -> None:
         """One CQL pass over the space: read restrictions and labels of its pages and blog
-        posts, and the versions of its footer comments."""
-        types = "page, blogpost" + (", comment" if self.settings.include_comments else "")
+        posts, and the states of its comments."""
+        types = "page, blogpost" + (", comment" if self._comment_locations else "")
         params = {
             "cql": f'space = "{key}" and type in ({types})',
             "expand": SEARCH_EXPAND,
@@ -226,7 +235,7 @@ class CloudSource(ConfluenceSource):
         }
         restrictions: dict[str, Principals] = {}
         labels: dict[str, tuple[str, ...]] = {}
-        comments: dict[str, list[tuple[str, int]]] = {}
+        comments: dict[str, list[CommentState]] = {}
         for result in self.http.paged("rest/api/search", params):
             content = result.get("content") or {}
             content_id = str(content.get("id") or "")
@@ -236,24 +245,26 @@ class CloudSource(ConfluenceSource):
                 if restriction is not None:  # else read page by page when needed
                     restrictions[content_id] = restriction
                 labels[content_id] = v1_labels(content)
-            elif kind == "comment" and _is_footer(content):
-                owner = str((content.get("container") or {}).get("id") or "")
-                number = int((content.get("version") or {}).get("number") or 0)
-                comments.setdefault(owner, []).append((content_id, number))
+            elif kind == "comment":
+                state = v1_comment_state(content)
+                if state.location in self._comment_locations:
+                    owner = str((content.get("container") or {}).get("id") or "")
+                    comments.setdefault(owner, []).append(state)
         with self._lock:
             self._restrictions.update(restrictions)
             self._labels.update(labels)
             self._comments.update(comments)
 
     def _list_comments_v2(self, owners: set[str]) -> None:
-        """Footer comment versions of `owners` through v2's site-wide listing."""
-        found: dict[str, list[tuple[str, int]]] = {}
-        params = {"limit": V2_MAX}
-        for comment in self.http.paged("api/v2/footer-comments", params):
-            owner = str(comment.get("pageId") or comment.get("blogPostId") or "")
-            if owner in owners:
-                number = int((comment.get("version") or {}).get("number") or 0)
-                found.setdefault(owner, []).append((str(comment["id"]), number))
+        """Comment states of `owners` through v2's site-wide listings, one per location
+        (one request per 250 comments, not one per page)."""
+        found: dict[str, list[CommentState]] = {}
+        for location in self._comment_locations:
+            path = f"api/v2/{COMMENT_PATH[location]}"
+            for comment in self.http.paged(path, {"limit": V2_MAX}):
+                owner = str(comment.get("pageId") or comment.get("blogPostId") or "")
+                if owner in owners:
+                    found.setdefault(owner, []).append(_v2_comment_state(comment, location))
         with self._lock:
             self._comments.update(found)
 
@@ -350,7 +361,7 @@ class CloudSource(ConfluenceSource):
                 with self._lock:
                     self._pages[str(item["id"])] = item
                     self._chains.pop(str(item["id"]), None)  # it may have moved
-                if self.settings.include_comments:
+                if self._comment_locations:
                     self._refresh_comments(item)  # the listing's may be older
                 yield self._page_ref(item)
         for attachment_id in attachments:
@@ -417,7 +428,7 @@ class CloudSource(ConfluenceSource):
         )
 
     def _item_access(
-        self, item: dict[str, Any], comments: Sequence[tuple[str, int]] | None = None
+        self, item: dict[str, Any], comments: Sequence[CommentState] | None = None
     ) -> PageAccess:
         page_id = str(item["id"])
         if comments is None:
@@ -582,9 +593,10 @@ class CloudSource(ConfluenceSource):
         )
         body = ((item.get("body") or {}).get("storage") or {}).get("value", "")
         ancestors = self._ancestors(item)
+        data, warnings = self._page_content(body, title, comments)
         return SourceDocument(
             ref=fresh,
-            data=self._page_body(body, comments),
+            data=data,
             filename=safe_filename(title) + PAGE_EXTENSION,
             mime=PAGE_MIME,
             format=PAGE_FORMAT,
@@ -603,7 +615,7 @@ class CloudSource(ConfluenceSource):
                 "created_at": iso(item.get("createdAt")),
             },
             breadcrumbs=breadcrumbs(self._space_name(access.space_key), ancestors, title),
-            warnings=tuple(self._heading_warnings(body, title)),
+            warnings=warnings,
         )
 
     def _space_name(self, key: str | None) -> str | None:
@@ -626,52 +638,65 @@ class CloudSource(ConfluenceSource):
             raise self.http.content_error(exc, f"labels of {kind} {page_id}") from None
 
     def _page_comments(self, page_id: str, kind: str) -> list[Comment]:
-        if not self.settings.include_comments or self._comments_known_absent(page_id):
-            return []
         return self._fetch_comments(page_id, kind, with_bodies=True)
 
     def _refresh_comments(self, item: dict[str, Any]) -> None:
         page_id = str(item["id"])
         comments = self._fetch_comments(page_id, str(item["type"]), with_bodies=False)
         with self._lock:
-            self._comments[page_id] = [(c.id, c.version) for c in comments]
+            self._comments[page_id] = comment_states(comments)
             self._listed.add(page_id)
 
     def _fetch_comments(self, page_id: str, kind: str, *, with_bodies: bool) -> list[Comment]:
-        """The footer comments of a page: its top-level ones, then replies (v2 lists them
-        per comment) while the listing saw more comments than found, or saw none."""
+        """The page's comments of every synced location; none asked for where the
+        listing saw none."""
+        found: list[Comment] = []
+        for location in self._comment_locations:
+            expected = self._listed_comments(page_id, location)
+            if expected != 0:
+                found += self._fetch_thread(page_id, kind, location, expected, with_bodies)
+        return found
+
+    def _fetch_thread(
+        self, page_id: str, kind: str, location: Location, expected: int | None, bodies: bool
+    ) -> list[Comment]:
+        """The comments of one location: the top-level ones, then replies (v2 lists them
+        per comment) while the listing saw more than found, or did not see the page."""
         params: dict[str, Any] = {"limit": V2_MAX}
-        if with_bodies:
+        if bodies:
             params["body-format"] = "storage"
-        with self._lock:
-            expected = len(self._comments.get(page_id, [])) if page_id in self._listed else None
+        path = COMMENT_PATH[location]
         try:
             found: list[tuple[dict[str, Any], str | None]] = [
                 (c, None)
-                for c in self.http.paged(
-                    f"api/v2/{KIND_PATH[kind]}/{page_id}/footer-comments", params
-                )
+                for c in self.http.paged(f"api/v2/{KIND_PATH[kind]}/{page_id}/{path}", params)
             ]
             queue = [str(c["id"]) for c, _ in found]
             while queue and (expected is None or len(found) < expected):
                 parent = queue.pop(0)
-                for child in self.http.paged(f"api/v2/footer-comments/{parent}/children", params):
+                for child in self.http.paged(f"api/v2/{path}/{parent}/children", params):
                     found.append((child, parent))
                     queue.append(str(child["id"]))
         except HttpStatusError as exc:
-            raise self.http.content_error(exc, f"comments of {kind} {page_id}") from None
+            raise self.http.content_error(exc, f"{location} comments of {kind} {page_id}") from None
         names = self._display_names((c.get("version") or {}).get("authorId") for c, _ in found)
         comments: list[Comment] = []
         for comment, answered in found:
             version = comment.get("version") or {}
+            state = _v2_comment_state(comment, location)
+            marker, selection = inline_properties(comment)
             comments.append(
                 Comment(
-                    id=str(comment["id"]),
-                    version=int(version.get("number") or 0),
+                    id=state.id,
+                    version=state.version,
                     body=((comment.get("body") or {}).get("storage") or {}).get("value", ""),
                     author=names.get(str(version.get("authorId"))),
                     created_at=iso(version.get("createdAt")),
                     reply_to=str(comment.get("parentCommentId") or answered or "") or None,
+                    location=location,
+                    resolution=state.resolution,
+                    marker=marker,
+                    selection=selection,
                 )
             )
         return comments
@@ -779,5 +804,10 @@ def _expanded_restriction(content: dict[str, Any]) -> Principals | None:
     return restriction_from(read)
 
 
-def _is_footer(content: dict[str, Any]) -> bool:
-    return (content.get("extensions") or {}).get("location") != "inline"
+def _v2_comment_state(comment: dict[str, Any], location: Location) -> CommentState:
+    return CommentState(
+        str(comment["id"]),
+        int((comment.get("version") or {}).get("number") or 0),
+        location,
+        str(comment.get("resolutionStatus") or "") if location == "inline" else "",
+    )

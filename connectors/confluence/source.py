@@ -37,8 +37,12 @@ from connectors.confluence.client import ConfluenceHttp, is_status
 from connectors.confluence.comments import (
     COMMENTS_OPENING,
     Comment,
-    comment_versions,
+    CommentState,
+    Location,
+    comment_states,
     comments_section,
+    lost_anchors,
+    marked_texts,
 )
 from connectors.confluence.links import ContentIndex
 from connectors.http import HttpStatusError
@@ -88,7 +92,7 @@ class ConfluenceSource(ABC):
         self._restrictions: dict[str, Principals] = {}
         self._spaces: dict[str, SpaceAccess] = {}
         self._accesses: dict[str, PageAccess] = {}
-        self._comments: dict[str, list[tuple[str, int]]] = {}
+        self._comments: dict[str, list[CommentState]] = {}
         self._listed: set[str] = set()  # pages whose comments the listing saw
         self._last_versions: dict[str, str] = {}
 
@@ -144,9 +148,19 @@ class ConfluenceSource(ABC):
             types.append("blogpost")
         if self._attachments_wanted():
             types.append("attachment")
-        if self.settings.include_comments:
+        if self._comment_locations:
             types.append("comment")
         return types
+
+    @property
+    def _comment_locations(self) -> tuple[Location, ...]:
+        """The comments synced: footer (`include_comments`), inline
+        (`include_inline_comments`)."""
+        wanted: tuple[tuple[Location, bool], ...] = (
+            ("footer", self.settings.include_comments),
+            ("inline", self.settings.include_inline_comments),
+        )
+        return tuple(location for location, on in wanted if on)
 
     # --- access ------------------------------------------------------------------------
 
@@ -165,7 +179,7 @@ class ConfluenceSource(ABC):
         space_key: str,
         ancestors: Sequence[Ancestor],
         own: Principals | None,
-        comments: Sequence[tuple[str, int]],
+        comments: Sequence[CommentState],
     ) -> PageAccess:
         """The page's access from its space, the restrictions of its ancestors and its
         own (`own`: known already, else read), and its comments. Restrictions that
@@ -232,21 +246,30 @@ class ConfluenceSource(ABC):
 
     # --- comments and content ----------------------------------------------------------
 
-    def _comments_digest(self, page_id: str, fetched: Sequence[Comment]) -> list[tuple[str, int]]:
-        """The comment versions that go into a fetched page's version: the listing's when
+    def _comments_digest(self, page_id: str, fetched: Sequence[Comment]) -> list[CommentState]:
+        """The comment states that go into a fetched page's version: the listing's when
         it saw the page (so fetch and listing agree), else those just fetched."""
         with self._lock:
             if page_id in self._listed:
                 return list(self._comments.get(page_id, []))
-        return comment_versions(fetched)
+        return comment_states(fetched)
 
-    def _comments_known_absent(self, page_id: str) -> bool:
-        """The listing saw the page and no comment on it: nothing to ask for."""
+    def _listed_comments(self, page_id: str, location: Location) -> int | None:
+        """How many comments of `location` the listing saw on the page; None where it did
+        not see the page (a fetch in a process that did not list)."""
         with self._lock:
-            return page_id in self._listed and not self._comments.get(page_id)
+            if page_id not in self._listed:
+                return None
+            return sum(1 for c in self._comments.get(page_id, []) if c.location == location)
 
-    def _page_body(self, body: str, comments: Sequence[Comment]) -> bytes:
-        return (body + comments_section(comments)).encode("utf-8")
+    def _page_content(
+        self, body: str, title: str, comments: Sequence[Comment]
+    ) -> tuple[bytes, tuple[str, ...]]:
+        """The page's storage with its comments section, and what the run report should
+        say about it (headings without an anchor, inline comments whose text is gone)."""
+        marked = marked_texts(body)
+        data = (body + comments_section(comments, marked)).encode("utf-8")
+        return data, (*self._heading_warnings(body, title), *lost_anchors(comments, marked))
 
     # --- citations ---------------------------------------------------------------------
 
@@ -324,6 +347,19 @@ def restriction_from(read: dict[str, Any]) -> Principals:
             str(u.get("accountId") or u.get("username") or u.get("userKey")) for u in users
         ),
         groups=tuple(str(g.get("name")) for g in groups),
+    )
+
+
+def v1_comment_state(content: dict[str, Any]) -> CommentState:
+    """A v1 comment's state (a search result's or a child's): `extensions` carry where
+    it is and, expanded, an inline comment's resolution."""
+    extensions = content.get("extensions") or {}
+    inline = extensions.get("location") == "inline"
+    return CommentState(
+        str(content["id"]),
+        int((content.get("version") or {}).get("number") or 0),
+        "inline" if inline else "footer",
+        str((extensions.get("resolution") or {}).get("status") or "") if inline else "",
     )
 
 
