@@ -79,7 +79,18 @@ from urllib.parse import parse_qs, quote, quote_plus, unquote, urlencode, urlspl
 import pytest
 
 Layout = Literal["cloud", "dc"]
-ContentType = Literal["page", "blogpost", "attachment", "comment"]
+ContentType = Literal[
+    "page", "blogpost", "attachment", "comment", "folder", "whiteboard", "database", "embed"
+]
+# Cloud content of the page tree without a body in the API, by its v2 path.
+CONTAINER_PATHS = {
+    "folders": "folder",
+    "whiteboards": "whiteboard",
+    "databases": "database",
+    "embeds": "embed",
+}
+# Content that has a place in the page tree (a parent, ancestors).
+TREE_TYPES = ("page", *CONTAINER_PATHS.values())
 
 DEFAULT_USER = "ingest-bot@example.com"
 DEFAULT_TOKEN = "test-token-0f1e2d3c"
@@ -287,6 +298,31 @@ class FakeConfluence:
                 author=author,
                 parent_id=parent,
                 labels=list(labels),
+            )
+            return content_id
+
+    def add_folder(self, space: str, title: str, *, parent: str | None = None) -> str:
+        """A Cloud folder: in the page tree, with no body."""
+        return self._add_tree_item(space, title, "folder", parent)
+
+    def add_whiteboard(
+        self,
+        space: str,
+        title: str,
+        *,
+        parent: str | None = None,
+        kind: Literal["whiteboard", "database", "embed"] = "whiteboard",
+    ) -> str:
+        """A Cloud whiteboard, database or smart link (`embed`): a title in the page tree,
+        no text body in the API."""
+        return self._add_tree_item(space, title, kind, parent)
+
+    def _add_tree_item(self, space: str, title: str, kind: ContentType, parent: str | None) -> str:
+        with self._lock:
+            content_id = self._new_id()
+            stamp = datetime.now(UTC) - timedelta(days=3)
+            self.content[content_id] = FakeContent(
+                content_id, kind, space, title, when=stamp, created=stamp, parent_id=parent
             )
             return content_id
 
@@ -557,6 +593,8 @@ class FakeConfluence:
             )
         if item.type == "comment":
             return f"/pages/viewpage.action?pageId={item.parent_id}#comment-{item.id}"
+        if item.type in CONTAINER_PATHS.values():
+            return f"/spaces/{item.space_key}/{item.type}/{item.id}"
         if self.layout == "cloud":
             kind = "pages" if item.type == "page" else "blog"
             return f"/spaces/{item.space_key}/{kind}/{item.id}/{quote_plus(item.title)}"
@@ -571,8 +609,8 @@ class FakeConfluence:
 
     def _ancestors(self, item: FakeContent) -> list[FakeContent]:
         chain: list[FakeContent] = []
-        parent = self.content.get(item.parent_id or "") if item.type == "page" else None
-        while parent is not None:
+        parent = self.content.get(item.parent_id or "") if item.type in TREE_TYPES else None
+        while parent is not None and parent not in chain and parent is not item:
             chain.append(parent)
             parent = self.content.get(parent.parent_id or "")
         return list(reversed(chain))  # root first, as Confluence orders them
@@ -792,14 +830,36 @@ class FakeConfluence:
             },
         }
         if item.type == "page":
-            parent = self.content.get(item.parent_id or "")
-            out["parentId"] = parent.id if parent else None
-            out["parentType"] = "page" if parent else None
-            out["position"] = int(item.id) % 1000
-            out["ownerId"] = out["authorId"]
+            out.update(self._v2_place(item))
         if query.get("include-labels", [""])[0] == "true":
             out["labels"] = {"results": self._labels_json(item), "meta": {"hasMore": False}}
         return out
+
+    def _v2_place(self, item: FakeContent) -> dict[str, Any]:
+        """Where content sits in the page tree, as v2 says it."""
+        parent = self.content.get(item.parent_id or "")
+        return {
+            "parentId": parent.id if parent else None,
+            "parentType": parent.type if parent else None,
+            "position": int(item.id) % 1000,
+            "ownerId": self._user(item.author).account_id,
+        }
+
+    def _v2_container(self, item: FakeContent) -> dict[str, Any]:
+        """A folder, whiteboard, database or smart link (v2 `FolderSingle`,
+        `WhiteboardSingle`...): no body."""
+        return {
+            "id": item.id,
+            "type": item.type,
+            "status": "current",
+            "title": item.title,
+            "spaceId": self.space_ids[item.space_key],
+            "authorId": self._user(item.author).account_id,
+            "createdAt": self._stamp(item.created),
+            "version": self._v2_version(item),
+            **self._v2_place(item),
+            "_links": {"webui": self._web_path(item), "base": self.base_url},
+        }
 
     def _v2_attachment(self, item: FakeContent) -> dict[str, Any]:
         container = self.content.get(item.parent_id or "")
@@ -1236,6 +1296,13 @@ class FakeConfluence:
             return self._v2_list(
                 items, query, path, lambda c: self._v2_comment(c, query), "comments"
             )
+        if (m := re.fullmatch(r"/([a-z]+)/(\d+)(/ancestors)?", rel)) and m[1] in CONTAINER_PATHS:
+            item = self.content.get(m.group(2))
+            if item is None or item.type != CONTAINER_PATHS[m[1]] or item.forbidden:
+                raise _NotFound(f"{CONTAINER_PATHS[m[1]]} not found")
+            if m.group(3):
+                return self._v2_ancestors(item)
+            return _Answer(item.type, self._v2_container(item))
         if m := re.fullmatch(r"/attachments/((?:att)?\d+)", rel):
             item = self.content.get(m.group(1)) or self.content.get("att" + m.group(1))
             if item is None or item.type != "attachment" or item.forbidden:
@@ -1258,8 +1325,7 @@ class FakeConfluence:
                     "labels",
                 )
             if sub == "/ancestors" and kind == "page":
-                chain = [{"id": a.id, "type": "page"} for a in self._ancestors(item)]
-                return _Answer("ancestors", {"results": chain, "_links": {"base": self.base_url}})
+                return self._v2_ancestors(item)
             if sub == "/attachments":
                 items = self._readable(
                     c
@@ -1281,6 +1347,10 @@ class FakeConfluence:
                     items, query, path, lambda c: self._v2_comment(c, query), "comments"
                 )
         raise _NotFound("no such resource")
+
+    def _v2_ancestors(self, item: FakeContent) -> _Answer:
+        chain = [{"id": a.id, "type": a.type} for a in self._ancestors(item)]
+        return _Answer("ancestors", {"results": chain, "_links": {"base": self.base_url}})
 
     def _users_bulk(self, body: bytes) -> _Answer:
         try:

@@ -279,3 +279,65 @@ def test_pages_without_comments_cost_no_comment_request(confluence_api: Factory)
     docs = documents(connector(api, include_comments=False))
     assert api.requests["comments"] == 0
     assert b"Comments" not in docs[fx["notes"]].data
+
+
+# --- folders -----------------------------------------------------------------------
+
+
+def test_folders_are_ancestors_and_breadcrumbs_never_documents(confluence_api: Factory) -> None:
+    api = confluence_api("cloud")
+    fx = build_fixture(api)
+    shelf = api.add_folder("ENG", "Runbook shelf", parent=fx["eng_home"])
+    inner = api.add_folder("ENG", "Databases", parent=shelf)
+    failover = api.add_page("ENG", "Failover", "<p>Promote the replica.</p>", parent=inner)
+    api.restrict(shelf, groups=["dba"])  # a folder's restriction narrows what is under it
+    conn = connector(api)
+    listed = versions(conn)
+    assert failover in listed and not {shelf, inner} & set(listed)
+    assert api.requests["folder"] == 2  # each folder read once per listing, not per page
+    page = documents(conn)[failover]
+    assert page.breadcrumbs == (
+        "Engineering",
+        "Engineering Home",
+        "Runbook shelf",
+        "Databases",
+        "Failover",
+    )
+    assert [a["title"] for a in page.extra["ancestors"]] == [
+        "Engineering Home",
+        "Runbook shelf",
+        "Databases",
+    ]
+    assert acl_payload(page)["restricted"] is True and acl_payload(page)["groups"] == ["dba"]
+    assert page.warnings == ()
+
+    api.move(fx["deep"], inner)  # into a folder: its page and its attachment change
+    moved = versions(conn)
+    assert {d for d in listed if listed[d] != moved[d]} == {fx["deep"], fx["md"]}
+    assert documents(conn)[fx["deep"]].breadcrumbs[-3:] == (
+        "Runbook shelf",
+        "Databases",
+        "Deep Child",
+    )
+    api.move(fx["deep"], fx["guide"])  # and out again
+    assert versions(conn) == listed
+
+
+def test_a_folder_loop_or_an_unreadable_folder_is_warned_and_the_page_indexed(
+    confluence_api: Factory,
+) -> None:
+    api = confluence_api("cloud")
+    build_fixture(api)
+    loop = api.add_folder("ENG", "Loop")
+    looped = api.add_page("ENG", "Looped", "<p>round and round</p>", parent=loop)
+    api.move(loop, looped)  # a broken answer: the folder inside the page inside it
+    hidden = api.add_folder("ENG", "Hidden")
+    orphan = api.add_page("ENG", "Orphan", "<p>under a folder no one sees</p>", parent=hidden)
+    api.forbid(hidden)
+    conn = connector(api)
+    docs = documents(conn)
+    assert docs[looped].breadcrumbs == ("Engineering", "Loop", "Looped")
+    assert any("loop back to page" in w for w in docs[looped].warnings)
+    assert docs[orphan].breadcrumbs == ("Engineering", "Orphan")
+    assert any("folder" in w and "cannot be read" in w for w in docs[orphan].warnings)
+    assert b"under a folder no one sees" in docs[orphan].data

@@ -77,6 +77,25 @@ def test_a_moved_page_gets_its_new_ancestors_without_being_embedded_again(
         [a["title"] for a in p["ancestors"]] == ["Engineering Home", "Release Notes"] for p in deep
     )
 
+    # Folders are in the tree, never documents: a new one changes nothing; a page moved
+    # into one (or out again) gets its breadcrumbs, with its attachment, and nothing else.
+    shelf = api.add_folder("ENG", "Old releases", parent=fx["eng_home"])
+    state, summary = space.run(source="confluence", targets=["ENG"])
+    assert state.is_completed() and summary["unchanged"] == summary["seen"] == len(ENG_DOCUMENTS)
+    before = space.documents()
+    api.move(fx["deep"], shelf)
+    state, summary = space.run(source="confluence", targets=["ENG"])
+    assert state.is_completed() and summary["failed"] == [] and summary["embed"]["done"] == 0
+    assert changed_documents(before, space.documents()) == {fx["deep"], fx["md"]}
+    crumbs = {
+        tuple(p["breadcrumbs"]) for p in space.points().values() if p["page_id"] == fx["deep"]
+    }
+    assert crumbs == {
+        ("Engineering", "Engineering Home", "Old releases", "Deep Child"),
+        ("Engineering", "Engineering Home", "Old releases", "Deep Child", "README.md"),
+    }
+    assert shelf not in space.documents()
+
 
 @pytest.mark.parametrize("layout", ["cloud", "dc"])
 def test_each_comment_added_edited_resolved_or_deleted_reindexes_its_page_only(

@@ -82,6 +82,11 @@ log = logging.getLogger(__name__)
 V2_MAX = 250
 KIND_PATH = MappingProxyType({"page": "pages", "blogpost": "blogposts"})
 COMMENT_PATH = MappingProxyType({"footer": "footer-comments", "inline": "inline-comments"})
+# Content of the page tree that is no page (SPEC §2.1 "What a space holds"), by v2 path.
+CONTAINER_PATH = MappingProxyType(
+    {"folder": "folders", "whiteboard": "whiteboards", "database": "databases", "embed": "embeds"}
+)
+CONTENT_PATH = MappingProxyType({**KIND_PATH, **CONTAINER_PATH})
 SEARCH_EXPAND = ",".join(
     [
         "content.restrictions.read.restrictions.user",
@@ -107,6 +112,8 @@ class CloudSource(ConfluenceSource):
         # Filled by a listing: the v2 items, their ancestors and labels.
         self._pages: dict[str, dict[str, Any]] = {}
         self._chains: dict[str, list[Ancestor]] = {}
+        self._containers: dict[str, dict[str, Any] | None] = {}  # folders etc., by id
+        self._tree_warnings: dict[str, str] = {}  # item id -> what is wrong with its tree
         self._labels: dict[str, tuple[str, ...]] = {}
 
     # --- listing -----------------------------------------------------------------------
@@ -119,6 +126,8 @@ class CloudSource(ConfluenceSource):
         with self._lock:
             self._pages.clear()
             self._chains.clear()
+            self._containers.clear()
+            self._tree_warnings.clear()
             self._labels.clear()
         try:
             found = self._find_spaces(self.settings.spaces)
@@ -453,40 +462,87 @@ class CloudSource(ConfluenceSource):
         return self._item_access(item)
 
     def _ancestors(self, item: dict[str, Any]) -> list[Ancestor]:
-        """The page's ancestors, root first: up the listed pages' parents, else (a parent
-        that is a folder, or not listed) asked of v2."""
-        page_id = str(item["id"])
+        """The item's ancestors, root first, folders included: up its parents (listed
+        pages; folders and other containers read once per listing), else asked of v2."""
+        item_id = str(item["id"])
         if item.get("type") == "blogpost":
             return []
         with self._lock:
-            chain = self._chains.get(page_id)
-            if chain is None:
-                chain = self._chain_from_listing(item)
+            chain = self._chains.get(item_id)
         if chain is None:
-            chain = self._ancestors_from_api(page_id)
+            chain = self._chain_from_parents(item)
+        if chain is None:
+            chain = self._ancestors_from_api(item)
         with self._lock:
-            self._chains[page_id] = chain
+            self._chains[item_id] = chain
         return chain
 
-    def _chain_from_listing(self, item: dict[str, Any]) -> list[Ancestor] | None:
-        """Ancestors from the listed pages' `parentId`s; None where one is not a listed
-        page. Called with the lock held."""
+    def _chain_from_parents(self, item: dict[str, Any]) -> list[Ancestor] | None:
+        """Ancestors up the `parentId`s; None where a parent page is not listed. A loop
+        (Confluence's tree has none, a broken answer might) or a folder that cannot be
+        read ends the chain there, with a warning for the item."""
         chain: list[Ancestor] = []
+        seen = {str(item["id"])}
         current = item
         while current.get("parentId"):
-            parent = self._pages.get(str(current["parentId"]))
-            if current.get("parentType") not in (None, "page") or parent is None:
+            parent_id, kind = str(current["parentId"]), str(current.get("parentType") or "page")
+            if parent_id in seen:
+                self._tree_warning(
+                    item, f"its ancestors loop back to {kind} {parent_id}: breadcrumbs end there"
+                )
+                break
+            seen.add(parent_id)
+            parent = self._parent(parent_id, kind)
+            if parent is None and kind == "page":
                 return None
-            if len(chain) > len(self._pages):
-                return None  # a cycle: Confluence's tree has none, a broken answer might
-            chain.append(Ancestor(str(parent["id"]), parent.get("title")))
+            if parent is None:
+                self._tree_warning(
+                    item,
+                    f"its ancestor {kind} {parent_id} cannot be read (deleted or not visible): "
+                    "breadcrumbs start below it",
+                )
+                break
+            chain.append(Ancestor(parent_id, parent.get("title")))
             current = parent
         return chain[::-1]
 
-    def _ancestors_from_api(self, page_id: str) -> list[Ancestor]:
+    def _parent(self, parent_id: str, kind: str) -> dict[str, Any] | None:
+        """A parent: a listed page, or a container (folder, whiteboard, database, smart
+        link) read once per listing; None where it is neither."""
+        if kind == "page":
+            with self._lock:
+                return self._pages.get(parent_id)
+        with self._lock:
+            if parent_id in self._containers:
+                return self._containers[parent_id]
+        container: dict[str, Any] | None = None
+        if kind in CONTAINER_PATH:
+            try:
+                data = self.http.get_json(f"api/v2/{CONTAINER_PATH[kind]}/{parent_id}")
+                container = {**data, "type": kind}
+            except HttpStatusError as exc:
+                if exc.status not in (403, 404):
+                    raise self._ancestry_unknown(parent_id, exc) from None
+            except IngestError as exc:
+                raise self._ancestry_unknown(parent_id, exc) from None
+        with self._lock:
+            self._containers[parent_id] = container
+        return container
+
+    def _tree_warning(self, item: dict[str, Any], problem: str) -> None:
+        what = f"{item.get('type') or 'page'} {item['id']}"
+        log.warning("%s: %s", what, problem)
+        with self._lock:
+            self._tree_warnings[str(item["id"])] = f"{what}: {problem}"
+
+    def _ancestors_from_api(self, item: dict[str, Any]) -> list[Ancestor]:
+        item_id, kind = str(item["id"]), str(item.get("type") or "page")
+        path = f"api/v2/{CONTENT_PATH.get(kind, 'pages')}/{item_id}/ancestors"
         try:
-            data = self.http.get_json(f"api/v2/pages/{page_id}/ancestors", {"limit": V2_MAX})
-            chain = [(str(a["id"]), a.get("type")) for a in data.get("results") or []]
+            data = self.http.get_json(path, {"limit": V2_MAX})
+            chain = [
+                (str(a["id"]), str(a.get("type") or "page")) for a in data.get("results") or []
+            ]
             with self._lock:
                 titles = {i: self._pages[i].get("title") for i, _ in chain if i in self._pages}
             unknown = [i for i, kind in chain if kind == "page" and i not in titles]
@@ -495,16 +551,24 @@ class CloudSource(ConfluenceSource):
                     (str(it["id"]), it.get("title"))
                     for it in self._items("page", unknown, body=False)
                 )
+            for i, kind in chain:
+                if kind != "page":
+                    titles[i] = (self._parent(i, kind) or {}).get("title")
+        except AccessUnknown:
+            raise
         except IngestError as exc:
-            if is_auth(exc):
-                raise self.http.auth_error() from None
-            raise AccessUnknown(
-                f"cannot read the ancestors of page {page_id} ({exc}), so who may read it "
-                "is unknown: it is not indexed until they can be read",
-                subject=f"page {page_id}",
-                transient=exc.transient,
-            ) from None
+            raise self._ancestry_unknown(item_id, exc) from None
         return [Ancestor(i, titles.get(i)) for i, _ in chain]
+
+    def _ancestry_unknown(self, content_id: str, exc: IngestError) -> IngestError:
+        if is_auth(exc):
+            return self.http.auth_error()
+        return AccessUnknown(
+            f"cannot read the ancestors of {content_id} ({exc}), so who may read it is "
+            "unknown: it is not indexed until they can be read",
+            subject=content_id,
+            transient=exc.transient,
+        )
 
     def _space_key(self, space_id: str) -> str:
         with self._lock:
@@ -594,6 +658,8 @@ class CloudSource(ConfluenceSource):
         body = ((item.get("body") or {}).get("storage") or {}).get("value", "")
         ancestors = self._ancestors(item)
         data, warnings = self._page_content(body, title, comments)
+        with self._lock:
+            tree = self._tree_warnings.get(page_id)
         return SourceDocument(
             ref=fresh,
             data=data,
@@ -615,7 +681,7 @@ class CloudSource(ConfluenceSource):
                 "created_at": iso(item.get("createdAt")),
             },
             breadcrumbs=breadcrumbs(self._space_name(access.space_key), ancestors, title),
-            warnings=warnings,
+            warnings=(*warnings, *([tree] if tree else [])),
         )
 
     def _space_name(self, key: str | None) -> str | None:
