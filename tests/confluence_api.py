@@ -148,6 +148,7 @@ class FakeContent:
     marker: str | None = None  # inline comments: the `ac:ref` of their marker in the page
     selection: str | None = None  # inline comments: the text they were made on
     resolved: bool = False  # inline comments
+    status: Literal["current", "archived"] = "current"  # pages and blog posts
 
 
 @dataclass
@@ -447,6 +448,11 @@ class FakeConfluence:
             for reply in [c.id for c in self.content.values() if c.reply_to == content_id]:
                 self.delete(reply)
 
+    def archive(self, content_id: str, archived: bool = True) -> None:
+        """Archive a page (or bring it back): its status changes, its version does not."""
+        with self._lock:
+            self.content[content_id].status = "archived" if archived else "current"
+
     def move(self, content_id: str, parent_id: str | None) -> None:
         """Move a page under another (None: to the space root); no new version, as in
         Confluence."""
@@ -666,7 +672,7 @@ class FakeConfluence:
         out: dict[str, Any] = {
             "id": item.id,
             "type": item.type,
-            "status": "current",
+            "status": item.status,
             "title": item.title,
         }
         expandable: dict[str, str] = {}
@@ -713,7 +719,7 @@ class FakeConfluence:
                 "type": "global",
             },
         )
-        if item.type in ("page", "blogpost", "comment"):
+        if item.type in ("blogpost", "comment", *TREE_TYPES):
             offer(
                 "ancestors",
                 lambda: [
@@ -813,15 +819,21 @@ class FakeConfluence:
             return {"atlas_doc_format": {"representation": "atlas_doc_format", "value": "{}"}}
         raise _BadRequest(f"unsupported body-format {fmt}")
 
-    def _v2_page(self, item: FakeContent, query: dict[str, list[str]]) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def _v2_common(self, item: FakeContent) -> dict[str, Any]:
+        """What every v2 content object of a space says of itself."""
+        return {
             "id": item.id,
-            "status": "current",
+            "status": item.status,
             "title": item.title,
             "spaceId": self.space_ids[item.space_key],
             "authorId": self._user(item.author).account_id,
             "createdAt": self._stamp(item.created),
             "version": self._v2_version(item),
+        }
+
+    def _v2_page(self, item: FakeContent, query: dict[str, list[str]]) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            **self._v2_common(item),
             "body": self._v2_body(item, query),
             "_links": {
                 "webui": self._web_path(item),
@@ -849,14 +861,8 @@ class FakeConfluence:
         """A folder, whiteboard, database or smart link (v2 `FolderSingle`,
         `WhiteboardSingle`...): no body."""
         return {
-            "id": item.id,
+            **self._v2_common(item),
             "type": item.type,
-            "status": "current",
-            "title": item.title,
-            "spaceId": self.space_ids[item.space_key],
-            "authorId": self._user(item.author).account_id,
-            "createdAt": self._stamp(item.created),
-            "version": self._v2_version(item),
             **self._v2_place(item),
             "_links": {"webui": self._web_path(item), "base": self.base_url},
         }
@@ -991,7 +997,12 @@ class FakeConfluence:
         tests: list[Callable[[FakeContent], bool]] = []
         for clause in re.split(r"\s+and\s+", where.strip(), flags=re.I):
             tests.append(self._cql_clause(clause.strip()))
-        indexed = (c for c in self.content.values() if c.id not in self._unindexed)
+        # Archived content is not searched (CQL finds current content).
+        indexed = (
+            c
+            for c in self.content.values()
+            if c.id not in self._unindexed and c.status == "current"
+        )
         return [c for c in self._visible(indexed) if all(t(c) for t in tests)]
 
     def _cql_clause(self, clause: str) -> Callable[[FakeContent], bool]:
@@ -1153,12 +1164,13 @@ class FakeConfluence:
         if rel == "/rest/api/content":
             kind = query.get("type", ["page"])[0]
             key = query.get("spaceKey", [""])[0]
+            status = query.get("status", ["current"])[0]
             if key and key not in self.spaces:
                 raise _NotFound(f"No space with key : {key}")
             items = self._visible(
                 c
                 for c in self.content.values()
-                if c.type == kind and (not key or c.space_key == key)
+                if c.type == kind and (not key or c.space_key == key) and c.status == status
             )
             return _Answer(
                 "list", self._page(items, query, path, lambda c: self._content_json(c, expand))
@@ -1262,8 +1274,11 @@ class FakeConfluence:
                 )
             if sub in ("/pages", "/blogposts"):
                 kind = "page" if sub == "/pages" else "blogpost"
+                statuses = {v for raw in query.get("status", ["current"]) for v in raw.split(",")}
                 items = self._readable(
-                    c for c in self.content.values() if c.type == kind and c.space_key == key
+                    c
+                    for c in self.content.values()
+                    if c.type == kind and c.space_key == key and c.status in statuses
                 )
                 return self._v2_list(items, query, path, lambda c: self._v2_page(c, query), "list")
             raise _NotFound("no such resource")

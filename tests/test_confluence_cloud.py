@@ -341,3 +341,56 @@ def test_a_folder_loop_or_an_unreadable_folder_is_warned_and_the_page_indexed(
     assert docs[orphan].breadcrumbs == ("Engineering", "Orphan")
     assert any("folder" in w and "cannot be read" in w for w in docs[orphan].warnings)
     assert b"under a folder no one sees" in docs[orphan].data
+
+
+# --- whiteboards, databases, smart links -------------------------------------------
+
+
+def test_whiteboards_are_title_link_and_breadcrumb_records_when_asked_for(
+    confluence_api: Factory,
+) -> None:
+    api = confluence_api("cloud")
+    fx = build_fixture(api)
+    board = api.add_whiteboard("ENG", "Quokka migration board", parent=fx["guide"])
+    table = api.add_whiteboard("ENG", "Release tracker", kind="database")
+    link = api.add_whiteboard("ENG", "Status dashboard", parent=fx["guide"], kind="embed")
+    assert not {board, table, link} & set(versions(connector(api)))  # off by default
+    conn = connector(api, include_whiteboards=True)
+    api.requests.clear()
+    listed = versions(conn)
+    assert {board, table, link} <= set(listed)
+    # found by one CQL request per space, with their ancestors: none per whiteboard
+    assert api.requests["whiteboard"] == api.requests["database"] == api.requests["embed"] == 0
+    docs = documents(conn)
+    record = docs[board]
+    assert record.ref.kind == "whiteboard" and record.title == "Quokka migration board"
+    assert record.source_url == f"{api.base_url}/spaces/ENG/whiteboard/{board}"
+    assert record.breadcrumbs == (
+        "Engineering",
+        "Engineering Home",
+        "Install Guide",
+        "Quokka migration board",
+    )
+    text = record.data.decode()
+    assert "Whiteboard <strong>Quokka migration board</strong>" in text
+    assert "Engineering › Engineering Home › Install Guide" in text and record.source_url in text
+    assert acl_payload(record)["space"] == "ENG"
+    assert "Database" in docs[table].data.decode() and "Smart link" in docs[link].data.decode()
+    api.delete(board)
+    assert board not in versions(conn)  # deleted: gone from a complete listing
+    assert versions(conn)[table] == listed[table]
+
+
+def test_without_cql_whiteboards_make_the_listing_incomplete_naming_why(
+    confluence_api: Factory,
+) -> None:
+    api = confluence_api("cloud")
+    fx = build_fixture(api)
+    api.add_whiteboard("ENG", "Quokka migration board", parent=fx["guide"])
+    api.retire("/rest/api/search")
+    listing = connector(api, include_whiteboards=True, spaces=["ENG"]).list_refs()
+    assert not listing.complete and fx["guide"] in {ref.document_id for ref in listing.refs}
+    assert listing.errors == (
+        "whiteboards, databases and smart links of space ENG: only CQL search lists them, "
+        "and it is not available",
+    )

@@ -959,3 +959,28 @@ def test_inline_comments_can_be_left_out_at_no_cost(confluence_api: Factory, lay
     assert {ref.document_id: ref.version for ref in conn.list_refs().refs} == start
     assert api.requests["comments"] == 0 and api.requests["children"] == 0
     assert not any(b"Why three?" in d.data for d in documents if isinstance(d, SourceDocument))
+
+
+# --- what a space holds ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_archived_pages_are_skipped_unless_asked_for_then_marked(
+    confluence_api: Factory, layout: str
+) -> None:
+    api = confluence_api(layout)
+    fx = build_fixture(api)
+    api.archive(fx["notes"])
+    assert fx["notes"] not in ids(connector(api).list_refs().refs)  # current content only
+    conn = connector(api, include_archived=True)
+    listing = conn.list_refs()
+    assert listing.complete and {fx["notes"], fx["txt"]} <= ids(listing.refs)
+    refs = {ref.document_id: ref for ref in listing.refs}
+    notes, changelog = conn.fetch_many([refs[fx["notes"]], refs[fx["txt"]]])
+    assert isinstance(notes, SourceDocument) and isinstance(changelog, SourceDocument)
+    assert notes.extra["archived"] is True and changelog.extra["archived"] is True
+    assert notes.ref.version == refs[fx["notes"]].version
+    assert "archived" not in conn.fetch(refs[fx["guide"]]).extra
+    api.archive(fx["notes"], archived=False)  # restoring bumps no version: the page and
+    after = {ref.document_id: ref.version for ref in conn.list_refs().refs}  # its files relist
+    assert {d for d in refs if refs[d].version != after[d]} == {fx["notes"], fx["txt"], fx["xlsx"]}

@@ -189,3 +189,37 @@ def test_a_user_who_may_not_read_a_space_never_finds_its_pages(
     assert search_ids(space, "--user", bob, "--group", "hr", capsys=capsys) == {"HR"}
     assert search_ids(space, "--user", ivan, capsys=capsys) == {"HR"}
     assert search_ids(space, capsys=capsys) == {"PUB", "HR"}  # no ACL filter asked
+
+
+def test_a_whiteboard_is_found_by_its_name_and_removed_once_deleted(
+    workspace: Callable[..., Workspace],
+    eng: tuple[FakeConfluence, Fixture],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    api, fx = eng
+    board = api.add_whiteboard("ENG", "Quokka migration board", parent=fx["guide"])
+    space = workspace(api=api, INGEST_CONFLUENCE__INCLUDE_WHITEBOARDS="true")
+    state, summary = space.run(source="confluence", targets=["ENG"])
+    assert state.is_completed() and summary["failed"] == []
+    assert summary["seen"] == len(ENG_DOCUMENTS) + 1
+
+    def found(query: str) -> list[dict[str, Any]]:
+        space.activate()
+        capsys.readouterr()
+        assert main(["search", query, "--mode", "sparse", "--limit", "3", "--json"]) == 0
+        return [json.loads(line) for line in capsys.readouterr().out.splitlines() if line]
+
+    (hit, *_) = found("Quokka")
+    assert hit["document_id"] == board and hit["title"] == "Quokka migration board"
+    assert hit["citation_url"] == f"{api.base_url}/spaces/ENG/whiteboard/{board}"
+    assert hit["breadcrumbs"] == [
+        "Engineering",
+        "Engineering Home",
+        "Install Guide",
+        "Quokka migration board",
+    ]
+    api.delete(board)
+    state, summary = space.run(source="confluence", targets=["ENG"])
+    assert state.is_completed() and summary["deleted"] == 1
+    assert board not in space.documents()
+    assert all(hit["document_id"] != board for hit in found("Quokka"))

@@ -64,12 +64,13 @@ class Ancestor:
 @dataclass(frozen=True)
 class PageAccess:
     """A page's ACL and the digests that go into listed versions: `digest` (ACL,
-    ancestors and comments) the page's, `inherited` (ACL and ancestors) its attachments',
-    which a comment does not change."""
+    ancestors, archived and comments) the page's, `inherited` (ACL, ancestors, archived)
+    its attachments', which a comment does not change."""
 
     acl: Access
     digest: str
     inherited: str
+    archived: bool = False  # the page is archived (its attachments count as archived too)
 
     @property
     def space_key(self) -> str | None:
@@ -98,11 +99,16 @@ def page_access(
     acl: Access,
     ancestors: Sequence[Ancestor],
     comments: Sequence[CommentState] = (),
+    *,
+    archived: bool = False,
 ) -> PageAccess:
-    """`acl` with the digests of it, the ancestors and the comments (their states)."""
-    inherited = [[[a.id, a.title] for a in ancestors], acl.payload()]
+    """`acl` with the digests of it, the ancestors, whether the page is archived
+    (archiving bumps no version) and the comments (their states)."""
+    inherited: list[Any] = [[[a.id, a.title] for a in ancestors], acl.payload()]
+    if archived:
+        inherited.append("archived")
     own = [*inherited, sorted(list(c) for c in comments)]
-    return PageAccess(acl, _digest(own), _digest(inherited))
+    return PageAccess(acl, _digest(own), _digest(inherited), archived)
 
 
 def _digest(state: list[Any]) -> str:

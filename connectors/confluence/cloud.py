@@ -40,6 +40,7 @@ from dataclasses import replace
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any
+from xml.sax.saxutils import escape
 
 from config.errors import ErrorCode, IngestError
 from connectors.base import DocumentRef, Listing, Principals, SourceDocument
@@ -65,6 +66,7 @@ from connectors.confluence.source import (
     PAGE_MIME,
     AccessUnknown,
     ConfluenceSource,
+    archived_extra,
     breadcrumbs,
     is_unoffered,
     iso,
@@ -98,6 +100,19 @@ SEARCH_EXPAND = ",".join(
     ]
 )
 POLL_EXPAND = "content.version,content.container"
+CONTAINER_SEARCH_EXPAND = ",".join(
+    [
+        "content.restrictions.read.restrictions.user",
+        "content.restrictions.read.restrictions.group",
+        "content.version",
+        "content.ancestors",
+    ]
+)
+# Content without a text body that `include_whiteboards` indexes as a title + link +
+# breadcrumb record (SPEC §2.1), by its CQL type.
+CONTAINER_LABELS = MappingProxyType(
+    {"whiteboard": "Whiteboard", "database": "Database", "embed": "Smart link"}
+)
 
 
 class CloudSource(ConfluenceSource):
@@ -169,6 +184,8 @@ class CloudSource(ConfluenceSource):
                 )
                 unsearched.append(key)
             listed[key] = items
+            if self.settings.include_whiteboards:
+                refs += self._list_containers(key, searched=key not in unsearched, errors=errors)
         if unsearched and self._comment_locations:
             owners = {str(item["id"]) for key in unsearched for item in listed[key]}
             try:
@@ -219,13 +236,15 @@ class CloudSource(ConfluenceSource):
         return found
 
     def _list_space(self, key: str, errors: list[str]) -> list[dict[str, Any]]:
-        """The space's current pages and blog posts, without bodies."""
+        """The space's current (and with `include_archived` archived) pages and blog
+        posts, without bodies."""
         kinds = ["page", "blogpost"] if self.settings.include_blogposts else ["page"]
+        status = "current,archived" if self.settings.include_archived else "current"
         items: list[dict[str, Any]] = []
         for kind in kinds:
             path = f"api/v2/spaces/{self._space_ids[key]}/{KIND_PATH[kind]}"
             try:
-                for item in self.http.paged(path, {"status": "current", "limit": V2_MAX}):
+                for item in self.http.paged(path, {"status": status, "limit": V2_MAX}):
                     items.append({**item, "type": kind})
             except IngestError as exc:
                 errors.append(f"listing {kind}s of space {key}: {self.http.listing_error(exc)}")
@@ -263,6 +282,49 @@ class CloudSource(ConfluenceSource):
             self._restrictions.update(restrictions)
             self._labels.update(labels)
             self._comments.update(comments)
+
+    def _list_containers(self, key: str, *, searched: bool, errors: list[str]) -> list[DocumentRef]:
+        """The space's whiteboards, databases and smart links (`include_whiteboards`).
+        v2 reads them by id only: CQL finds them, with their ancestors and restrictions
+        expanded, so they cost no request each."""
+        what = f"whiteboards, databases and smart links of space {key}"
+        if not searched:
+            errors.append(f"{what}: only CQL search lists them, and it is not available")
+            return []
+        params = {
+            "cql": f'space = "{key}" and type in ({", ".join(CONTAINER_LABELS)})',
+            "expand": CONTAINER_SEARCH_EXPAND,
+            "limit": self.settings.page_size,
+        }
+        items: list[dict[str, Any]] = []
+        try:
+            for result in self.http.paged("rest/api/search", params):
+                content = result.get("content") or {}
+                if content.get("type") in CONTAINER_LABELS:
+                    items.append(self._listed_container(key, content))
+        except IngestError as exc:
+            errors.append(f"{what}: {self.http.listing_error(exc)}")
+            return []
+        return [self._page_ref(item) for item in items]
+
+    def _listed_container(self, key: str, content: dict[str, Any]) -> dict[str, Any]:
+        """A v1 search result as the v2 item the rest reads, its chain and restrictions
+        kept from the result."""
+        content_id = str(content["id"])
+        version = content.get("version") or {}
+        chain = [Ancestor(str(a["id"]), a.get("title")) for a in content.get("ancestors") or []]
+        restriction = _expanded_restriction(content)
+        with self._lock:
+            self._chains[content_id] = chain
+            if restriction is not None:
+                self._restrictions[content_id] = restriction
+        return {
+            "id": content_id,
+            "type": content["type"],
+            "title": content.get("title"),
+            "spaceId": self._space_ids[key],
+            "version": {"number": version.get("number", ""), "createdAt": version.get("when")},
+        }
 
     def _list_comments_v2(self, owners: set[str]) -> None:
         """Comment states of `owners` through v2's site-wide listings, one per location
@@ -444,7 +506,14 @@ class CloudSource(ConfluenceSource):
             with self._lock:
                 comments = list(self._comments.get(page_id, []))
         space_key = self._space_key(str(item.get("spaceId") or ""))
-        return self._page_access_for(page_id, space_key, self._ancestors(item), None, comments)
+        return self._page_access_for(
+            page_id,
+            space_key,
+            self._ancestors(item),
+            None,
+            comments,
+            archived=item.get("status") == "archived",
+        )
 
     def _owner_access(self, owner_id: str, kind: str) -> PageAccess:
         """The access of an attachment's page or blog post: from the listing, else asked."""
@@ -587,6 +656,8 @@ class CloudSource(ConfluenceSource):
     def fetch(self, ref: DocumentRef) -> SourceDocument:
         if ref.kind == "attachment":
             return self._fetch_attachment(ref)
+        if ref.kind in CONTAINER_LABELS:
+            return self._fetch_container(ref)
         kind = ref.kind if ref.kind in KIND_PATH else "page"
         params = {"body-format": "storage", "include-labels": "true"}
         try:
@@ -679,6 +750,7 @@ class CloudSource(ConfluenceSource):
                 "content_type": kind,
                 "ancestors": [{"id": a.id, "title": a.title} for a in ancestors],
                 "created_at": iso(item.get("createdAt")),
+                **archived_extra(access),
             },
             breadcrumbs=breadcrumbs(self._space_name(access.space_key), ancestors, title),
             warnings=(*warnings, *([tree] if tree else [])),
@@ -816,13 +888,55 @@ class CloudSource(ConfluenceSource):
             space_key=access.space_key if access else None,
             page_id=owner,
             acl=access.acl if access else None,
-            extra={"content_type": "attachment", "page_title": page_title},
+            extra={"content_type": "attachment", "page_title": page_title} | archived_extra(access),
             breadcrumbs=breadcrumbs(
                 self._space_name(access.space_key if access else None),
                 trail,
                 str(page_title or ""),
                 filename,
             ),
+        )
+
+    def _fetch_container(self, ref: DocumentRef) -> SourceDocument:
+        """A whiteboard, database or smart link: the API gives no text body, so its record
+        is its title, where it sits and its link, for a search for its name to find."""
+        what = f"{ref.kind} {ref.document_id}"
+        try:
+            data = self.http.get_json(f"api/v2/{CONTAINER_PATH[ref.kind]}/{ref.document_id}")
+        except HttpStatusError as exc:
+            raise self.http.content_error(exc, what) from None
+        item = {**data, "type": ref.kind}
+        access = self._item_access(item)
+        title = str(item.get("title") or "")
+        version = item.get("version") or {}
+        updated_at = iso(version.get("createdAt") or item.get("createdAt"))
+        url = self.http.url((item.get("_links") or {}).get("webui", ""))
+        trail = breadcrumbs(self._space_name(access.space_key), self._ancestors(item), title)
+        with self._lock:
+            tree = self._tree_warnings.get(ref.document_id)
+        number = version.get("number", version_number(ref.version))
+        return SourceDocument(
+            ref=replace(
+                ref,
+                version=listed_version(number, access.digest),
+                title=title,
+                updated_at=updated_at,
+            ),
+            data=container_record(CONTAINER_LABELS[ref.kind], trail, url).encode("utf-8"),
+            filename=safe_filename(title) + PAGE_EXTENSION,
+            mime=PAGE_MIME,
+            format=PAGE_FORMAT,
+            source_url=url,
+            title=title,
+            author=self._display_names([item.get("authorId")]).get(str(item.get("authorId"))),
+            updated_at=updated_at,
+            space_key=access.space_key,
+            page_id=ref.document_id,
+            acl=access.acl,
+            base_url=self.http.base_url,
+            extra={"content_type": ref.kind},
+            breadcrumbs=trail,
+            warnings=(tree,) if tree else (),
         )
 
     def _display_names(self, account_ids: Iterable[object]) -> dict[str, str]:
@@ -849,6 +963,18 @@ class CloudSource(ConfluenceSource):
                             self._names[str(user["accountId"])] = str(name)
         with self._lock:
             return {a: self._names[a] for a in wanted if a in self._names}
+
+
+def container_record(label: str, trail: Sequence[str], url: str) -> str:
+    """The storage body of a whiteboard's (database's, smart link's) record: what it is,
+    its title, where it sits, and its link."""
+    *where, title = trail
+    place = f" in {escape(' › '.join(where))}" if where else ""
+    link = escape(url, {'"': "&quot;"})
+    return (
+        f"<p>{label} <strong>{escape(title)}</strong>{place}. Confluence gives no text of it "
+        f'through its API: <a href="{link}">open it in Confluence</a>.</p>'
+    )
 
 
 def _owner(attachment: dict[str, Any]) -> tuple[str, str]:

@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
@@ -50,6 +51,7 @@ from connectors.confluence.source import (
     PAGE_FORMAT,
     PAGE_MIME,
     ConfluenceSource,
+    archived_extra,
     breadcrumbs,
     is_unoffered,
     iso,
@@ -91,12 +93,13 @@ class DataCenterSource(ConfluenceSource):
             with self._lock:
                 self._spaces[space] = access
             kinds = ["page", "blogpost"] if self.settings.include_blogposts else ["page"]
+            statuses = ["current", "archived"] if self.settings.include_archived else ["current"]
             listed: list[dict[str, Any]] = []
-            for kind in kinds:
+            for kind, status in itertools.product(kinds, statuses):
                 params = {
                     "spaceKey": space,
                     "type": kind,
-                    "status": "current",
+                    "status": status,
                     "expand": LIST_EXPAND,
                     "limit": self.settings.page_size,
                 }
@@ -106,7 +109,8 @@ class DataCenterSource(ConfluenceSource):
                         index.add_page(space, item["title"], str(item["id"]))
                 except IngestError as exc:
                     errors.append(
-                        f"listing {kind}s of space {space}: {self.http.listing_error(exc)}"
+                        f"listing {status} {kind}s of space {space}: "
+                        + self.http.listing_error(exc)
                     )
             if self._comment_locations:
                 try:
@@ -303,6 +307,7 @@ class DataCenterSource(ConfluenceSource):
                 "content_type": data.get("type", ref.kind),
                 "ancestors": [{"id": a.id, "title": a.title} for a in ancestors],
                 "created_at": iso(history.get("createdDate")),
+                **archived_extra(access),
             },
             breadcrumbs=breadcrumbs(data["space"].get("name"), ancestors, title),
             warnings=warnings,
@@ -394,7 +399,8 @@ class DataCenterSource(ConfluenceSource):
             space_key=(data.get("space") or {}).get("key"),
             page_id=page_id,
             acl=access.acl if access else None,
-            extra={"content_type": "attachment", "page_title": container.get("title")},
+            extra={"content_type": "attachment", "page_title": container.get("title")}
+            | archived_extra(access),
             breadcrumbs=breadcrumbs(
                 (data.get("space") or {}).get("name"),
                 _ancestors(container),
@@ -417,7 +423,14 @@ class DataCenterSource(ConfluenceSource):
         with self._lock:
             self._restrictions[page_id] = own
         space_key = str((data.get("space") or {}).get("key") or "")
-        return self._page_access_for(page_id, space_key, _ancestors(data), own, comments)
+        return self._page_access_for(
+            page_id,
+            space_key,
+            _ancestors(data),
+            own,
+            comments,
+            archived=data.get("status") == "archived",
+        )
 
     def _page_access(self, page_id: str) -> PageAccess:
         """The access of an attachment's page: from the listing, else one request."""

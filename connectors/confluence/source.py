@@ -180,10 +180,13 @@ class ConfluenceSource(ABC):
         ancestors: Sequence[Ancestor],
         own: Principals | None,
         comments: Sequence[CommentState],
+        *,
+        archived: bool = False,
     ) -> PageAccess:
         """The page's access from its space, the restrictions of its ancestors and its
-        own (`own`: known already, else read), and its comments. Restrictions that
-        cannot be read raise: a page is never indexed with access wider than it has."""
+        own (`own`: known already, else read), its comments and whether it is archived.
+        Restrictions that cannot be read raise: a page is never indexed with access wider
+        than it has."""
         # An ancestor deleted since the listing restricts nothing any more (its children
         # moved up to its parent); the next listing sees the page's new place.
         levels = [level for a in ancestors if (level := self._restriction(a.id)) is not None]
@@ -196,7 +199,7 @@ class ConfluenceSource(ABC):
             )
         levels.append(mine)
         acl = effective_acl(space_key, self._space_access(space_key), levels)
-        access = page_access(acl, ancestors, comments)
+        access = page_access(acl, ancestors, comments, archived=archived)
         with self._lock:
             self._accesses[page_id] = access
         return access
@@ -326,6 +329,11 @@ class ConfluenceSource(ABC):
         except AccessUnknown as exc:
             log.warning("%s", exc)
             return listed_version(number, "unreadable")
+
+
+def archived_extra(access: PageAccess | None) -> dict[str, bool]:
+    """The payload's `archived: true` of an archived page and its attachments."""
+    return {"archived": True} if access is not None and access.archived else {}
 
 
 def breadcrumbs(
