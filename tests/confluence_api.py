@@ -8,10 +8,13 @@ Center (REST v1).
 `accountId`, groups by id in v2 and by name and id in v1. It serves REST v2:
 
     GET  {ctx}/api/v2/spaces?keys=                       GET {ctx}/api/v2/spaces/{id}/permissions
-    GET  {ctx}/api/v2/spaces/{id}/pages|blogposts        GET {ctx}/api/v2/pages|blogposts?id=
-    GET  {ctx}/api/v2/pages|blogposts/{id}[/labels|/attachments|/footer-comments]
+    GET  {ctx}/api/v2/spaces/{id}/pages|blogposts[?status=current,archived]
+    GET  {ctx}/api/v2/pages|blogposts?id=
+    GET  {ctx}/api/v2/pages|blogposts/{id}[/labels|/attachments|/footer-comments|/inline-comments]
     GET  {ctx}/api/v2/pages/{id}/ancestors               GET {ctx}/api/v2/attachments[/{id}]
-    GET  {ctx}/api/v2/footer-comments[/{id}/children]    POST {ctx}/api/v2/users-bulk
+    GET  {ctx}/api/v2/footer-comments|inline-comments[/{id}/children]
+    GET  {ctx}/api/v2/folders|whiteboards|databases|embeds/{id}[/ancestors]
+    POST {ctx}/api/v2/users-bulk
 
 cursor-paginated: `limit` 1..250 (above 250 is a 400, as the reference says; the server
 then serves at most `v2_max_limit`), the next page in `_links.next` and in the `Link`
@@ -35,6 +38,20 @@ and kept in `removed_calls`, so a test can assert that none was made.
 (space permissions as Data Center 9.1+ serves them; `space_permissions_api = False`
 answers 404, as older versions do). v1 lists cap `limit` at `max_limit` silently, like
 the real servers. Every layout honours `expand` and answers a wrong token with 401.
+
+Inline comments (`add_comment(..., inline=True, selection=...)`) put their marker
+(`ac:inline-comment-marker ac:ref=...`) around the selection in the page body and come in
+Atlassian's shapes: v2 `resolutionStatus` and `properties.inlineMarkerRef` /
+`inlineOriginalSelection`, v1 `extensions.inlineProperties` and `extensions.resolution`
+(v1 lists open ones under location `inline`, resolved ones under `resolved`); `resolve()`
+changes no version, and a comment whose marked text left the page is `dangling`. Folders,
+whiteboards, databases and smart links (`add_folder`, `add_whiteboard`) sit in the page
+tree (`parentType`, ancestors) without a body; CQL finds them by type. `archive()` makes
+a page archived: listed only when asked for (`status`), never searched. A page's rendered
+view (v2 `body-format=view`, v1 `expand=body.view`) gives every heading the id Confluence
+gives it (`render_view`), for tests to check deep links against (`rendered_anchors`).
+Answers can say `X-RateLimit-NearLimit: true` (`near_limit(n)`), and a fault can carry
+Cloud's rate-limit headers (`fail(..., headers=...)`).
 
 CQL dates are read in the account's time zone (`cql_tz`, default UTC+3) as Confluence
 does, not in UTC. Spaces are readable by the group `confluence-users` unless
