@@ -753,7 +753,11 @@ class FakeConfluence:
             offer("body", lambda: self._v1_body(item, expand))
         if item.type in ("attachment", "comment"):
             offer(
-                "container", lambda: self._content_json(self.content[item.parent_id or ""], set())
+                "container",
+                lambda: self._content_json(
+                    self.content[item.parent_id or ""],
+                    {e.removeprefix("container.") for e in expand if e.startswith("container.")},
+                ),
             )
         if item.type == "attachment":
             out["extensions"] = {"mediaType": item.media_type, "fileSize": len(item.data)}

@@ -11,9 +11,11 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from config.settings import ChunkingSettings, LimitsSettings
-from connectors.base import SourceDocument
+from config.settings import ChunkingSettings, ConfluenceSettings, LimitsSettings
+from connectors.base import DocumentRef, SourceDocument
+from connectors.confluence import ConfluenceConnector
 from connectors.confluence.anchors import PageHeading, match_headings, page_headings
+from connectors.confluence.comments import COMMENTS_OPENING
 from tasks.stages import chunk_normalized, local_file_source, normalize_source
 from tests.confluence_api import FakeConfluence, build_fixture, confluence_api, rendered_anchors
 from tests.fixtures_pdf import plain_pdf
@@ -75,6 +77,25 @@ def test_markdown_headings_find_their_page_heading_in_order() -> None:
     assert match_headings(page, markdown) == ["a", "b", "c", None, "d"]
 
 
+def test_headings_in_comment_bodies_never_take_a_page_heading() -> None:
+    conn = ConfluenceConnector(
+        ConfluenceSettings.model_validate(
+            {"url": "https://acme.atlassian.net/wiki", "username": "me@acme.com"}
+        ),
+        "t0ken",
+    )
+    body = "<h2>Scope</h2><table><tr><td><h3>Risks</h3></td></tr></table>"
+    page = SourceDocument(
+        ref=DocumentRef("1", "1", "confluence", kind="page"),
+        data=(body + COMMENTS_OPENING + "<p>bob:</p><h3>Risks</h3>").encode(),
+        filename="p.confluence",
+        source_url="https://acme.atlassian.net/wiki/spaces/X/pages/1/P",
+        title="P",
+    )
+    links = conn.heading_links(page, ["Scope", "Comments", "Risks"])
+    assert links == [f"{page.source_url}#Scope", None, None]
+
+
 @pytest.mark.parametrize("layout", ["cloud", "dc"])
 def test_every_chunk_of_a_page_cites_an_anchor_the_page_shows(
     confluence_api: Factory, layout: str, chunking_settings: ChunkingSettings
@@ -83,9 +104,10 @@ def test_every_chunk_of_a_page_cites_an_anchor_the_page_shows(
     fx = build_fixture(api)
     api.add_comment(fx["notes"], "<h2>Highlights</h2><p>Also the docs got better.</p>")
     conn = connector(api)
-    ref = next(r for r in conn.list_refs().refs if r.document_id == fx["notes"])
-    page = conn.fetch(ref)
+    refs = {ref.document_id: ref for ref in conn.list_refs().refs}
+    page = conn.fetch(refs[fx["notes"]])
     assert page.breadcrumbs == ("Engineering", "Engineering Home", "Release Notes")
+    assert conn.fetch(refs[fx["txt"]]).breadcrumbs == (*page.breadcrumbs, "changelog.txt")
     assert [w.split(" has ")[0] for w in page.warnings] == ["heading '?!'", "heading '🚀'"]
     document = chunk_normalized(
         page, normalize_source(page, LIMITS), chunking_settings, "default", conn

@@ -392,6 +392,9 @@ def test_corrupt_attachment_is_reported_and_the_rest_indexed(
     assert [(r["document_id"], r["code"]) for r in rows] == [(corrupt, "CORRUPT")]
     assert rows[0]["message"]
     assert len(summaries) == 1 and "CORRUPT" in str(summaries[0].data)
+    # the artifact links the documents the run indexed to where a reader finds them
+    guide_url = f"{api.base_url}/spaces/ENG/pages/{fx['guide']}/Install+Guide"
+    assert f"| {fx['guide']} | [Install Guide](<{guide_url}>) |" in str(summaries[0].data)
 
     # Not retried until its content changes: the re-run reports it without fetching it.
     state, summary = space.run(source="confluence", targets=["ENG"])

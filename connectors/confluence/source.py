@@ -35,6 +35,7 @@ from connectors.confluence.access import (
 from connectors.confluence.anchors import match_headings, page_headings
 from connectors.confluence.client import ConfluenceHttp, is_status
 from connectors.confluence.comments import (
+    COMMENTS_HEADING,
     COMMENTS_OPENING,
     Comment,
     CommentState,
@@ -281,12 +282,22 @@ class ConfluenceSource(ABC):
         the comments section and anything else the page itself does not show."""
         if source.ref.kind not in PAGE_KINDS or not source.source_url:
             return [None] * len(headings)
-        body = source.data.decode("utf-8", "replace").partition(COMMENTS_OPENING)[0]
+        body, comments, _ = source.data.decode("utf-8", "replace").partition(COMMENTS_OPENING)
         page = page_headings(body, cloud=self.http.cloud, title=source.title or "")
-        return [
-            f"{source.source_url}#{quote(anchor, safe='')}" if anchor else None
-            for anchor in match_headings(page, headings)
-        ]
+        anchors = match_headings(page, headings)
+        if comments:
+            # The appended section's heading is the first "Comments" no page heading
+            # matched: it and every heading after it (in comment bodies) cite the page.
+            cut = next(
+                (
+                    i
+                    for i, (text, anchor) in enumerate(zip(headings, anchors, strict=True))
+                    if anchor is None and text.strip() == COMMENTS_HEADING
+                ),
+                len(anchors),
+            )
+            anchors[cut:] = [None] * (len(anchors) - cut)
+        return [f"{source.source_url}#{quote(a, safe='')}" if a else None for a in anchors]
 
     def _heading_warnings(self, body: str, title: str) -> list[str]:
         return [
