@@ -212,6 +212,8 @@ def test_a_whiteboard_is_found_by_its_name_and_removed_once_deleted(
     (hit, *_) = found("Quokka")
     assert hit["document_id"] == board and hit["title"] == "Quokka migration board"
     assert hit["citation_url"] == f"{api.base_url}/spaces/ENG/whiteboard/{board}"
+    assert main(["search", "Quokka", "--mode", "sparse", "--limit", "1"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].strip() == hit["citation_url"]  # the link
     assert hit["breadcrumbs"] == [
         "Engineering",
         "Engineering Home",
