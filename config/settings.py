@@ -147,6 +147,12 @@ class ConfluenceSettings(StrictModel):
     include_attachments: bool = True
     # Footer comments as a final "## Comments" section of their page (SPEC §2.1).
     include_comments: bool = True
+    # Inline comments in the same section, quoting the text each is on, open or resolved.
+    include_inline_comments: bool = True
+    # Archived pages and blog posts too, marked `archived: true` in their payload.
+    include_archived: bool = False
+    # Cloud whiteboards, databases and smart links as title + link + breadcrumb records.
+    include_whiteboards: bool = False
     attachment_max_bytes: int = Field(50 * 1024 * 1024, gt=0)
     page_size: int = Field(100, gt=0, le=250)
     max_concurrency: int = Field(8, gt=0)

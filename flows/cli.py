@@ -409,7 +409,7 @@ def _search(args: argparse.Namespace, settings: Settings) -> int:
         # the chunker's context line: the title left out where the first heading repeats it
         heading = context_header(hit.title or hit.document_id, hit.headings_path)
         print(f"{rank}. [{hit.score:.3f}] {heading}")
-        print(f"   {hit.source or hit.document_id}")
+        print(f"   {hit.payload.get('citation_url') or hit.source or hit.document_id}")
         if hit.context:
             first, last = hit.context[0].get("ordinal"), hit.context[-1].get("ordinal")
             merged = f", {len(hit.hits)} hits" if len(hit.hits) > 1 else ""

@@ -73,6 +73,7 @@ PAYLOAD_INDEXES: Mapping[
         "labels": models.PayloadSchemaType.KEYWORD,
         "updated_at": models.PayloadSchemaType.DATETIME,
         "source_version_id": models.PayloadSchemaType.KEYWORD,
+        "archived": models.PayloadSchemaType.BOOL,
         "acl.public": models.PayloadSchemaType.BOOL,
         "acl.users": models.PayloadSchemaType.KEYWORD,
         "acl.groups": models.PayloadSchemaType.KEYWORD,
@@ -173,6 +174,9 @@ class SearchFilters:
     source_types: tuple[str, ...] = ()
     user: str | None = None
     groups: tuple[str, ...] = ()
+    # Archived Confluence content (`archived: true`, with confluence.include_archived):
+    # None finds it with the rest, False leaves it out, True finds only it.
+    archived: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -200,6 +204,9 @@ def search_filter(filters: SearchFilters) -> models.Filter | None:
         must.append(_match_any("labels", filters.labels))
     if filters.source_types:
         must.append(_match_any("source_type", filters.source_types))
+    if filters.archived is not None:
+        archived = _match("archived", True)
+        must.append(archived if filters.archived else models.Filter(must_not=[archived]))
     if filters.user is not None or filters.groups:
         restrictions = _acl_level(filters, "acl.users", "acl.groups")
         restrictions.append(_match("acl.restricted", False))

@@ -31,6 +31,7 @@ from connectors.base import (
     DeletionScope,
     DocumentGone,
     DocumentRef,
+    HeadingCitation,
     IdMigration,
     IndexedCheck,
     LinkResolver,
@@ -51,6 +52,7 @@ from indexing.reindex import ReindexResult, drop_retired, reindex
 from normalizers.base import NormalizedDocument
 from stage_cache.keys import CacheKey, config_hash, sha256_hex, stage_key
 from stage_cache.store import StageCache
+from tasks.citations import document_url
 from tasks.links import LinkStore, StoredLink
 from tasks.resources import Resources
 from tasks.stages import chunk_normalized, normalize_input, normalize_source
@@ -124,6 +126,19 @@ class DocumentWarning:
     message: str
 
 
+@dataclass(frozen=True)
+class DocumentLink:
+    """A document a run prepared and where a reader finds it (its page, its file)."""
+
+    document_id: str
+    title: str | None
+    url: str | None
+
+
+# How many prepared documents a run's report links to.
+LINKS_SHOWN = 20
+
+
 @dataclass
 class StageCount:
     done: int = 0
@@ -139,6 +154,7 @@ class BatchOutcome:
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
     failures: list[Failure] = field(default_factory=list)
     warnings: list[DocumentWarning] = field(default_factory=list)
+    links: list[DocumentLink] = field(default_factory=list)  # the first LINKS_SHOWN
     gone: list[str] = field(default_factory=list)
     indexed: list[str] = field(default_factory=list)  # documents whose points were synced
     chunks: int = 0
@@ -153,6 +169,7 @@ class BatchOutcome:
             self.seconds[stage] += other.seconds[stage]
         self.failures += other.failures
         self.warnings += other.warnings
+        self.links = (self.links + other.links)[:LINKS_SHOWN]
         self.gone += other.gone
         self.chunks += other.chunks
         self.token_histogram.update(other.token_histogram)
@@ -416,7 +433,9 @@ def _prepare_one(
         cache.put_json(key, normalized.to_json())
         outcome.stages["normalize"].done += 1
     outcome.seconds["normalize"] += time.perf_counter() - started
-    outcome.warnings += [DocumentWarning(source.ref.document_id, w) for w in normalized.warnings]
+    outcome.warnings += [
+        DocumentWarning(source.ref.document_id, w) for w in (*source.warnings, *normalized.warnings)
+    ]
 
     started = time.perf_counter()
     links.store(source, normalized)
@@ -438,11 +457,18 @@ def _prepare_one(
     if records is not None:
         outcome.stages["chunk"].cached += 1
     else:
-        document = chunk_normalized(source, normalized, settings.chunking, settings.tenant_id)
+        citation = links.connector if isinstance(links.connector, HeadingCitation) else None
+        document = chunk_normalized(
+            source, normalized, settings.chunking, settings.tenant_id, citation
+        )
         records = [c.to_record() for c in document.chunks]
         cache.put_json(chunk_key, records)
         outcome.stages["chunk"].done += 1
     outcome.seconds["chunk"] += time.perf_counter() - started
+    if len(outcome.links) < LINKS_SHOWN:
+        outcome.links.append(
+            DocumentLink(source.ref.document_id, source.title, document_url(source))
+        )
     outcome.chunks += len(records)
     for record in records:
         outcome.token_histogram[_token_bin(int(record["token_count"]))] += 1

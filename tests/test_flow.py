@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 from uuid import UUID
 
 import pytest
@@ -49,6 +50,7 @@ from tests.confluence_api import (
     Fixture,
     build_fixture,
     confluence_api,
+    rendered_anchors,
 )
 from tests.tiny_model import tiny_model_dir, wider_tiny_model_dir
 
@@ -272,6 +274,28 @@ def test_full_run_of_a_space_indexes_pages_blog_posts_and_attachments(
     assert by_document[fx["docx"]]["parent_document_id"] == fx["guide"]
     assert by_document[fx["xlsx"]]["chunk_type"] == "table"
     assert by_document[fx["eng_blog"]]["title"] == "Quarterly update"
+    # Deep links (SPEC §3.6): a page's chunks land on the anchors the page shows; the rest
+    # cite their page or attachment; breadcrumbs run from the space to the document.
+    anchors: dict[str, set[str]] = {}
+    landed = set()
+    for payload in points.values():
+        link = urlsplit(payload["citation_url"])
+        assert payload["citation_url"].startswith(payload["source_url"])
+        assert payload["breadcrumbs"][0] == "Engineering"
+        assert payload["breadcrumbs"][-1] == payload["title"]
+        if link.fragment:
+            page = payload["document_id"]
+            shown = anchors.get(page) or anchors.setdefault(page, rendered_anchors(api, page))
+            assert unquote(link.fragment) in shown, payload["citation_url"]
+            landed.add(unquote(link.fragment))
+    assert len(landed) >= 4  # Release Notes: Russian, punctuation, a repeated heading
+    assert by_document[fx["docx"]]["breadcrumbs"] == [
+        "Engineering",
+        "Engineering Home",
+        "Install Guide",
+        "Руководство.docx",
+    ]
+    assert {w["document_id"] for w in summary["warnings"]} >= {fx["notes"]}  # "?!" and the emoji
 
 
 def test_incremental_run_reprocesses_exactly_the_edited_and_drops_the_deleted(
@@ -370,6 +394,9 @@ def test_corrupt_attachment_is_reported_and_the_rest_indexed(
     assert [(r["document_id"], r["code"]) for r in rows] == [(corrupt, "CORRUPT")]
     assert rows[0]["message"]
     assert len(summaries) == 1 and "CORRUPT" in str(summaries[0].data)
+    # the artifact links the documents the run indexed to where a reader finds them
+    guide_url = f"{api.base_url}/spaces/ENG/pages/{fx['guide']}/Install+Guide"
+    assert f"| {fx['guide']} | [Install Guide](<{guide_url}>) |" in str(summaries[0].data)
 
     # Not retried until its content changes: the re-run reports it without fetching it.
     state, summary = space.run(source="confluence", targets=["ENG"])

@@ -24,7 +24,8 @@ groups are group names.
 
 Restriction changes, moves, ancestor renames and comments bump no version number in
 Confluence: a listed version is `<number>.<digest>`, the digest covering the ancestors
-(ids and titles), the ACL and the footer comments (ids and versions), so the next run
+(ids and titles, folders too), the ACL and the comments (ids, versions and an inline
+comment's resolution, which resolving changes without a new version), so the next run
 rewrites exactly the pages where one of them changed, and their attachments where the
 ACL or the ancestors did.
 """
@@ -39,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from connectors.base import Access, Principals, SpaceReaders
+from connectors.confluence.comments import CommentState
 
 
 @dataclass(frozen=True)
@@ -81,12 +83,13 @@ class Ancestor:
 @dataclass(frozen=True)
 class PageAccess:
     """A page's ACL and the digests that go into listed versions: `digest` (ACL,
-    ancestors and comments) the page's, `inherited` (ACL and ancestors) its attachments',
-    which a comment does not change."""
+    ancestors, archived and comments) the page's, `inherited` (ACL, ancestors, archived)
+    its attachments', which a comment does not change."""
 
     acl: Access
     digest: str
     inherited: str
+    archived: bool = False  # the page is archived (its attachments count as archived too)
 
     @property
     def space_key(self) -> str | None:
@@ -114,12 +117,17 @@ def effective_acl(space_key: str, space: SpaceAccess, restrictions: Sequence[Pri
 def page_access(
     acl: Access,
     ancestors: Sequence[Ancestor],
-    comments: Sequence[tuple[str, int]] = (),
+    comments: Sequence[CommentState] = (),
+    *,
+    archived: bool = False,
 ) -> PageAccess:
-    """`acl` with the digests of it, the ancestors and the footer comments (id, version)."""
-    inherited = [[[a.id, a.title] for a in ancestors], acl.payload()]
-    own = [*inherited, sorted([c, v] for c, v in comments)]
-    return PageAccess(acl, _digest(own), _digest(inherited))
+    """`acl` with the digests of it, the ancestors, whether the page is archived
+    (archiving bumps no version) and the comments (their states)."""
+    inherited: list[Any] = [[[a.id, a.title] for a in ancestors], acl.payload()]
+    if archived:
+        inherited.append("archived")
+    own = [*inherited, sorted(list(c) for c in comments)]
+    return PageAccess(acl, _digest(own), _digest(inherited), archived)
 
 
 def _digest(state: list[Any]) -> str:
