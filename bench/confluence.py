@@ -3,7 +3,8 @@ API with the default settings, then an unchanged-space incremental pass, on Clou
 v2) and on Data Center (REST v1), with the requests each made.
 
     .venv/bin/python -m bench.confluence [--pages 10000] [--body-bytes 5000]
-        [--layout cloud|dc|both] [--comments 0] [--without-cql] [--fetch many|one]
+        [--layout cloud|dc|both] [--comments 0] [--inline-comments 0] [--without-cql]
+        [--fetch many|one]
 
 Targets (issue 10): Cloud full list + fetch under 2 minutes, unchanged incremental poll
 under 1 s, no removed v1 endpoint called. Fetching runs as the flow does: batches of
@@ -11,9 +12,10 @@ under 1 s, no removed v1 endpoint called. Fetching runs as the flow does: batche
 `confluence.max_concurrency`. The incremental pass is the CQL poll since the full run
 started (nothing changed, so nothing is fetched); the cheap full listing that decides
 deletions, and so every incremental run of the flow, is timed as well. `--comments N`
-puts a footer comment on N pages; `--without-cql` makes Cloud's CQL search answer 410
-(restrictions are then read page by page, comments through v2, and the poll compares
-listings).
+puts a footer comment on N pages, `--inline-comments N` an inline comment on N pages
+spread evenly (issue 23: 1,000 on 10,000 pages); `--without-cql` makes Cloud's CQL search
+answer 410 (restrictions are then read page by page, comments through v2, and the poll
+compares listings).
 """
 
 from __future__ import annotations
@@ -60,6 +62,11 @@ def run(layout: str, args: argparse.Namespace) -> dict[str, Any]:
         stamp = datetime.now(UTC) - timedelta(days=3)  # as old as the pages
         for page in pages[: args.comments]:
             api.add_comment(page, "<p>A comment on this page.</p>", when=stamp)
+        step = max(1, args.pages // args.inline_comments) if args.inline_comments else 0
+        for page in pages[::step][: args.inline_comments] if step else []:
+            api.add_comment(
+                page, "<p>Is this still true?</p>", inline=True, selection="Lorem ipsum", when=stamp
+            )
         if args.without_cql and layout == "cloud":
             api.retire("/rest/api/search")
         cloud = layout == "cloud"
@@ -116,6 +123,7 @@ def run(layout: str, args: argparse.Namespace) -> dict[str, Any]:
         "fetch": args.fetch,
         "pages": args.pages,
         "pages_with_comments": min(args.comments, args.pages),
+        "pages_with_inline_comments": min(args.inline_comments, args.pages),
         "body_bytes": args.body_bytes,
         "max_concurrency": conf.max_concurrency,
         "requests_per_second": conf.requests_per_second,
@@ -145,6 +153,9 @@ def main() -> None:
     parser.add_argument("--body-bytes", type=int, default=5_000)
     parser.add_argument("--layout", choices=["cloud", "dc", "both"], default="both")
     parser.add_argument("--comments", type=int, default=0, help="pages with a footer comment")
+    parser.add_argument(
+        "--inline-comments", type=int, default=0, help="pages with an inline comment"
+    )
     parser.add_argument(
         "--without-cql", action="store_true", help="Cloud: the CQL search answers 410"
     )

@@ -30,7 +30,7 @@ from chunking.record import Chunk
 from config.settings import EmbedderSettings, QdrantSettings
 from indexing.embed_cache import embed_key, embed_with_cache, encode_embedding
 from indexing.embedders import BgeM3Embedder, Embedding
-from indexing.qdrant_store import QdrantConnection, QdrantStore
+from indexing.qdrant_store import CollectionSchema, QdrantConnection, QdrantStore
 from indexing.reconcile import DocumentChunks, sync_documents
 from stage_cache.keys import stage_key
 from stage_cache.store import StageCache
@@ -94,7 +94,7 @@ class PrecomputedEmbedder:
 
 def bench_upsert(root: Path, points: int) -> dict[str, Any]:
     settings = QdrantSettings.model_validate({"path": str(root / "qdrant-upsert")})
-    store = QdrantStore(QdrantConnection(settings), DIM, sparse=False)
+    store = QdrantStore(QdrantConnection(settings), CollectionSchema(DIM, False, False))
     store.ensure_collection()
     documents = make_documents("bench", points)
     chunks = [c for d in documents for c in d.chunks]
@@ -135,7 +135,7 @@ def bench_cache_hits(root: Path, count: int) -> dict[str, Any]:
 
 def bench_unchanged_rerun(root: Path, chunks: int) -> dict[str, Any]:
     settings = QdrantSettings.model_validate({"path": str(root / "qdrant-rerun")})
-    store = QdrantStore(QdrantConnection(settings), DIM, sparse=False)
+    store = QdrantStore(QdrantConnection(settings), CollectionSchema(DIM, False, False))
     store.ensure_collection()
     cache = StageCache(root / "cache-rerun")
     documents = make_documents("bench", chunks)
@@ -158,7 +158,7 @@ def bench_unchanged_rerun(root: Path, chunks: int) -> dict[str, Any]:
     # point from disk), then cached chunk records -> nothing to embed, nothing to upsert.
     store.connection.close()
     started = time.perf_counter()
-    store = QdrantStore(QdrantConnection(settings), DIM, sparse=False)
+    store = QdrantStore(QdrantConnection(settings), CollectionSchema(DIM, False, False))
     store.ensure_collection()
     opened = time.perf_counter() - started
     started = time.perf_counter()

@@ -123,10 +123,10 @@ def run_prefect() -> dict[str, Any]:
 
 def _points() -> int:
     from config.settings import load_settings
-    from indexing.qdrant_store import QdrantConnection, QdrantStore
+    from indexing.qdrant_store import CollectionSchema, QdrantConnection, QdrantStore
 
     with QdrantConnection(load_settings().qdrant) as qdrant:
-        return QdrantStore(qdrant, 0, False).count()
+        return QdrantStore(qdrant, CollectionSchema(0, False, False)).count()
 
 
 def _warm(model: Path) -> None:

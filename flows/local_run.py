@@ -73,12 +73,12 @@ def summary_without_flow(request: RunRequest, settings: Settings) -> dict[str, A
         return None
     from flows.report import RunSummary
     from tasks import pipeline
-    from tasks.resources import Resources
+    from tasks.resources import Resources, in_secret_block
 
     spec = pipeline.SourceSpec.of(request.source, request.targets, settings)
     section = getattr(settings, spec.kind, None)
-    if getattr(section, "token", None) is None and getattr(section, "token_secret_block", None):
-        return None  # the token is in a Prefect Secret block: the flow reads it
+    if in_secret_block(section, "token") or in_secret_block(settings.qdrant, "api_key"):
+        return None  # a secret is in a Prefect Secret block: the flow reads it
     started = datetime.now().astimezone()
     resources = Resources(settings)
     try:

@@ -10,7 +10,15 @@ from typing import Any
 from config.errors import ErrorCode
 from config.settings import Settings
 from connectors.base import Listing
-from tasks.pipeline import STAGES, BatchOutcome, DocumentWarning, Failure, Plan, SourceSpec
+from tasks.pipeline import (
+    STAGES,
+    BatchOutcome,
+    DocumentLink,
+    DocumentWarning,
+    Failure,
+    Plan,
+    SourceSpec,
+)
 
 # `ingest run` exit codes (README "Exit codes"); a run with several problems reports the
 # first that applies in this order.
@@ -49,6 +57,8 @@ class RunSummary:
     listing_errors: list[str] = field(default_factory=list)
     deletion_refused: bool = False
     warnings: list[DocumentWarning] = field(default_factory=list)
+    # The first documents the run prepared, each with where a reader finds it.
+    links: list[DocumentLink] = field(default_factory=list)
 
     @classmethod
     def build(
@@ -103,7 +113,14 @@ class RunSummary:
             wall_seconds=round((datetime.now().astimezone() - started).total_seconds(), 3),
             listing_errors=list(listing.errors),
             deletion_refused=deletion_refused,
-            warnings=list(outcome.warnings),
+            # The source's notes first, under the run's scope: once per run, not per
+            # document; then what the plan says of the collection.
+            warnings=[
+                *(DocumentWarning(spec.scope, n) for n in listing.notes),
+                *plan.warnings,
+                *outcome.warnings,
+            ],
+            links=list(outcome.links),
         )
 
     @property
@@ -138,6 +155,7 @@ class RunSummary:
         ]
         data.update(data.pop("stages"))
         data["status"] = self.status
+        del data["links"]  # the artifact's: not part of the summary's contract (SPEC §7)
         return data
 
 
@@ -210,4 +228,17 @@ def summary_markdown(summary: RunSummary) -> str:
         for warning in summary.warnings:
             message = warning.message.replace("|", "\\|").replace("\n", " ")
             lines.append(f"| {warning.document_id} | {message} |")
+    if summary.links:
+        more = summary.changed + summary.new - len(summary.links)
+        lines += [
+            "",
+            "## Indexed documents" + (f" (the first {len(summary.links)})" if more > 0 else ""),
+            "",
+            "| document | title and link |",
+            "|---|---|",
+        ]
+        for link in summary.links:
+            title = (link.title or link.document_id).replace("|", "\\|").replace("]", "\\]")
+            shown = f"[{title}](<{link.url}>)" if link.url else title
+            lines.append(f"| {link.document_id} | {shown} |")
     return "\n".join(lines) + "\n"

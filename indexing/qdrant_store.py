@@ -5,14 +5,20 @@ selects a server or cluster. The configured `qdrant.collection` name is an ALIAS
 readers use; the points live in a physical collection `<name>_<timestamp>` behind it, so
 a re-index into another collection can be switched to by moving the alias.
 
-Named vectors: `dense` (cosine, size from the embedder) and, when the embedder has one,
-`sparse` (BGE-M3 lexical weights). The sparse vector has NO IDF modifier: BGE-M3's
-lexical score is the plain dot product of learned term weights, which already encode
-term importance; an IDF factor on top would change the model's scoring.
+Named vectors: `dense` (cosine, size from the embedder); when the embedder has one,
+`sparse` (BGE-M3 lexical weights); and, with `lexical.enabled`, `lexical` (contextual
+BM25 term weights, indexing/lexical.py). `sparse` has NO IDF modifier: BGE-M3's lexical
+score is the plain dot product of learned term weights, which already encode term
+importance. `lexical` has `Modifier.IDF`: Qdrant (server, cluster and local mode) supplies
+the inverse document frequency as points come and go, so the dot product is BM25.
+
+A collection's metadata records what made its vectors (model id, lexical encoder id) and
+its part in a re-index (`state`: live, building, retired), see indexing/reindex.py.
 """
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import warnings
 from collections import defaultdict
@@ -33,9 +39,14 @@ from chunking.record import Chunk, point_id
 from config.errors import ConfigError, ErrorCode, IngestError
 from config.settings import QdrantSettings
 from indexing.embedders import Embedding
+from indexing.lexical import SparseWeights
+
+log = logging.getLogger(__name__)
 
 DENSE = "dense"
 SPARSE = "sparse"
+LEXICAL = "lexical"
+METADATA_KEY = "ingest"  # the collection metadata this project writes, under one key
 _SCROLL_PAGE = 1024
 # Local mode sorts every id and filters every point for each scroll page, so a scan
 # costs pages x points: fewer, larger pages keep it linear (its records are in memory).
@@ -62,6 +73,7 @@ PAYLOAD_INDEXES: Mapping[
         "labels": models.PayloadSchemaType.KEYWORD,
         "updated_at": models.PayloadSchemaType.DATETIME,
         "source_version_id": models.PayloadSchemaType.KEYWORD,
+        "archived": models.PayloadSchemaType.BOOL,
         "acl.public": models.PayloadSchemaType.BOOL,
         "acl.users": models.PayloadSchemaType.KEYWORD,
         "acl.groups": models.PayloadSchemaType.KEYWORD,
@@ -102,6 +114,8 @@ class QdrantConnection:
         self.creating = Lock()  # one collection creation at a time in this process
         # physical collection -> tenant -> its points (local mode only)
         self.points: dict[str, dict[str, PointMap]] = {}
+        # What this run was already told about a collection's schema (said once a run).
+        self.warned: set[str] = set()
 
     def __enter__(self) -> QdrantConnection:
         return self
@@ -160,6 +174,9 @@ class SearchFilters:
     source_types: tuple[str, ...] = ()
     user: str | None = None
     groups: tuple[str, ...] = ()
+    # Archived Confluence content (`archived: true`, with confluence.include_archived):
+    # None finds it with the rest, False leaves it out, True finds only it.
+    archived: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -187,6 +204,9 @@ def search_filter(filters: SearchFilters) -> models.Filter | None:
         must.append(_match_any("labels", filters.labels))
     if filters.source_types:
         must.append(_match_any("source_type", filters.source_types))
+    if filters.archived is not None:
+        archived = _match("archived", True)
+        must.append(archived if filters.archived else models.Filter(must_not=[archived]))
     if filters.user is not None or filters.groups:
         restrictions = _acl_level(filters, "acl.users", "acl.groups")
         restrictions.append(_match("acl.restricted", False))
@@ -212,25 +232,90 @@ def _acl_level(filters: SearchFilters, users: str, groups: str) -> list[models.C
 # --- the store -----------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class CollectionSchema:
+    """The vectors a collection holds and what made them (kept in its metadata)."""
+
+    vector_size: int
+    sparse: bool  # BGE-M3's learned sparse weights
+    lexical: bool  # contextual BM25 weights, IDF from Qdrant
+    model_id: str | None = None
+    lexical_id: str | None = None
+
+    def conflicts(self, wanted: CollectionSchema) -> list[str]:
+        """Vectors of `wanted` this collection cannot take beside its own, in words."""
+        found = []
+        if self.vector_size != wanted.vector_size:
+            found.append(f"dense vectors of size {wanted.vector_size} (it has {self.vector_size})")
+        elif _differ(self.model_id, wanted.model_id):
+            found.append(f"vectors of {wanted.model_id} (it has {self.model_id})")
+        return found
+
+    def lacks(self, wanted: CollectionSchema) -> list[str]:
+        """Vectors of `wanted` this collection does not have (or has made otherwise)."""
+        found = []
+        if wanted.sparse and not self.sparse:
+            found.append("the BGE-M3 'sparse' vector")
+        if wanted.lexical and not self.lexical:
+            found.append("the 'lexical' vector of hybrid search")
+        elif wanted.lexical and _differ(self.lexical_id, wanted.lexical_id):
+            found.append(f"lexical weights of {wanted.lexical_id} (it has {self.lexical_id})")
+        return found
+
+
+def _differ(recorded: str | None, wanted: str | None) -> bool:
+    """Both known and not the same (a collection made before ids were recorded has none)."""
+    return None not in (recorded, wanted) and recorded != wanted
+
+
+REINDEX_ADVICE = (
+    "run `ingest reindex` (or the flow with reindex: true) to build a collection that "
+    "holds it from the stage cache and move the alias to it"
+)
+
+
+def _sparse_vector(weights: SparseWeights) -> models.SparseVector:
+    return models.SparseVector(indices=list(weights.keys()), values=list(weights.values()))
+
+
+def _schema_of(info: models.CollectionInfo) -> CollectionSchema:
+    vectors = info.config.params.vectors
+    dense = vectors.get(DENSE) if isinstance(vectors, dict) else None
+    sparse_vectors = info.config.params.sparse_vectors or {}
+    recorded = (info.config.metadata or {}).get(METADATA_KEY) or {}
+    return CollectionSchema(
+        vector_size=dense.size if dense is not None else 0,
+        sparse=SPARSE in sparse_vectors,
+        lexical=LEXICAL in sparse_vectors,
+        model_id=recorded.get("model_id"),
+        lexical_id=recorded.get("lexical_id"),
+    )
+
+
 class QdrantStore:
-    """One collection (by default the configured alias) of one Qdrant."""
+    """One collection (by default the configured alias) of one Qdrant. `schema` is what
+    the embedder and settings make; `holds` what the collection has (known once
+    `ensure_collection` or `describe` ran), which is what writes and searches use."""
 
     def __init__(
         self,
         connection: QdrantConnection,
-        vector_size: int,
-        sparse: bool,
+        schema: CollectionSchema,
         *,
         collection: str | None = None,
     ) -> None:
         self.connection = connection
         self.settings = connection.settings
-        self.vector_size = vector_size
-        self.sparse = sparse
+        self.schema = schema
+        self.holds = schema
         self.alias = self.settings.collection
         self.collection = collection or self.settings.collection
         self.client = connection.client
         self._lock = connection.lock
+
+    @property
+    def vector_size(self) -> int:
+        return self.schema.vector_size
 
     def _call(self, what: str, operation: Callable[[], T]) -> T:
         """Run a client call; map failures to UPSERT_FAILED (transient when retrying may
@@ -295,7 +380,7 @@ class QdrantStore:
                         if not self._exists(physical):
                             raise  # a real failure, not another process creating it first
                 if not direct:
-                    self._set_alias(physical)
+                    self.point_alias_at(physical)
             self._check_vectors(physical)
         self._tune_local_storage(physical)
         return physical
@@ -319,13 +404,25 @@ class QdrantStore:
                 connection.execute("PRAGMA journal_mode=WAL")
                 connection.execute("PRAGMA synchronous=NORMAL")
 
-    def _create(self, name: str) -> str:
+    def _create(self, name: str, state: str = "live") -> str:
+        """A collection for `self.schema`, its metadata saying what made its vectors."""
         on_disk = self.settings.on_disk
-        sparse = (
-            {SPARSE: models.SparseVectorParams(index=models.SparseIndexParams(on_disk=on_disk))}
-            if self.sparse
-            else None
-        )
+        sparse: dict[str, models.SparseVectorParams] = {}
+        if self.schema.sparse:
+            sparse[SPARSE] = models.SparseVectorParams(
+                index=models.SparseIndexParams(on_disk=on_disk)
+            )
+        if self.schema.lexical:
+            sparse[LEXICAL] = models.SparseVectorParams(
+                index=models.SparseIndexParams(on_disk=on_disk), modifier=models.Modifier.IDF
+            )
+        metadata = {
+            METADATA_KEY: {
+                "model_id": self.schema.model_id,
+                "lexical_id": self.schema.lexical_id if self.schema.lexical else None,
+                "state": state,
+            }
+        }
         self._call(
             "create collection",
             lambda: self.client.create_collection(
@@ -335,10 +432,11 @@ class QdrantStore:
                         size=self.vector_size, distance=models.Distance.COSINE, on_disk=on_disk
                     )
                 },
-                sparse_vectors_config=sparse,
+                sparse_vectors_config=sparse or None,
                 shard_number=self.settings.shard_number,
                 replication_factor=self.settings.replication_factor,
                 on_disk_payload=on_disk,
+                metadata=metadata,
             ),
         )
         with warnings.catch_warnings():
@@ -368,28 +466,37 @@ class QdrantStore:
         missing = {k: v for k, v in PAYLOAD_INDEXES.items() if k not in info.payload_schema}
         self._create_payload_indexes(physical, missing)
 
+    def describe(self, physical: str | None = None) -> CollectionSchema:
+        """What a collection (by default this store's) holds, from its configuration and
+        metadata."""
+        name = physical or self.resolve() or self.collection
+        return _schema_of(self._call("describe", lambda: self.client.get_collection(name)))
+
     def _check_vectors(self, physical: str) -> None:
+        """Writes go to what the collection holds. Vectors it cannot hold (another size or
+        model) stop the run naming the re-index; a vector it lacks (lexical, sparse) is
+        left out of writes and searches (the run report says so, tasks.pipeline.plan)."""
         info = self._call("describe", lambda: self.client.get_collection(physical))
         self._add_missing_payload_indexes(physical, info)
-        vectors = info.config.params.vectors
-        dense = vectors.get(DENSE) if isinstance(vectors, dict) else None
-        if dense is None or dense.size != self.vector_size:
-            found = "no 'dense' vector" if dense is None else f"size {dense.size}"
+        self.holds = _schema_of(info)
+        conflicts = self.holds.conflicts(self.schema)
+        if conflicts:
             raise ConfigError(
-                f"collection {physical!r} has {found}, the embedder makes {self.vector_size}: "
-                "re-index into a new collection, or pick another "
-                "qdrant.collection",
+                f"collection {physical!r} cannot hold {conflicts[0]}: {REINDEX_ADVICE}, or "
+                "pick another qdrant.collection",
                 setting="qdrant.collection",
             )
-        sparse_vectors = info.config.params.sparse_vectors or {}
-        if self.sparse and SPARSE not in sparse_vectors:
-            raise ConfigError(
-                f"collection {physical!r} has no 'sparse' vector: re-index, or set "
-                "embedder.sparse: false",
-                setting="qdrant.collection",
+        lacks = self.holds.lacks(self.schema)
+        if lacks and physical not in self.connection.warned:
+            self.connection.warned.add(physical)
+            log.info(
+                "collection %r lacks %s: written and searched without it; %s",
+                physical,
+                " and ".join(lacks),
+                REINDEX_ADVICE,
             )
 
-    def _set_alias(self, physical: str) -> None:
+    def point_alias_at(self, physical: str) -> None:
         """Point the alias at `physical` in one atomic operation."""
         previous = self.resolve(self.alias)
         operations: list[models.AliasOperations] = []
@@ -408,6 +515,69 @@ class QdrantStore:
         self._call("drop collection", lambda: self.client.delete_collection(name))
         self.connection.points.pop(name, None)
 
+    # -- re-index bookkeeping (indexing/reindex.py) --
+
+    def collections(self) -> list[str]:
+        listed = self._call("list collections", self.client.get_collections).collections
+        return sorted(c.name for c in listed)
+
+    def recorded(self, name: str) -> dict[str, Any]:
+        """What this project recorded in a collection's metadata (empty if nothing)."""
+        info = self._call("describe", lambda: self.client.get_collection(name))
+        return dict((info.config.metadata or {}).get(METADATA_KEY) or {})
+
+    def record(self, name: str, **fields: Any) -> None:
+        """Merge `fields` into what the collection's metadata records."""
+        recorded = {**self.recorded(name), **fields}
+        self._call(
+            "record metadata",
+            lambda: self.client.update_collection(name, metadata={METADATA_KEY: recorded}),
+        )
+
+    def create_build(self, name: str, source: str) -> None:
+        """A collection for this store's schema, recorded as a re-index of `source`."""
+        with self.connection.creating:
+            self._create(name, state="building")
+            self.record(name, source=source)
+        self._tune_local_storage(name)
+        self.holds = self.schema
+
+    def pages(self, size: int) -> Iterator[list[models.Record]]:
+        """Every point of the collection with payload and vectors, `size` at a time."""
+        page: list[models.Record] = []
+        for record in self._scroll(None, True, with_vectors=True, page=size):
+            page.append(record)
+            if len(page) == size:
+                yield page
+                page = []
+        if page:
+            yield page
+
+    def point_ids(self) -> set[str]:
+        return {str(record.id) for record in self._scroll(None, False)}
+
+    def payloads(self, point_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Payloads of these points (any tenant), by point id; absent ones left out."""
+        records = self._call(
+            "retrieve",
+            lambda: self.client.retrieve(
+                self.collection, ids=list(point_ids), with_payload=True, with_vectors=False
+            ),
+        )
+        return {str(record.id): record.payload or {} for record in records}
+
+    def delete_ids(self, point_ids: Sequence[str]) -> None:
+        """Delete points by id, whatever their tenant (a re-index build's strays)."""
+        if point_ids:
+            self._call(
+                "delete points",
+                lambda: self.client.delete(
+                    self.collection,
+                    points_selector=models.PointIdsList(points=list(point_ids)),
+                    wait=True,
+                ),
+            )
+
     def payload_schema(self) -> dict[str, str]:
         """Indexed payload fields reported by Qdrant (local mode reports none: it keeps no
         payload indexes; a server does)."""
@@ -417,17 +587,27 @@ class QdrantStore:
 
     # -- points --
 
-    def upsert(self, chunks: Sequence[Chunk], embeddings: Sequence[Embedding]) -> int:
-        """Write points (id = `Chunk.point_id`, so re-running is idempotent), batched."""
+    def upsert(
+        self,
+        chunks: Sequence[Chunk],
+        embeddings: Sequence[Embedding],
+        lexical: Sequence[SparseWeights] | None = None,
+    ) -> int:
+        """Write points (id = `Chunk.point_id`, so re-running is idempotent), batched.
+        `lexical` (one weights map per chunk) is needed when the collection holds it."""
         if len(chunks) != len(embeddings):
             raise ValueError(f"{len(chunks)} chunks but {len(embeddings)} embeddings")
+        if self.holds.lexical and (lexical is None or len(lexical) != len(chunks)):
+            raise ValueError("the collection holds lexical vectors: give one per chunk")
         batch_size = self.settings.upsert_batch_size
         for start in range(0, len(chunks), batch_size):
+            end = start + batch_size
             points = [
-                self._point(chunk, embedding)
-                for chunk, embedding in zip(
-                    chunks[start : start + batch_size],
-                    embeddings[start : start + batch_size],
+                self._point(chunk, embedding, weights)
+                for chunk, embedding, weights in zip(
+                    chunks[start:end],
+                    embeddings[start:end],
+                    lexical[start:end] if lexical is not None else [None] * len(chunks[start:end]),
                     strict=True,
                 )
             ]
@@ -473,7 +653,9 @@ class QdrantStore:
             )
         return found
 
-    def _point(self, chunk: Chunk, embedding: Embedding) -> models.PointStruct:
+    def _point(
+        self, chunk: Chunk, embedding: Embedding, lexical: SparseWeights | None
+    ) -> models.PointStruct:
         if len(embedding.dense) != self.vector_size:
             raise IngestError(
                 ErrorCode.UPSERT_FAILED,
@@ -481,18 +663,23 @@ class QdrantStore:
                 subject=chunk.document_id,
             )
         vector: dict[str, Any] = {DENSE: embedding.dense}
-        if self.sparse:
-            weights = embedding.sparse or {}
-            vector[SPARSE] = models.SparseVector(
-                indices=list(weights.keys()), values=list(weights.values())
-            )
+        if self.holds.sparse:
+            vector[SPARSE] = _sparse_vector(embedding.sparse or {})
+        if self.holds.lexical:
+            vector[LEXICAL] = _sparse_vector(lexical or {})  # empty for a text without terms
         payload = {k: v for k, v in chunk.to_record().items() if k not in _PAYLOAD_EXCLUDED}
         return models.PointStruct(id=chunk.point_id, vector=vector, payload=payload)
 
     def _scroll(
-        self, scroll_filter: models.Filter, fields: Sequence[str] | bool
+        self,
+        scroll_filter: models.Filter | None,
+        fields: Sequence[str] | bool,
+        *,
+        with_vectors: bool = False,
+        page: int | None = None,
     ) -> Iterator[models.Record]:
         offset: Any = None
+        limit = page or (_SCROLL_PAGE if self.settings.url else _LOCAL_SCROLL_PAGE)
         while True:
             records, offset = self._call(
                 "scroll",
@@ -500,10 +687,10 @@ class QdrantStore:
                     self.client.scroll,
                     self.collection,
                     scroll_filter=scroll_filter,
-                    limit=_SCROLL_PAGE if self.settings.url else _LOCAL_SCROLL_PAGE,
+                    limit=limit,
                     offset=offset,
                     with_payload=fields if isinstance(fields, bool) else list(fields),
-                    with_vectors=False,
+                    with_vectors=with_vectors,
                 ),
             )
             yield from records
@@ -674,30 +861,31 @@ class QdrantStore:
 
     def query(
         self,
-        dense: Sequence[float] | None,
-        sparse: dict[int, float] | None,
+        vectors: Mapping[str, Sequence[float] | SparseWeights],
         *,
         limit: int,
         filters: SearchFilters | None = None,
+        prefetch_factor: int = 4,
     ) -> list[ScoredPayload]:
-        """Dense, sparse, or both fused with reciprocal rank fusion (Query API)."""
+        """Search by one named vector (`dense`, `sparse`, `lexical`), or by several fused
+        with reciprocal rank fusion (Query API), each prefetch contributing
+        `limit * prefetch_factor` candidates. The filters go into every prefetch: local
+        mode ignores a fusion query's top-level filter (qdrant-client issue 1372)."""
         selection = search_filter(filters) if filters else None
-        queries: list[tuple[str, Any]] = []
-        if dense is not None:
-            queries.append((DENSE, list(dense)))
-        if sparse is not None and self.sparse:
-            queries.append(
-                (SPARSE, models.SparseVector(indices=list(sparse), values=list(sparse.values())))
-            )
+        queries = [
+            (using, _sparse_vector(vector) if isinstance(vector, dict) else list(vector))
+            for using, vector in vectors.items()
+        ]
         if not queries:
-            raise ValueError("a query needs a dense or a sparse vector")
+            raise ValueError("a query needs at least one vector")
         if len(queries) == 1:
             using, vector = queries[0]
             request: dict[str, Any] = {"query": vector, "using": using}
         else:
-            # Each side contributes more candidates than asked so fusion can reorder them.
             prefetch = [
-                models.Prefetch(query=vector, using=using, limit=limit * 4, filter=selection)
+                models.Prefetch(
+                    query=vector, using=using, limit=limit * prefetch_factor, filter=selection
+                )
                 for using, vector in queries
             ]
             request = {"prefetch": prefetch, "query": models.FusionQuery(fusion=models.Fusion.RRF)}

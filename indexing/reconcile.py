@@ -21,8 +21,9 @@ from dataclasses import dataclass
 
 from chunking.record import Chunk
 from config.errors import ErrorCode, IngestError
-from indexing.embed_cache import embed_with_cache
+from indexing.embed_cache import embed_with_cache, lexical_with_cache
 from indexing.embedders import Embedder
+from indexing.lexical import LexicalEncoder
 from indexing.qdrant_store import QdrantStore
 from stage_cache.store import StageCache
 
@@ -44,6 +45,8 @@ class SyncResult:
     points_deleted: int
     embed_cache_hits: int
     embedded: int
+    # Texts whose lexical weights were computed (the rest came from the cache).
+    lexical_encoded: int = 0
     # Chunks embedded this time whose embed_text was longer than the model's window
     # (embedded window by window, not cut): (document_id, ordinal, windows).
     over_window: tuple[tuple[str, int, int], ...] = ()
@@ -63,7 +66,9 @@ def sync_documents(
     cache: StageCache,
     tenant_id: str,
     documents: Sequence[DocumentChunks],
+    lexical: LexicalEncoder | None = None,
 ) -> SyncResult:
+    """`lexical` encodes the `lexical` vector where the collection holds one."""
     for document in documents:
         for chunk in document.chunks:
             if (chunk.tenant_id, chunk.document_id) != (tenant_id, document.document_id):
@@ -84,8 +89,18 @@ def sync_documents(
             unchanged += 1
         pending.extend(missing)
         stale.extend(obsolete)
-    embedded = embed_with_cache(embedder, [chunk.embed_text for chunk in pending], cache)
-    upserted = store.upsert(pending, embedded.embeddings) if pending else 0
+    texts = [chunk.embed_text for chunk in pending]
+    embedded = embed_with_cache(embedder, texts, cache)
+    weights = None
+    if store.holds.lexical:
+        if lexical is None:
+            raise ValueError(f"collection {store.collection!r} holds lexical vectors: no encoder")
+        weights = lexical_with_cache(lexical, texts, cache)
+    upserted = (
+        store.upsert(pending, embedded.embeddings, weights.weights if weights else None)
+        if pending
+        else 0
+    )
     deleted = store.delete_points(tenant_id, stale)
     return SyncResult(
         documents_unchanged=unchanged,
@@ -94,6 +109,7 @@ def sync_documents(
         points_deleted=deleted,
         embed_cache_hits=embedded.hits,
         embedded=embedded.misses,
+        lexical_encoded=weights.misses if weights else 0,
         over_window=tuple(
             (chunk.document_id, chunk.ordinal, embedding.windows)
             for chunk, embedding in zip(pending, embedded.embeddings, strict=True)

@@ -1,5 +1,12 @@
-"""Query the index (SPEC §4, §7 `ingest search`): dense, sparse, or hybrid (RRF fusion),
-and optionally widen each hit to its context (ADR-002's auto-merge).
+"""Query the index (SPEC §4, §4.1, §7 `ingest search`), and optionally widen each hit to
+its context (ADR-002's auto-merge).
+
+Modes: `dense` (the embedder's vectors), `lexical` (contextual BM25: the query's terms,
+IDF from the collection), `sparse` (BGE-M3's learned weights), `hybrid` (each of those the
+collection holds as a prefetch with the filters inside it, fused by reciprocal rank
+fusion), `auto` (hybrid when the collection holds a lexical or sparse vector, else
+dense). A collection without `lexical` (made before it existed) is searched without it,
+said once with the command that adds it.
 
 `expand="neighbours"` widens a hit to the chunks before and after it (their ids are in the
 hit's `prev_chunk_id`/`next_chunk_id`: a lookup by point id; points without them, written
@@ -12,16 +19,28 @@ result, ranked where the best of them ranked.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from indexing.embedders import Embedder
-from indexing.qdrant_store import QdrantStore, SearchFilters
+from indexing.lexical import LexicalEncoder, SparseWeights
+from indexing.qdrant_store import (
+    DENSE,
+    LEXICAL,
+    REINDEX_ADVICE,
+    SPARSE,
+    CollectionSchema,
+    QdrantStore,
+    SearchFilters,
+)
 
 __all__ = ["SearchFilters", "SearchHit", "expand_hits", "search"]
 
-SearchMode = Literal["auto", "dense", "sparse", "hybrid"]
+log = logging.getLogger(__name__)
+
+SearchMode = Literal["auto", "hybrid", "dense", "lexical", "sparse"]
 Expand = Literal["none", "neighbours", "section"]
 DEFAULT_EXPAND_TOKENS = 1024
 
@@ -52,28 +71,42 @@ class SearchHit:
         return sum(int(chunk.get("token_count") or 0) for chunk in chunks)
 
 
+class SearchUnavailable(ValueError):
+    """The mode asked for cannot run on this collection or query; the message says why."""
+
+
 def search(
     store: QdrantStore,
-    embedder: Embedder,
+    embedder: Embedder | None,
     query: str,
     limit: int = 10,
     filters: SearchFilters | None = None,
     *,
     mode: SearchMode = "auto",
+    lexical: LexicalEncoder | None = None,
+    prefetch_factor: int = 4,
     expand: Expand = "none",
     expand_tokens: int = DEFAULT_EXPAND_TOKENS,
 ) -> list[SearchHit]:
-    """`auto` is hybrid when both the collection and the embedder have sparse vectors.
-    With `expand`, merged results may number fewer than `limit`."""
-    embedding = embedder.embed([query])[0]
-    has_sparse = store.sparse and embedding.sparse is not None
-    if mode == "auto":
-        mode = "hybrid" if has_sparse else "dense"
-    if mode in ("sparse", "hybrid") and not has_sparse:
-        raise ValueError(f"{mode} search needs sparse vectors in the embedder and collection")
-    dense = embedding.dense if mode in ("dense", "hybrid") else None
-    sparse = embedding.sparse if mode in ("sparse", "hybrid") else None
-    points = store.query(dense, sparse, limit=limit, filters=filters)
+    """The best `limit` chunks for `query` (fewer when expanded hits merge). `lexical` is
+    the encoder of the collection's lexical vector (None: lexical search is off); a
+    lexical search needs no `embedder`."""
+    held = store.describe()
+    if lexical is not None and not held.lexical and "lexical" not in store.connection.warned:
+        store.connection.warned.add("lexical")
+        log.warning(
+            "collection %r has no lexical vector: searching without it; %s",
+            store.collection,
+            REINDEX_ADVICE,
+        )
+    names = _vectors_for(mode, held, embedder, lexical)
+    vectors = _query_vectors(names, query, embedder, lexical)
+    if not vectors:
+        raise SearchUnavailable(
+            "the query has no terms the lexical index can match (only stop words or "
+            "punctuation): rephrase it, or search with --mode dense"
+        )
+    points = store.query(vectors, limit=limit, filters=filters, prefetch_factor=prefetch_factor)
     hits = [
         SearchHit(
             score=point.score,
@@ -88,6 +121,54 @@ def search(
         for point in points
     ]
     return hits if expand == "none" else expand_hits(store, hits, expand, expand_tokens)
+
+
+def _vectors_for(
+    mode: SearchMode,
+    held: CollectionSchema,
+    embedder: Embedder | None,
+    lexical: LexicalEncoder | None,
+) -> tuple[str, ...]:
+    """The named vectors a mode searches on this collection."""
+    can = {
+        DENSE: held.vector_size > 0 and embedder is not None,
+        LEXICAL: held.lexical and lexical is not None,
+        SPARSE: held.sparse and embedder is not None and embedder.has_sparse,
+    }
+    if mode in ("auto", "hybrid"):
+        chosen = tuple(name for name in (DENSE, LEXICAL, SPARSE) if can[name])
+        if mode == "hybrid" and len(chosen) < 2:
+            raise SearchUnavailable(
+                "hybrid search needs the lexical or sparse vector beside dense, and the "
+                f"collection has neither: {REINDEX_ADVICE}"
+            )
+        return chosen
+    if not can[mode]:
+        why = (
+            "lexical.enabled is off"
+            if mode == LEXICAL and lexical is None
+            else f"the collection has no {mode!r} vector: {REINDEX_ADVICE}"
+        )
+        raise SearchUnavailable(f"{mode} search is not available: {why}")
+    return (mode,)
+
+
+def _query_vectors(
+    names: Sequence[str], query: str, embedder: Embedder | None, lexical: LexicalEncoder | None
+) -> dict[str, Sequence[float] | SparseWeights]:
+    """The query as each named vector; a sparse one without terms is left out."""
+    vectors: dict[str, Sequence[float] | SparseWeights] = {}
+    if embedder is not None and (DENSE in names or SPARSE in names):
+        embedding = embedder.embed([query])[0]
+        if DENSE in names:
+            vectors[DENSE] = embedding.dense
+        if SPARSE in names and embedding.sparse:
+            vectors[SPARSE] = embedding.sparse
+    if LEXICAL in names and lexical is not None:
+        terms = lexical.encode_query(query)
+        if terms:
+            vectors[LEXICAL] = terms
+    return vectors
 
 
 # --- expansion ------------------------------------------------------------------------

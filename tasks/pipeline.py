@@ -31,6 +31,7 @@ from connectors.base import (
     DeletionScope,
     DocumentGone,
     DocumentRef,
+    HeadingCitation,
     IdMigration,
     IndexedCheck,
     LinkResolver,
@@ -40,16 +41,18 @@ from connectors.base import (
 )
 from connectors.registry import check_source, connector_class
 from indexing.embedders import Embedder, Embedding
-from indexing.qdrant_store import QdrantStore
+from indexing.qdrant_store import REINDEX_ADVICE, QdrantStore
 from indexing.reconcile import (
     DocumentChunks,
     MassDeletionRefused,
     delete_missing_documents,
     sync_documents,
 )
+from indexing.reindex import ReindexResult, drop_retired, reindex
 from normalizers.base import NormalizedDocument
 from stage_cache.keys import CacheKey, config_hash, sha256_hex, stage_key
 from stage_cache.store import StageCache
+from tasks.citations import document_url
 from tasks.links import LinkStore, StoredLink
 from tasks.resources import Resources
 from tasks.stages import chunk_normalized, normalize_input, normalize_source
@@ -116,10 +119,24 @@ class Failure:
 @dataclass(frozen=True)
 class DocumentWarning:
     """Something the run report should say about a document that was indexed anyway, e.g.
-    which fallback reader converted it."""
+    which fallback reader converted it; or, under the run's scope as `document_id`, about
+    the source (`Listing.notes`)."""
 
     document_id: str
     message: str
+
+
+@dataclass(frozen=True)
+class DocumentLink:
+    """A document a run prepared and where a reader finds it (its page, its file)."""
+
+    document_id: str
+    title: str | None
+    url: str | None
+
+
+# How many prepared documents a run's report links to.
+LINKS_SHOWN = 20
 
 
 @dataclass
@@ -137,6 +154,7 @@ class BatchOutcome:
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
     failures: list[Failure] = field(default_factory=list)
     warnings: list[DocumentWarning] = field(default_factory=list)
+    links: list[DocumentLink] = field(default_factory=list)  # the first LINKS_SHOWN
     gone: list[str] = field(default_factory=list)
     indexed: list[str] = field(default_factory=list)  # documents whose points were synced
     chunks: int = 0
@@ -151,6 +169,7 @@ class BatchOutcome:
             self.seconds[stage] += other.seconds[stage]
         self.failures += other.failures
         self.warnings += other.warnings
+        self.links = (self.links + other.links)[:LINKS_SHOWN]
         self.gone += other.gone
         self.chunks += other.chunks
         self.token_histogram.update(other.token_histogram)
@@ -177,6 +196,7 @@ class Plan:
     unchanged: tuple[str, ...]
     still_failing: tuple[Failure, ...]
     new: frozenset[str]
+    warnings: tuple[DocumentWarning, ...] = ()
 
 
 log = logging.getLogger(__name__)
@@ -284,7 +304,35 @@ def plan(
                 continue
         process.append(ref)
     new = frozenset(ref.document_id for ref in process if ref.document_id not in indexed)
-    return Plan(listing, tuple(process), tuple(unchanged), tuple(failing), new)
+    notes = _collection_notes(resources, writes=bool(process))
+    return Plan(listing, tuple(process), tuple(unchanged), tuple(failing), new, notes)
+
+
+def _collection_notes(resources: Resources, *, writes: bool) -> tuple[DocumentWarning, ...]:
+    """What the run should say about its collection (SPEC §4.2). A run that will write
+    stops before any work when the collection cannot hold the embedder's vectors (another
+    size or model); a collection that lacks a vector (made before `lexical` existed) is
+    written and searched without it until re-indexed, which the report says."""
+    store = resources.store()
+    if store.resolve() is None:
+        return ()
+    held = store.describe()
+    wanted = resources.schema(resources.embedder() if writes else None)
+    conflicts = held.conflicts(wanted) if writes else []
+    if conflicts:
+        raise ConfigError(
+            f"collection {store.alias!r} cannot hold {conflicts[0]}: {REINDEX_ADVICE}",
+            setting="qdrant.collection",
+        )
+    if wanted.lexical and not held.lexical:
+        return (
+            DocumentWarning(
+                store.alias,
+                "the collection has no 'lexical' vector: searches are dense only and new "
+                f"points are written without it; {REINDEX_ADVICE}",
+            ),
+        )
+    return ()
 
 
 def batches(refs: Sequence[DocumentRef], size: int) -> list[tuple[DocumentRef, ...]]:
@@ -385,7 +433,9 @@ def _prepare_one(
         cache.put_json(key, normalized.to_json())
         outcome.stages["normalize"].done += 1
     outcome.seconds["normalize"] += time.perf_counter() - started
-    outcome.warnings += [DocumentWarning(source.ref.document_id, w) for w in normalized.warnings]
+    outcome.warnings += [
+        DocumentWarning(source.ref.document_id, w) for w in (*source.warnings, *normalized.warnings)
+    ]
 
     started = time.perf_counter()
     links.store(source, normalized)
@@ -407,11 +457,18 @@ def _prepare_one(
     if records is not None:
         outcome.stages["chunk"].cached += 1
     else:
-        document = chunk_normalized(source, normalized, settings.chunking, settings.tenant_id)
+        citation = links.connector if isinstance(links.connector, HeadingCitation) else None
+        document = chunk_normalized(
+            source, normalized, settings.chunking, settings.tenant_id, citation
+        )
         records = [c.to_record() for c in document.chunks]
         cache.put_json(chunk_key, records)
         outcome.stages["chunk"].done += 1
     outcome.seconds["chunk"] += time.perf_counter() - started
+    if len(outcome.links) < LINKS_SHOWN:
+        outcome.links.append(
+            DocumentLink(source.ref.document_id, source.title, document_url(source))
+        )
     outcome.chunks += len(records)
     for record in records:
         outcome.token_histogram[_token_bin(int(record["token_count"]))] += 1
@@ -491,7 +548,7 @@ def index_batch(
         chunks = [Chunk.from_record(r) for r in records]
         batch.append(DocumentChunks(document.document_id, document.version, chunks))
     try:
-        return _sync(spec, settings, store, embedder, batch, force=force)
+        return _sync(spec, settings, resources, store, embedder, batch, force=force)
     except OSError as exc:
         raise cache_unwritable(settings, exc, code=ErrorCode.EMBED_FAILED) from exc
 
@@ -499,6 +556,7 @@ def index_batch(
 def _sync(
     spec: SourceSpec,
     settings: Settings,
+    resources: Resources,
     store: QdrantStore,
     embedder: Embedder,
     batch: Sequence[DocumentChunks],
@@ -513,7 +571,9 @@ def _sync(
         settings.cache.dir, enabled=settings.cache.enabled and not force, fsync=settings.cache.fsync
     )
     timed = _TimedEmbedder(embedder)
-    result = sync_documents(store, timed, embed_cache, settings.tenant_id, batch)
+    result = sync_documents(
+        store, timed, embed_cache, settings.tenant_id, batch, lexical=resources.lexical()
+    )
     elapsed = time.perf_counter() - started
     outcome.seconds["embed"] += timed.seconds
     outcome.seconds["upsert"] += elapsed - timed.seconds
@@ -626,7 +686,37 @@ def reconcile(
         push_incoming_link_counts(settings, indexed, resources)
     except OSError as exc:
         raise cache_unwritable(settings, exc, code=ErrorCode.UPSERT_FAILED) from exc
+    store = resources.store()
+    if store.resolve() is not None:
+        drop_retired(store, settings.qdrant.keep_old_days)
     return deleted
+
+
+def reindex_collection(
+    settings: Settings,
+    resources: Resources,
+    *,
+    target: str | None = None,
+    drop_old: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> ReindexResult:
+    """Build the collection the settings make now from the one behind the alias (stage
+    cache and old points; nothing fetched or chunked) and move the alias to it (SPEC
+    §4.2). Nothing to do when the collection already holds what the settings make."""
+    embedder = resources.embedder()
+    try:
+        return reindex(
+            resources.store(embedder, check=False),
+            embedder,
+            resources.lexical(),
+            handoff_cache(settings),
+            target=target,
+            drop_old=drop_old,
+            keep_old_days=settings.qdrant.keep_old_days,
+            progress=progress,
+        )
+    except OSError as exc:
+        raise cache_unwritable(settings, exc, code=ErrorCode.EMBED_FAILED) from exc
 
 
 def push_incoming_link_counts(

@@ -3,6 +3,7 @@ retried only for transient errors (network, 429/5xx, Qdrant unavailable)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from prefect import Task, task
@@ -89,6 +90,13 @@ def reconcile_task(
 ) -> list[str]:
     """Delete what vanished, then bring incoming-link counts in payloads up to date."""
     return pipeline.reconcile(spec, settings, listing, gone, indexed, resources, force=force)
+
+
+@task(name="reindex", cache_policy=NO_CACHE, retry_condition_fn=retry_when_transient)
+def reindex_task(settings: Settings, resources: Resources) -> dict[str, Any]:
+    """Move the alias to a collection of the current schema before the run (SPEC §4.2)."""
+    result = pipeline.reindex_collection(settings, resources)
+    return dataclasses.asdict(result)
 
 
 def failed_batch(

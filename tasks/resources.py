@@ -1,5 +1,6 @@
 """What one run opens once and its batches share: the source's connector (the one that
-listed also fetches, so what the listing learned is reused), the embedder, the Qdrant
+listed also fetches, so what the listing learned is reused), the embedder and lexical
+encoder, the Qdrant
 connection (local mode allows one per directory), and the link resolutions of saved
 listings. The flow (or the CLI) creates one `Resources` per run and
 closes it at the end.
@@ -16,27 +17,36 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from pydantic import SecretStr
+
 from config.settings import Settings
 from connectors.base import Closeable, Connector, ConnectorContext, LinkResolution, LinkResolver
 from connectors.registry import connector_class
 from indexing.embedders import Embedder, make_embedder
-from indexing.qdrant_store import QdrantConnection, QdrantStore
+from indexing.lexical import LexicalEncoder
+from indexing.qdrant_store import CollectionSchema, QdrantConnection, QdrantStore
 from normalizers.base import supported_extensions
 from stage_cache.keys import config_hash, sha256_hex
 
 
-def section_token(section: Any) -> str | None:
-    """The secret of a source's settings section: its `token`, else the Prefect Secret
-    block its `token_secret_block` names; never logged."""
-    token = getattr(section, "token", None)
-    if token is not None:
-        return str(token.get_secret_value())
-    block = getattr(section, "token_secret_block", None)
-    if block:
+def in_secret_block(section: Any, name: str) -> bool:
+    """Whether the secret `name` of a settings section (`token`, `api_key`) is to be read
+    from the Prefect Secret block its `<name>_secret_block` names: it is not set itself."""
+    return getattr(section, name, None) is None and bool(
+        getattr(section, f"{name}_secret_block", None)
+    )
+
+
+def secret_value(section: Any, name: str) -> str | None:
+    """The secret `name` of a settings section: its value, else that of the Prefect Secret
+    block its `<name>_secret_block` names; never logged."""
+    if in_secret_block(section, name):
         from prefect.blocks.system import Secret
 
-        return str(Secret.load(block).get())  # type: ignore[union-attr]
-    return None
+        block = Secret.load(getattr(section, f"{name}_secret_block"))
+        return str(block.get())  # type: ignore[union-attr]
+    value = getattr(section, name, None)
+    return str(value.get_secret_value()) if value is not None else None
 
 
 class Resources:
@@ -46,6 +56,7 @@ class Resources:
         self._lock = threading.Lock()
         self._connectors: dict[str, Connector] = {}
         self._embedder: Embedder | None = None
+        self._lexical: LexicalEncoder | None = None
         self._qdrant: QdrantConnection | None = None
         self._resolutions: dict[Path, tuple[int, LinkResolution]] = {}
 
@@ -85,7 +96,7 @@ class Resources:
             limits=settings.limits,
             state_path=Path(settings.cache.dir) / kind / f"{sha256_hex(scope)[:16]}.json",
             document_extensions=frozenset(supported_extensions()),
-            token=section_token(section),
+            token=secret_value(section, "token"),
         )
         return connector_class(kind, settings.sources).from_context(context)
 
@@ -98,20 +109,49 @@ class Resources:
                 self._embedder = make_embedder(self.settings.embedder)
             return self._embedder
 
-    def store(self, embedder: Embedder | None = None) -> QdrantStore:
-        """The Qdrant store; without an embedder it can read (plan, delete) but not create."""
+    def lexical(self) -> LexicalEncoder | None:
+        """The lexical (BM25) encoder, None when `lexical.enabled` is off."""
         here = self._here()
         if here is not self:
-            return here.store(embedder)
+            return here.lexical()
+        if not self.settings.lexical.enabled:
+            return None
+        with self._lock:
+            if self._lexical is None:
+                self._lexical = LexicalEncoder(self.settings.lexical)
+            return self._lexical
+
+    def schema(self, embedder: Embedder | None) -> CollectionSchema:
+        """The collection these settings (and this embedder, when given) make."""
+        lexical = self.lexical()
+        return CollectionSchema(
+            vector_size=(
+                embedder.vector_size if embedder else self.settings.embedder.vector_size or 0
+            ),
+            sparse=embedder.has_sparse if embedder else self.settings.embedder.sparse,
+            lexical=lexical is not None,
+            model_id=embedder.model_id if embedder else None,
+            lexical_id=lexical.id if lexical else None,
+        )
+
+    def store(self, embedder: Embedder | None = None, *, check: bool = True) -> QdrantStore:
+        """The Qdrant store; without an embedder it can read (plan, delete, search) but
+        not create. With one it creates the collection, or checks it can hold the
+        embedder's vectors (`check=False`: left to a re-index)."""
+        here = self._here()
+        if here is not self:
+            return here.store(embedder, check=check)
         with self._lock:
             if self._qdrant is None:
-                self._qdrant = QdrantConnection(self.settings.qdrant)
+                section = self.settings.qdrant
+                if in_secret_block(section, "api_key"):
+                    key = SecretStr(secret_value(section, "api_key") or "")
+                    section = section.model_copy(update={"api_key": key})
+                self._qdrant = QdrantConnection(section)
             qdrant = self._qdrant
-        if embedder is None:
-            size = self.settings.embedder.vector_size or 0
-            return QdrantStore(qdrant, size, self.settings.embedder.sparse)
-        store = QdrantStore(qdrant, embedder.vector_size, embedder.has_sparse)
-        store.ensure_collection()
+        store = QdrantStore(qdrant, self.schema(embedder))
+        if embedder is not None and check:
+            store.ensure_collection()
         return store
 
     def link_resolution(self, resolver: LinkResolver, saved: tuple[int, Path]) -> LinkResolution:
@@ -136,6 +176,7 @@ class Resources:
             connectors = list(self._connectors.values())
             self._connectors.clear()
             self._embedder = None
+            self._lexical = None
             self._resolutions.clear()
             qdrant, self._qdrant = self._qdrant, None
         if qdrant is not None:

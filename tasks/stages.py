@@ -11,8 +11,9 @@ from pathlib import Path
 
 from chunking import ChunkedDocument, DocumentInfo, chunk_document
 from config.settings import ChunkingSettings, LimitsSettings
-from connectors.base import DocumentRef, SourceDocument
+from connectors.base import DocumentRef, HeadingCitation, SourceDocument
 from normalizers.base import NormalizedDocument, normalize_bytes
+from tasks.citations import cite
 
 
 def local_file_source(path: Path) -> SourceDocument:
@@ -85,12 +86,16 @@ def chunk_normalized(
     normalized: NormalizedDocument,
     chunking: ChunkingSettings,
     tenant_id: str,
+    citation: HeadingCitation | None = None,
 ) -> ChunkedDocument:
+    """The document's chunks, each citing where it starts (`citation`: the connector,
+    where it links to headings)."""
     info = document_info(source, normalized, tenant_id)
-    return chunk_document(
+    document = chunk_document(
         normalized.markdown,
         info,
         chunking,
         anchors=normalized.anchors,
         normalized=True,
     )
+    return cite(document, source, citation)

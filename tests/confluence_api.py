@@ -8,10 +8,13 @@ Center (REST v1).
 `accountId`, groups by id in v2 and by name and id in v1. It serves REST v2:
 
     GET  {ctx}/api/v2/spaces?keys=                       GET {ctx}/api/v2/spaces/{id}/permissions
-    GET  {ctx}/api/v2/spaces/{id}/pages|blogposts        GET {ctx}/api/v2/pages|blogposts?id=
-    GET  {ctx}/api/v2/pages|blogposts/{id}[/labels|/attachments|/footer-comments]
+    GET  {ctx}/api/v2/spaces/{id}/pages|blogposts[?status=current,archived]
+    GET  {ctx}/api/v2/pages|blogposts?id=
+    GET  {ctx}/api/v2/pages|blogposts/{id}[/labels|/attachments|/footer-comments|/inline-comments]
     GET  {ctx}/api/v2/pages/{id}/ancestors               GET {ctx}/api/v2/attachments[/{id}]
-    GET  {ctx}/api/v2/footer-comments[/{id}/children]    POST {ctx}/api/v2/users-bulk
+    GET  {ctx}/api/v2/footer-comments|inline-comments[/{id}/children]
+    GET  {ctx}/api/v2/folders|whiteboards|databases|embeds/{id}[/ancestors]
+    POST {ctx}/api/v2/users-bulk
 
 cursor-paginated: `limit` 1..250 (above 250 is a 400, as the reference says; the server
 then serves at most `v2_max_limit`), the next page in `_links.next` and in the `Link`
@@ -36,11 +39,26 @@ and kept in `removed_calls`, so a test can assert that none was made.
 answers 404, as older versions do). v1 lists cap `limit` at `max_limit` silently, like
 the real servers. Every layout honours `expand` and answers a wrong token with 401.
 
+Inline comments (`add_comment(..., inline=True, selection=...)`) put their marker
+(`ac:inline-comment-marker ac:ref=...`) around the selection in the page body and come in
+Atlassian's shapes: v2 `resolutionStatus` and `properties.inlineMarkerRef` /
+`inlineOriginalSelection`, v1 `extensions.inlineProperties` and `extensions.resolution`
+(v1 lists open ones under location `inline`, resolved ones under `resolved`); `resolve()`
+changes no version, and a comment whose marked text left the page is `dangling`. Folders,
+whiteboards, databases and smart links (`add_folder`, `add_whiteboard`) sit in the page
+tree (`parentType`, ancestors) without a body; CQL finds them by type. `archive()` makes
+a page archived: listed only when asked for (`status`), never searched. A page's rendered
+view (v2 `body-format=view`, v1 `expand=body.view`) gives every heading the id Confluence
+gives it (`render_view`), for tests to check deep links against (`rendered_anchors`).
+Answers can say `X-RateLimit-NearLimit: true` (`near_limit(n)`), and a fault can carry
+Cloud's rate-limit headers (`fail(..., headers=...)`).
+
 CQL dates are read in the account's time zone (`cql_tz`, default UTC+3) as Confluence
 does, not in UTC. Spaces are readable by the group `confluence-users` unless
 `grant_space` says otherwise.
 
-Fault switches count requests: `fail(n, status, retry_after=...)`, `reset(n)`,
+Fault switches count requests: `fail(n, status, retry_after=..., headers=...)`, `reset(n)`,
+`near_limit(n)` (answers saying `X-RateLimit-NearLimit: true`),
 `truncate(n)`, `slow(n, seconds)`, each optionally limited to paths containing `path`;
 `storm(seconds, status, retry_after=...)` answers every request with the status for a
 while (Confluence overloaded); `retire(prefix)` makes the endpoints under a path prefix
@@ -58,12 +76,14 @@ import base64
 import contextlib
 import functools
 import hashlib
+import html
 import json
 import re
 import socket
 import struct
 import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -76,7 +96,18 @@ from urllib.parse import parse_qs, quote, quote_plus, unquote, urlencode, urlspl
 import pytest
 
 Layout = Literal["cloud", "dc"]
-ContentType = Literal["page", "blogpost", "attachment", "comment"]
+ContentType = Literal[
+    "page", "blogpost", "attachment", "comment", "folder", "whiteboard", "database", "embed"
+]
+# Cloud content of the page tree without a body in the API, by its v2 path.
+CONTAINER_PATHS = {
+    "folders": "folder",
+    "whiteboards": "whiteboard",
+    "databases": "database",
+    "embeds": "embed",
+}
+# Content that has a place in the page tree (a parent, ancestors).
+TREE_TYPES = ("page", *CONTAINER_PATHS.values())
 
 DEFAULT_USER = "ingest-bot@example.com"
 DEFAULT_TOKEN = "test-token-0f1e2d3c"
@@ -131,6 +162,10 @@ class FakeContent:
     forbidden: bool = False  # the bot account may not read it (403 on v1, 404 on v2)
     reply_to: str | None = None  # comments: the comment answered
     location: Literal["footer", "inline"] = "footer"  # comments
+    marker: str | None = None  # inline comments: the `ac:ref` of their marker in the page
+    selection: str | None = None  # inline comments: the text they were made on
+    resolved: bool = False  # inline comments
+    status: Literal["current", "archived"] = "current"  # pages and blog posts
 
 
 @dataclass
@@ -142,6 +177,7 @@ class _Fault:
     retry_after: str | None = None
     seconds: float = 0.0
     until: float | None = None  # a storm: every request until then (monotonic clock)
+    headers: dict[str, str] = field(default_factory=dict)  # sent with the status
 
 
 @dataclass
@@ -176,6 +212,9 @@ class FakeConfluence:
         self.space_ids: dict[str, str] = {}
         # space key -> (users, groups) with the space's read ("View") permission
         self.space_readers: dict[str, tuple[list[str], list[str]]] = {}
+        # space key -> ids of the Cloud space roles with its read permission (v2 names a
+        # role principal by id only, not its members)
+        self.space_roles: dict[str, list[str]] = {}
         self.space_permissions_api = True  # Data Center 9.1+ serves them
         self.next_in_body = True  # v2: the next link in `_links.next` too, not only `Link`
         self.content: dict[str, FakeContent] = {}
@@ -191,6 +230,7 @@ class FakeConfluence:
         self._faults: list[_Fault] = []
         self._after_listing: list[Callable[[], None]] = []
         self._unindexed: set[str] = set()
+        self._near_limit = 0
         self._next_id = 10000
         self._lock = threading.RLock()
         self._server: ThreadingHTTPServer | None = None
@@ -245,11 +285,18 @@ class FakeConfluence:
         return key
 
     def grant_space(
-        self, key: str, *, users: Iterable[str] = (), groups: Iterable[str] = ()
+        self,
+        key: str,
+        *,
+        users: Iterable[str] = (),
+        groups: Iterable[str] = (),
+        roles: Iterable[str] = (),
     ) -> None:
-        """Who may read (view) the space: replaces the default `confluence-users`."""
+        """Who may read (view) the space: replaces the default `confluence-users`.
+        `roles` (Cloud): ids of space roles granted it too."""
         with self._lock:
             self.space_readers[key] = (list(users), list(groups))
+            self.space_roles[key] = list(roles)
 
     def add_page(
         self,
@@ -279,6 +326,31 @@ class FakeConfluence:
                 author=author,
                 parent_id=parent,
                 labels=list(labels),
+            )
+            return content_id
+
+    def add_folder(self, space: str, title: str, *, parent: str | None = None) -> str:
+        """A Cloud folder: in the page tree, with no body."""
+        return self._add_tree_item(space, title, "folder", parent)
+
+    def add_whiteboard(
+        self,
+        space: str,
+        title: str,
+        *,
+        parent: str | None = None,
+        kind: Literal["whiteboard", "database", "embed"] = "whiteboard",
+    ) -> str:
+        """A Cloud whiteboard, database or smart link (`embed`): a title in the page tree,
+        no text body in the API."""
+        return self._add_tree_item(space, title, kind, parent)
+
+    def _add_tree_item(self, space: str, title: str, kind: ContentType, parent: str | None) -> str:
+        with self._lock:
+            content_id = self._new_id()
+            stamp = datetime.now(UTC) - timedelta(days=3)
+            self.content[content_id] = FakeContent(
+                content_id, kind, space, title, when=stamp, created=stamp, parent_id=parent
             )
             return content_id
 
@@ -319,14 +391,26 @@ class FakeConfluence:
         author: str = "bob",
         reply_to: str | None = None,
         inline: bool = False,
+        selection: str | None = None,
         when: datetime | None = None,
     ) -> str:
         """A footer comment on a page or blog post (`reply_to`: an answer to another
-        comment; `inline`: an inline comment instead, which is not synced)."""
+        comment), or with `inline` an inline comment on `selection` (its first occurrence
+        in the page's body gets the comment's marker, as Confluence does, without a new
+        version of the page)."""
         with self._lock:
             page = self.content[page_id]
             content_id = self._new_id()
             stamp = when or datetime.now(UTC)
+            marker = None
+            if inline and reply_to is None and selection:
+                marker = str(uuid.uuid5(uuid.NAMESPACE_URL, content_id))
+                page.body = page.body.replace(
+                    selection,
+                    f'<ac:inline-comment-marker ac:ref="{marker}">{selection}'
+                    "</ac:inline-comment-marker>",
+                    1,
+                )
             self.content[content_id] = FakeContent(
                 content_id,
                 "comment",
@@ -339,8 +423,23 @@ class FakeConfluence:
                 parent_id=page_id,
                 reply_to=reply_to,
                 location="inline" if inline else "footer",
+                marker=marker,
+                selection=selection,
             )
             return content_id
+
+    def resolve(self, comment_id: str, resolved: bool = True) -> None:
+        """Resolve (or reopen) an inline comment: its resolution changes, its version
+        does not."""
+        with self._lock:
+            self.content[comment_id].resolved = resolved
+
+    def resolution(self, comment: FakeContent) -> str:
+        """open | reopened | resolved, or dangling once its marked text left the page."""
+        page = self.content.get(comment.parent_id or "")
+        if comment.marker and (page is None or comment.marker not in page.body):
+            return "dangling"
+        return "resolved" if comment.resolved else "open"
 
     def edit(
         self,
@@ -376,6 +475,11 @@ class FakeConfluence:
             for reply in [c.id for c in self.content.values() if c.reply_to == content_id]:
                 self.delete(reply)
 
+    def archive(self, content_id: str, archived: bool = True) -> None:
+        """Archive a page (or bring it back): its status changes, its version does not."""
+        with self._lock:
+            self.content[content_id].status = "archived" if archived else "current"
+
     def move(self, content_id: str, parent_id: str | None) -> None:
         """Move a page under another (None: to the space root); no new version, as in
         Confluence."""
@@ -404,9 +508,23 @@ class FakeConfluence:
         status: int = 503,
         *,
         retry_after: str | None = None,
+        headers: dict[str, str] | None = None,
         path: str | None = None,
     ) -> None:
-        self._add_fault(_Fault("status", count, path, status=status, retry_after=retry_after))
+        """The next `count` requests (to paths containing `path`) answer `status`, with
+        `Retry-After: retry_after` and `headers` (Cloud's `X-RateLimit-Reset`,
+        `Beta-Retry-After`, `X-Beta-RateLimit-Reset`)."""
+        self._add_fault(
+            _Fault(
+                "status", count, path, status=status, retry_after=retry_after, headers=headers or {}
+            )
+        )
+
+    def near_limit(self, count: int) -> None:
+        """The next `count` answers say `X-RateLimit-NearLimit: true`, as Cloud does when
+        a client is about to be throttled."""
+        with self._lock:
+            self._near_limit += count
 
     def storm(self, seconds: float, status: int = 503, *, retry_after: str | None = None) -> None:
         """Answer every request with `status` for `seconds` from now; `calm()` ends it."""
@@ -508,6 +626,8 @@ class FakeConfluence:
             )
         if item.type == "comment":
             return f"/pages/viewpage.action?pageId={item.parent_id}#comment-{item.id}"
+        if item.type in CONTAINER_PATHS.values():
+            return f"/spaces/{item.space_key}/{item.type}/{item.id}"
         if self.layout == "cloud":
             kind = "pages" if item.type == "page" else "blog"
             return f"/spaces/{item.space_key}/{kind}/{item.id}/{quote_plus(item.title)}"
@@ -522,8 +642,8 @@ class FakeConfluence:
 
     def _ancestors(self, item: FakeContent) -> list[FakeContent]:
         chain: list[FakeContent] = []
-        parent = self.content.get(item.parent_id or "") if item.type == "page" else None
-        while parent is not None:
+        parent = self.content.get(item.parent_id or "") if item.type in TREE_TYPES else None
+        while parent is not None and parent not in chain and parent is not item:
             chain.append(parent)
             parent = self.content.get(parent.parent_id or "")
         return list(reversed(chain))  # root first, as Confluence orders them
@@ -540,6 +660,25 @@ class FakeConfluence:
                 inner[kind] = _page_of(values)
         out["restrictions"] = inner
         out["_expandable"] = {"content": f"/rest/api/content/{item.id}"}
+        return out
+
+    def _comment_extensions(self, item: FakeContent, expand: set[str]) -> dict[str, Any]:
+        """v1 `extensions` of a comment: where it is; an inline comment's properties and
+        resolution where expanded."""
+        out: dict[str, Any] = {"location": item.location}
+        if item.location != "inline":
+            return out
+        if "extensions.inlineProperties" in expand and item.reply_to is None:
+            out["inlineProperties"] = {
+                "originalSelection": item.selection or "",
+                "markerRef": item.marker or "",
+            }
+        if "extensions.resolution" in expand:
+            out["resolution"] = {
+                "status": self.resolution(item),
+                "lastModifier": self._user_json(item.author),
+                "lastModifiedDate": self._stamp(item.when),
+            }
         return out
 
     def _metadata_json(self, item: FakeContent, expand: set[str]) -> dict[str, Any]:
@@ -560,7 +699,7 @@ class FakeConfluence:
         out: dict[str, Any] = {
             "id": item.id,
             "type": item.type,
-            "status": "current",
+            "status": item.status,
             "title": item.title,
         }
         expandable: dict[str, str] = {}
@@ -607,7 +746,7 @@ class FakeConfluence:
                 "type": "global",
             },
         )
-        if item.type in ("page", "blogpost", "comment"):
+        if item.type in ("blogpost", "comment", *TREE_TYPES):
             offer(
                 "ancestors",
                 lambda: [
@@ -621,22 +760,19 @@ class FakeConfluence:
                     )
                 ],
             )
-            offer(
-                "body",
-                lambda: (
-                    {"storage": {"value": item.body, "representation": "storage"}}
-                    if "body.storage" in expand
-                    else {"_expandable": {"storage": ""}}
-                ),
-            )
+            offer("body", lambda: self._v1_body(item, expand))
         if item.type in ("attachment", "comment"):
             offer(
-                "container", lambda: self._content_json(self.content[item.parent_id or ""], set())
+                "container",
+                lambda: self._content_json(
+                    self.content[item.parent_id or ""],
+                    {e.removeprefix("container.") for e in expand if e.startswith("container.")},
+                ),
             )
         if item.type == "attachment":
             out["extensions"] = {"mediaType": item.media_type, "fileSize": len(item.data)}
         if item.type == "comment":
-            out["extensions"] = {"location": item.location}
+            out["extensions"] = self._comment_extensions(item, expand)
         offer("metadata", lambda: self._metadata_json(item, expand))
         offer(
             "restrictions",
@@ -664,25 +800,71 @@ class FakeConfluence:
             "authorId": self._user(item.author).account_id,
         }
 
+    def _v1_body(self, item: FakeContent, expand: set[str]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if "body.storage" in expand:
+            out["storage"] = {"value": item.body, "representation": "storage"}
+        if "body.view" in expand:
+            out["view"] = {"value": self.render_view(item), "representation": "view"}
+        return out or {"_expandable": {"storage": "", "view": ""}}
+
+    def render_view(self, item: FakeContent) -> str:
+        """The page as Confluence shows it, as far as links into it go: every heading
+        (h1-h6, wherever it is) with the id Confluence gives it. Cloud: the text with
+        whitespace runs as `-`, `[inlineExtension]` for each macro in it; Data Center:
+        `PageTitle-Text` without whitespace; a repeated id gets `.1`, `.2`; no id for a
+        heading without a letter or digit."""
+        from lxml import html as lxml_html
+
+        body = re.sub(
+            r"<!\[CDATA\[(.*?)\]\]>", lambda m: html.escape(m.group(1)), item.body, flags=re.S
+        )
+        root = lxml_html.fragment_fromstring(body or "<p></p>", create_parent="div")
+        seen: Counter[str] = Counter()
+        for heading in list(root.iter("h1", "h2", "h3", "h4", "h5", "h6")):
+            if any(a.tag == "ac:plain-text-body" for a in heading.iterancestors()):
+                continue
+            macros = [m for m in heading.iter() if m.tag == "ac:structured-macro"]
+            for macro in macros:
+                macro.drop_tree()
+            words = heading.text_content().split()
+            if not any(ch.isalnum() for word in words for ch in word):
+                continue
+            if self.layout == "cloud":
+                base = "[inlineExtension]" * len(macros) + "-".join(words)
+            else:
+                base = "".join(item.title.split()) + "-" + "".join(words)
+            heading.set("id", f"{base}.{seen[base]}" if seen[base] else base)
+            seen[base] += 1
+        return "".join(lxml_html.tostring(child, encoding="unicode") for child in root)
+
     def _v2_body(self, item: FakeContent, query: dict[str, list[str]]) -> dict[str, Any]:
         fmt = query.get("body-format", [""])[0]
         if fmt == "storage":
             return {"storage": {"representation": "storage", "value": item.body}}
+        if fmt == "view":
+            return {"view": {"representation": "view", "value": self.render_view(item)}}
         if fmt in ("", "none"):
             return {}
         if fmt == "atlas_doc_format":
             return {"atlas_doc_format": {"representation": "atlas_doc_format", "value": "{}"}}
         raise _BadRequest(f"unsupported body-format {fmt}")
 
-    def _v2_page(self, item: FakeContent, query: dict[str, list[str]]) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def _v2_common(self, item: FakeContent) -> dict[str, Any]:
+        """What every v2 content object of a space says of itself."""
+        return {
             "id": item.id,
-            "status": "current",
+            "status": item.status,
             "title": item.title,
             "spaceId": self.space_ids[item.space_key],
             "authorId": self._user(item.author).account_id,
             "createdAt": self._stamp(item.created),
             "version": self._v2_version(item),
+        }
+
+    def _v2_page(self, item: FakeContent, query: dict[str, list[str]]) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            **self._v2_common(item),
             "body": self._v2_body(item, query),
             "_links": {
                 "webui": self._web_path(item),
@@ -691,14 +873,30 @@ class FakeConfluence:
             },
         }
         if item.type == "page":
-            parent = self.content.get(item.parent_id or "")
-            out["parentId"] = parent.id if parent else None
-            out["parentType"] = "page" if parent else None
-            out["position"] = int(item.id) % 1000
-            out["ownerId"] = out["authorId"]
+            out.update(self._v2_place(item))
         if query.get("include-labels", [""])[0] == "true":
             out["labels"] = {"results": self._labels_json(item), "meta": {"hasMore": False}}
         return out
+
+    def _v2_place(self, item: FakeContent) -> dict[str, Any]:
+        """Where content sits in the page tree, as v2 says it."""
+        parent = self.content.get(item.parent_id or "")
+        return {
+            "parentId": parent.id if parent else None,
+            "parentType": parent.type if parent else None,
+            "position": int(item.id) % 1000,
+            "ownerId": self._user(item.author).account_id,
+        }
+
+    def _v2_container(self, item: FakeContent) -> dict[str, Any]:
+        """A folder, whiteboard, database or smart link (v2 `FolderSingle`,
+        `WhiteboardSingle`...): no body."""
+        return {
+            **self._v2_common(item),
+            "type": item.type,
+            **self._v2_place(item),
+            "_links": {"webui": self._web_path(item), "base": self.base_url},
+        }
 
     def _v2_attachment(self, item: FakeContent) -> dict[str, Any]:
         container = self.content.get(item.parent_id or "")
@@ -735,6 +933,13 @@ class FakeConfluence:
         }
         if item.reply_to:
             out["parentCommentId"] = item.reply_to
+        if item.location == "inline":
+            out["resolutionStatus"] = self.resolution(item)
+            if item.reply_to is None:
+                out["properties"] = {
+                    "inlineMarkerRef": item.marker or "",
+                    "inlineOriginalSelection": item.selection or "",
+                }
         return out
 
     def _v2_space(self, key: str) -> dict[str, Any]:
@@ -763,6 +968,7 @@ class FakeConfluence:
         principals = [{"type": "user", "id": self._user(u).account_id} for u in users] + [
             {"type": "group", "id": group_id(g)} for g in groups
         ]
+        principals += [{"type": "role", "id": r} for r in self.space_roles.get(key, [])]
         out: list[dict[str, Any]] = []
         for principal in principals:
             for op, target in (("read", "space"), ("create", "page"), ("create", "comment")):
@@ -823,7 +1029,12 @@ class FakeConfluence:
         tests: list[Callable[[FakeContent], bool]] = []
         for clause in re.split(r"\s+and\s+", where.strip(), flags=re.I):
             tests.append(self._cql_clause(clause.strip()))
-        indexed = (c for c in self.content.values() if c.id not in self._unindexed)
+        # Archived content is not searched (CQL finds current content).
+        indexed = (
+            c
+            for c in self.content.values()
+            if c.id not in self._unindexed and c.status == "current"
+        )
         return [c for c in self._visible(indexed) if all(t(c) for t in tests)]
 
     def _cql_clause(self, clause: str) -> Callable[[FakeContent], bool]:
@@ -985,12 +1196,13 @@ class FakeConfluence:
         if rel == "/rest/api/content":
             kind = query.get("type", ["page"])[0]
             key = query.get("spaceKey", [""])[0]
+            status = query.get("status", ["current"])[0]
             if key and key not in self.spaces:
                 raise _NotFound(f"No space with key : {key}")
             items = self._visible(
                 c
                 for c in self.content.values()
-                if c.type == kind and (not key or c.space_key == key)
+                if c.type == kind and (not key or c.space_key == key) and c.status == status
             )
             return _Answer(
                 "list", self._page(items, query, path, lambda c: self._content_json(c, expand))
@@ -1018,7 +1230,7 @@ class FakeConfluence:
             if sub in ("/child/attachment", "/child/comment"):
                 child_type = sub.rsplit("/", 1)[1]
                 filename = query.get("filename", [None])[0]
-                location = query.get("location", [None])[0]
+                locations = set(query.get("location", []))
                 depth_all = query.get("depth", [""])[0] == "all"
                 items = self._visible(
                     c
@@ -1026,7 +1238,7 @@ class FakeConfluence:
                     if c.type == child_type
                     and c.parent_id == item.id
                     and (filename is None or c.title == filename)
-                    and (location is None or c.location == location)
+                    and (not locations or self._v1_location(c) in locations)
                     and (child_type != "comment" or depth_all or c.reply_to is None)
                 )
                 return _Answer(
@@ -1037,6 +1249,16 @@ class FakeConfluence:
                 expand = {"restrictions.user", "restrictions.group"} & expand
                 return _Answer("restrictions", self._restrictions_json(item, expand, ""))
         raise _NotFound("no such resource")
+
+    def _v1_location(self, comment: FakeContent) -> str:
+        """v1 lists open inline comments under `inline`, resolved ones under `resolved`
+        (a reply, under its thread's)."""
+        if comment.location != "inline":
+            return "footer"
+        root = comment
+        while root.reply_to in self.content:
+            root = self.content[root.reply_to or ""]
+        return "resolved" if self.resolution(root) == "resolved" else "inline"
 
     def _search_json(self, item: FakeContent, expand: set[str]) -> dict[str, Any]:
         """A `/rest/api/search` result: the content (with its expansions) and its
@@ -1084,8 +1306,11 @@ class FakeConfluence:
                 )
             if sub in ("/pages", "/blogposts"):
                 kind = "page" if sub == "/pages" else "blogpost"
+                statuses = {v for raw in query.get("status", ["current"]) for v in raw.split(",")}
                 items = self._readable(
-                    c for c in self.content.values() if c.type == kind and c.space_key == key
+                    c
+                    for c in self.content.values()
+                    if c.type == kind and c.space_key == key and c.status in statuses
                 )
                 return self._v2_list(items, query, path, lambda c: self._v2_page(c, query), "list")
             raise _NotFound("no such resource")
@@ -1101,16 +1326,16 @@ class FakeConfluence:
         if rel == "/attachments":
             items = self._readable(c for c in self.content.values() if c.type == "attachment")
             return self._v2_list(items, query, path, self._v2_attachment, "attachments")
-        if rel == "/footer-comments":
+        if m := re.fullmatch(r"/(footer|inline)-comments", rel):
             items = self._readable(
-                c for c in self.content.values() if c.type == "comment" and c.location == "footer"
+                c for c in self.content.values() if c.type == "comment" and c.location == m[1]
             )
             return self._v2_list(
                 items, query, path, lambda c: self._v2_comment(c, query), "comments"
             )
-        if m := re.fullmatch(r"/footer-comments/(\d+)/children", rel):
-            parent = self.content.get(m.group(1))
-            if parent is None or parent.type != "comment":
+        if m := re.fullmatch(r"/(footer|inline)-comments/(\d+)/children", rel):
+            parent = self.content.get(m.group(2))
+            if parent is None or parent.type != "comment" or parent.location != m[1]:
                 raise _NotFound("comment not found")
             items = self._readable(
                 c for c in self.content.values() if c.type == "comment" and c.reply_to == parent.id
@@ -1118,6 +1343,13 @@ class FakeConfluence:
             return self._v2_list(
                 items, query, path, lambda c: self._v2_comment(c, query), "comments"
             )
+        if (m := re.fullmatch(r"/([a-z]+)/(\d+)(/ancestors)?", rel)) and m[1] in CONTAINER_PATHS:
+            item = self.content.get(m.group(2))
+            if item is None or item.type != CONTAINER_PATHS[m[1]] or item.forbidden:
+                raise _NotFound(f"{CONTAINER_PATHS[m[1]]} not found")
+            if m.group(3):
+                return self._v2_ancestors(item)
+            return _Answer(item.type, self._v2_container(item))
         if m := re.fullmatch(r"/attachments/((?:att)?\d+)", rel):
             item = self.content.get(m.group(1)) or self.content.get("att" + m.group(1))
             if item is None or item.type != "attachment" or item.forbidden:
@@ -1140,8 +1372,7 @@ class FakeConfluence:
                     "labels",
                 )
             if sub == "/ancestors" and kind == "page":
-                chain = [{"id": a.id, "type": "page"} for a in self._ancestors(item)]
-                return _Answer("ancestors", {"results": chain, "_links": {"base": self.base_url}})
+                return self._v2_ancestors(item)
             if sub == "/attachments":
                 items = self._readable(
                     c
@@ -1149,19 +1380,24 @@ class FakeConfluence:
                     if c.type == "attachment" and c.parent_id == item.id
                 )
                 return self._v2_list(items, query, path, self._v2_attachment, "attachments")
-            if sub == "/footer-comments":
+            if sub in ("/footer-comments", "/inline-comments"):
+                location = sub[1:].split("-")[0]
                 items = self._readable(
                     c
                     for c in self.content.values()
                     if c.type == "comment"
                     and c.parent_id == item.id
-                    and c.location == "footer"
+                    and c.location == location
                     and c.reply_to is None
                 )
                 return self._v2_list(
                     items, query, path, lambda c: self._v2_comment(c, query), "comments"
                 )
         raise _NotFound("no such resource")
+
+    def _v2_ancestors(self, item: FakeContent) -> _Answer:
+        chain = [{"id": a.id, "type": a.type} for a in self._ancestors(item)]
+        return _Answer("ancestors", {"results": chain, "_links": {"base": self.base_url}})
 
     def _users_bulk(self, body: bytes) -> _Answer:
         try:
@@ -1293,6 +1529,7 @@ class _Handler(BaseHTTPRequestHandler):
             if fault.kind == "status":
                 api.requests["fault"] += 1
                 headers = {"Retry-After": fault.retry_after} if fault.retry_after else {}
+                headers |= fault.headers
                 self._json(fault.status, {"statusCode": fault.status, "message": "fault"}, headers)
                 return
         if not api._authorized(self.headers.get("Authorization")):
@@ -1328,6 +1565,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", f"{ctype};charset=UTF-8" if "json" in ctype else ctype)
         self.send_header("Content-Length", str(len(body)))
+        with self.api._lock:
+            near, self.api._near_limit = self.api._near_limit > 0, max(0, self.api._near_limit - 1)
+        if near:
+            self.send_header("X-RateLimit-NearLimit", "true")
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         self.end_headers()
@@ -1425,6 +1666,26 @@ class Fixture:
         return self.ids[name]
 
 
+def rendered_anchors(api: FakeConfluence, content_id: str) -> set[str]:
+    """The heading ids of a page as the API renders it (Cloud v2 `body-format=view`, Data
+    Center v1 `expand=body.view`), asked over HTTP like any client."""
+    import requests
+
+    item = api.content[content_id]
+    if api.layout == "cloud":
+        kind = "pages" if item.type == "page" else "blogposts"
+        url, params = f"{api.base_url}/api/v2/{kind}/{content_id}", {"body-format": "view"}
+        auth = requests.auth.HTTPBasicAuth(api.username, api.token)
+    else:
+        url, params = f"{api.base_url}/rest/api/content/{content_id}", {"expand": "body.view"}
+        auth = None
+    headers = {} if auth else {"Authorization": f"Bearer {api.token}"}
+    response = requests.get(url, params=params, auth=auth, headers=headers, timeout=10)
+    response.raise_for_status()
+    view = response.json()["body"]["view"]["value"]
+    return {html.unescape(m) for m in re.findall(r'<h[1-6][^>]*\bid="([^"]*)"', view)}
+
+
 def ingest_environment(root: Path, api: FakeConfluence, model: Path) -> dict[str, str]:
     """Settings for an ingest of `api` into `root` with the embedding model at `model`:
     what the benchmarks and subprocess tests set before running the pipeline."""
@@ -1441,6 +1702,37 @@ def ingest_environment(root: Path, api: FakeConfluence, model: Path) -> dict[str
         # the local API answers at once; the default 20 req/s limit would time the limiter
         "INGEST_CONFLUENCE__REQUESTS_PER_SECOND": "1000",
     }
+
+
+def _section(words: str) -> str:
+    """A paragraph long enough to be a chunk of its own (about 200 tokens)."""
+    return "<p>" + " ".join(f"{words}, point {i} of the release." for i in range(1, 21)) + "</p>"
+
+
+# A page whose headings Confluence anchors in every way a citation must follow: Russian,
+# punctuation kept, a repeated heading (and one in a table, which Confluence counts),
+# a heading only of punctuation and one only of an emoji (no anchor: cite the page).
+RELEASE_NOTES = (
+    "<p>1.0 released</p>"
+    + "<h2>Highlights</h2>"
+    + _section("Faster installs and smaller images")
+    + "<h2>Известные проблемы</h2>"
+    + "<p>"
+    + "Медленный запуск на старых машинах, пункт выпуска. " * 25
+    + "</p>"
+    + "<h3>Notes</h3>"
+    + _section("Known slow start on old machines")
+    + "<table><tbody><tr><th>Notes</th><th>Value</th></tr>"
+    + "<tr><td><h3>Notes</h3></td><td>in a table</td></tr></tbody></table>"
+    + "<h2>Upgrade (from 0.9) &amp; rollback</h2>"
+    + _section("Stop the service before the upgrade")
+    + "<h3>Notes</h3>"
+    + _section("Rollback restores the 0.9 data directory")
+    + "<h2>?!</h2>"
+    + _section("Questions nobody asked")
+    + "<h2>\N{ROCKET}</h2>"
+    + _section("Launch day")
+)
 
 
 def build_fixture(api: FakeConfluence, *, when: datetime | None = None) -> Fixture:
@@ -1463,7 +1755,7 @@ def build_fixture(api: FakeConfluence, *, when: datetime | None = None) -> Fixtu
         when=stamp,
     )
     ids["notes"] = api.add_page(
-        "ENG", "Release Notes", "<p>1.0 released</p>", parent=ids["eng_home"], when=stamp
+        "ENG", "Release Notes", RELEASE_NOTES, parent=ids["eng_home"], when=stamp
     )
     ids["deep"] = api.add_page(
         "ENG", "Deep Child", "<p>nested three levels</p>", parent=ids["guide"], when=stamp

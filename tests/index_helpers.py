@@ -15,7 +15,8 @@ import pytest
 from chunking.record import Chunk, compute_chunk_id
 from config.settings import QdrantSettings
 from indexing.embedders import Embedder, Embedding
-from indexing.qdrant_store import QdrantConnection, QdrantStore
+from indexing.lexical import SparseWeights
+from indexing.qdrant_store import CollectionSchema, QdrantConnection, QdrantStore
 from indexing.reconcile import DocumentChunks
 
 
@@ -107,17 +108,28 @@ class CountingStore(QdrantStore):
     upserted = 0
     deleted = 0
 
-    def upsert(self, chunks: Sequence[Chunk], embeddings: Sequence[Embedding]) -> int:
+    def upsert(
+        self,
+        chunks: Sequence[Chunk],
+        embeddings: Sequence[Embedding],
+        lexical: Sequence[SparseWeights] | None = None,
+    ) -> int:
         self.upserted += len(chunks)
-        return super().upsert(chunks, embeddings)
+        return super().upsert(chunks, embeddings, lexical)
 
     def delete_points(self, tenant_id: str, point_ids: Sequence[str]) -> int:
         self.deleted += len(point_ids)
         return super().delete_points(tenant_id, point_ids)
 
 
-def open_store(settings: QdrantSettings, vector_size: int, sparse: bool) -> CountingStore:
-    store = CountingStore(QdrantConnection(settings), vector_size, sparse)
+def schema(vector_size: int, sparse: bool, lexical: bool = False) -> CollectionSchema:
+    return CollectionSchema(vector_size=vector_size, sparse=sparse, lexical=lexical)
+
+
+def open_store(
+    settings: QdrantSettings, vector_size: int, sparse: bool, lexical: bool = False
+) -> CountingStore:
+    store = CountingStore(QdrantConnection(settings), schema(vector_size, sparse, lexical))
     store.ensure_collection()
     return store
 
@@ -128,8 +140,11 @@ def store_factory(tmp_path: Path) -> Iterator[Any]:
     connections."""
     opened: list[QdrantStore] = []
 
-    def factory(vector_size: int, sparse: bool, **overrides: Any) -> CountingStore:
-        store = open_store(qdrant_settings(tmp_path, **overrides), vector_size, sparse)
+    def factory(
+        vector_size: int, sparse: bool, lexical: bool = False, **overrides: Any
+    ) -> CountingStore:
+        settings = qdrant_settings(tmp_path, **overrides)
+        store = open_store(settings, vector_size, sparse, lexical)
         opened.append(store)
         return store
 

@@ -6,6 +6,7 @@ read fail closed."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -14,6 +15,7 @@ import pytest
 from config.errors import ErrorCode, IngestError
 from connectors.base import DocumentGone, SourceDocument
 from connectors.confluence import ConfluenceConnector
+from connectors.confluence.comments import COMMENTS_OPENING
 from tests.confluence_api import FakeConfluence, add_bulk_pages, build_fixture, confluence_api
 from tests.test_confluence_connector import EXTENSIONS, acl_payload, connector
 
@@ -239,6 +241,31 @@ def test_space_permissions_narrow_every_page_and_a_change_relists_them(
     assert {d for d in before if before[d] != after[d]} == hr
 
 
+def test_a_space_role_with_read_access_is_left_out_and_noted_once_per_listing(
+    confluence_api: Factory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A space role (Cloud's role-based space access): v2 names the role, not its
+    members, so its read permission is left out of the ACL (narrower, never wider) and the
+    listing says so once for the space, for the run report, instead of logging a warning."""
+    api = confluence_api("cloud")
+    fx = build_fixture(api)
+    api.grant_space("HR", groups=["hr"], roles=["role-viewer", "role-editor"])
+    conn = connector(api)
+    with caplog.at_level(logging.WARNING):
+        listing = conn.list_refs()
+    assert listing.complete
+    assert listing.notes == (
+        "space HR: read access granted to 2 roles is left out of the ACL (it holds users "
+        "and groups): members find the space's pages only through a user or group "
+        "permission, so access is narrower than in Confluence, never wider",
+    )
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    vacation = acl_payload(documents(conn)[fx["vacation"]])
+    assert (vacation["space_users"], vacation["space_groups"]) == ([], ["hr"])
+    api.grant_space("HR", groups=["hr"])  # the roles' permission withdrawn: nothing to say
+    assert conn.list_refs().notes == ()
+
+
 # --- comments ----------------------------------------------------------------------
 
 
@@ -247,7 +274,7 @@ def test_comments_are_appended_and_a_new_edited_or_deleted_one_relists_the_page(
 ) -> None:
     api = confluence_api("cloud")
     fx = build_fixture(api)
-    conn = connector(api)
+    conn = connector(api, include_inline_comments=False)
     start = versions(conn)
     first = api.add_comment(fx["guide"], "<p>Works on <strong>ARM</strong> too.</p>")
     api.add_comment(fx["guide"], "<p>Confirmed.</p>", reply_to=first, author="ivan")
@@ -257,7 +284,7 @@ def test_comments_are_appended_and_a_new_edited_or_deleted_one_relists_the_page(
     doc = documents(conn)[fx["guide"]]
     assert doc.ref.version == commented[fx["guide"]]  # fetch and listing agree
     text = doc.data.decode()
-    assert "<h2>Comments</h2>" in text and "Bob Builder" in text and "Иван Петров" in text
+    assert COMMENTS_OPENING in text and "Bob Builder" in text and "Иван Петров" in text
     assert text.index("ARM") < text.index("Confirmed")
     assert "inline remark" not in text
     api.edit(first, body="<p>Works on ARM and RISC-V.</p>")
@@ -278,3 +305,118 @@ def test_pages_without_comments_cost_no_comment_request(confluence_api: Factory)
     docs = documents(connector(api, include_comments=False))
     assert api.requests["comments"] == 0
     assert b"Comments" not in docs[fx["notes"]].data
+
+
+# --- folders -----------------------------------------------------------------------
+
+
+def test_folders_are_ancestors_and_breadcrumbs_never_documents(confluence_api: Factory) -> None:
+    api = confluence_api("cloud")
+    fx = build_fixture(api)
+    shelf = api.add_folder("ENG", "Runbook shelf", parent=fx["eng_home"])
+    inner = api.add_folder("ENG", "Databases", parent=shelf)
+    failover = api.add_page("ENG", "Failover", "<p>Promote the replica.</p>", parent=inner)
+    api.restrict(shelf, groups=["dba"])  # a folder's restriction narrows what is under it
+    conn = connector(api)
+    listed = versions(conn)
+    assert failover in listed and not {shelf, inner} & set(listed)
+    assert api.requests["folder"] == 2  # each folder read once per listing, not per page
+    page = documents(conn)[failover]
+    assert page.breadcrumbs == (
+        "Engineering",
+        "Engineering Home",
+        "Runbook shelf",
+        "Databases",
+        "Failover",
+    )
+    assert [a["title"] for a in page.extra["ancestors"]] == [
+        "Engineering Home",
+        "Runbook shelf",
+        "Databases",
+    ]
+    assert acl_payload(page)["restricted"] is True and acl_payload(page)["groups"] == ["dba"]
+    assert page.warnings == ()
+
+    api.move(fx["deep"], inner)  # into a folder: its page and its attachment change
+    moved = versions(conn)
+    assert {d for d in listed if listed[d] != moved[d]} == {fx["deep"], fx["md"]}
+    assert documents(conn)[fx["deep"]].breadcrumbs[-3:] == (
+        "Runbook shelf",
+        "Databases",
+        "Deep Child",
+    )
+    api.move(fx["deep"], fx["guide"])  # and out again
+    assert versions(conn) == listed
+
+
+def test_a_folder_loop_or_an_unreadable_folder_is_warned_and_the_page_indexed(
+    confluence_api: Factory,
+) -> None:
+    api = confluence_api("cloud")
+    build_fixture(api)
+    loop = api.add_folder("ENG", "Loop")
+    looped = api.add_page("ENG", "Looped", "<p>round and round</p>", parent=loop)
+    api.move(loop, looped)  # a broken answer: the folder inside the page inside it
+    hidden = api.add_folder("ENG", "Hidden")
+    orphan = api.add_page("ENG", "Orphan", "<p>under a folder no one sees</p>", parent=hidden)
+    api.forbid(hidden)
+    conn = connector(api)
+    docs = documents(conn)
+    assert docs[looped].breadcrumbs == ("Engineering", "Loop", "Looped")
+    assert any("loop back to page" in w for w in docs[looped].warnings)
+    assert docs[orphan].breadcrumbs == ("Engineering", "Orphan")
+    assert any("folder" in w and "cannot be read" in w for w in docs[orphan].warnings)
+    assert b"under a folder no one sees" in docs[orphan].data
+
+
+# --- whiteboards, databases, smart links -------------------------------------------
+
+
+def test_whiteboards_are_title_link_and_breadcrumb_records_when_asked_for(
+    confluence_api: Factory,
+) -> None:
+    api = confluence_api("cloud")
+    fx = build_fixture(api)
+    board = api.add_whiteboard("ENG", "Quokka migration board", parent=fx["guide"])
+    table = api.add_whiteboard("ENG", "Release tracker", kind="database")
+    link = api.add_whiteboard("ENG", "Status dashboard", parent=fx["guide"], kind="embed")
+    assert not {board, table, link} & set(versions(connector(api)))  # off by default
+    conn = connector(api, include_whiteboards=True)
+    api.requests.clear()
+    listed = versions(conn)
+    assert {board, table, link} <= set(listed)
+    # found by one CQL request per space, with their ancestors: none per whiteboard
+    assert api.requests["whiteboard"] == api.requests["database"] == api.requests["embed"] == 0
+    docs = documents(conn)
+    record = docs[board]
+    assert record.ref.kind == "whiteboard" and record.title == "Quokka migration board"
+    assert record.source_url == f"{api.base_url}/spaces/ENG/whiteboard/{board}"
+    assert record.breadcrumbs == (
+        "Engineering",
+        "Engineering Home",
+        "Install Guide",
+        "Quokka migration board",
+    )
+    text = record.data.decode()
+    assert "Whiteboard <strong>Quokka migration board</strong>" in text
+    assert "Engineering › Engineering Home › Install Guide" in text and record.source_url in text
+    assert acl_payload(record)["space"] == "ENG"
+    assert "Database" in docs[table].data.decode() and "Smart link" in docs[link].data.decode()
+    api.delete(board)
+    assert board not in versions(conn)  # deleted: gone from a complete listing
+    assert versions(conn)[table] == listed[table]
+
+
+def test_without_cql_whiteboards_make_the_listing_incomplete_naming_why(
+    confluence_api: Factory,
+) -> None:
+    api = confluence_api("cloud")
+    fx = build_fixture(api)
+    api.add_whiteboard("ENG", "Quokka migration board", parent=fx["guide"])
+    api.retire("/rest/api/search")
+    listing = connector(api, include_whiteboards=True, spaces=["ENG"]).list_refs()
+    assert not listing.complete and fx["guide"] in {ref.document_id for ref in listing.refs}
+    assert listing.errors == (
+        "whiteboards, databases and smart links of space ENG: only CQL search lists them, "
+        "and it is not available",
+    )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import pickle
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -25,7 +26,15 @@ from connectors.confluence import (
     ContentIndex,
     resolve_links,
 )
-from connectors.http import HttpStatusError, PolicySession, RetryPolicy
+from connectors.http import (
+    SLOWEST_INTERVAL_S,
+    HttpStatusError,
+    PolicySession,
+    RateLimiter,
+    RetryPolicy,
+    Throttled,
+    wait_seconds,
+)
 from normalizers.base import LinkRecord, normalize_bytes
 from tests.confluence_api import (
     FakeConfluence,
@@ -294,16 +303,148 @@ def test_429_without_retry_after_backs_off_and_succeeds(confluence_api: Factory)
     assert listing.complete and api.requests["fault"] == 2
 
 
-def test_retry_after_as_http_date_and_clamped() -> None:
+def test_wait_headers_read_seconds_http_dates_and_iso_times() -> None:
+    now = datetime(2026, 11, 25, 12, 0, 0, tzinfo=UTC)
+    assert wait_seconds("2.5", now) == 2.5
+    assert wait_seconds(format_datetime(now + timedelta(seconds=10), usegmt=True), now) == 10.0
+    assert wait_seconds("2026-11-25T12:01:30Z", now) == 90.0
+    assert wait_seconds("2026-11-25T12:00:05.500+00:00", now) == 5.5
+    assert wait_seconds("2026-11-25T11:00:00Z", now) == 0.0  # already past: go now
+    assert wait_seconds("86400", now) == 86400.0  # never cut short here: the caller decides
+    for bad in ("soon-ish", "", "nan", "inf", "2026-13-45T99:00:00Z"):
+        assert wait_seconds(bad, now) is None, bad
     policy = RetryPolicy(max_retries=3, backoff_base_s=1.0, backoff_max_s=30.0)
-    soon = format_datetime(datetime.now(UTC) + timedelta(seconds=10), usegmt=True)
-    assert 8.0 <= (policy.retry_after(soon) or 0) <= 10.0
-    assert policy.retry_after("2.5") == 2.5
-    assert policy.retry_after("86400") == 30.0
-    assert policy.retry_after("soon-ish") is None
-    assert policy.retry_after(None) is None
     assert all(0.5 <= policy.backoff(0) <= 1.0 for _ in range(50))
     assert all(policy.backoff(10) <= 30.0 for _ in range(50))
+
+
+def rate_session(
+    api: FakeConfluence, *, per_second: float = 1000.0, retries: int = 2, cap: float = 1.0
+) -> PolicySession:
+    # backoff steps of 5 s: a test that ends sooner was not backing off
+    policy = RetryPolicy(max_retries=retries, backoff_base_s=5.0, backoff_max_s=cap)
+    session = PolicySession(policy, requests_per_second=per_second, max_concurrency=4, timeout_s=5)
+    session.headers["Authorization"] = f"Bearer {api.token}"
+    return session
+
+
+def soon(seconds: float) -> str:
+    return (datetime.now(UTC) + timedelta(seconds=seconds)).isoformat()
+
+
+@pytest.mark.parametrize(
+    ("status", "header", "value"),
+    [
+        (429, "Retry-After", "0.4"),
+        (429, "X-RateLimit-Reset", "iso"),
+        (429, "Beta-Retry-After", "0.4"),
+        (429, "X-Beta-RateLimit-Reset", "iso"),
+        (503, "X-RateLimit-Reset", "iso"),
+    ],
+)
+def test_a_429_or_503_waits_as_each_header_asks(
+    confluence_api: Factory, status: int, header: str, value: str
+) -> None:
+    api = confluence_api("dc")
+    api.add_space("ENG")
+    api.fail(1, status, headers={header: soon(0.4) if value == "iso" else value})
+    started = time.monotonic()
+    rate_session(api).get(f"{api.base_url}/rest/api/space/ENG").raise_for_status()
+    elapsed = time.monotonic() - started
+    assert api.requests["fault"] == 1
+    assert 0.3 <= elapsed < 2.0  # never sooner than asked (ISO: to the millisecond), no backoff
+
+
+def test_retry_after_is_read_before_the_reset_headers(confluence_api: Factory) -> None:
+    api = confluence_api("dc")
+    api.add_space("ENG")
+    api.fail(1, 429, retry_after="0.2", headers={"X-RateLimit-Reset": soon(3600)})
+    started = time.monotonic()
+    rate_session(api).get(f"{api.base_url}/rest/api/space/ENG").raise_for_status()
+    assert 0.2 <= time.monotonic() - started < 2.0
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_wait_past_the_cap_reports_the_source_throttled_with_the_time_asked(
+    confluence_api: Factory, layout: str
+) -> None:
+    api = confluence_api(layout)
+    build_fixture(api)
+    api.fail(1, 429, headers={"X-RateLimit-Reset": soon(3600)}, path=PATHS[layout]["space"])
+    started = time.monotonic()
+    listing = connector(api).list_refs()  # backoff_max_s 0.5
+    assert time.monotonic() - started < 2.0  # not waited out, not retried sooner
+    assert not listing.complete and listing.errors
+    assert "throttled" in listing.errors[0] and "X-RateLimit-Reset" in listing.errors[0]
+    assert re.search(r"asked to wait 3(600|599) s", listing.errors[0])
+    # nothing more is sent until the time asked: every space fails at once, one request made
+    assert api.requests["fault"] == 1 and sum(api.requests.values()) == 1
+    assert len(listing.errors) == (1 if layout == "cloud" else 3)
+
+
+def test_a_throttled_request_fails_transient_and_names_the_wait(confluence_api: Factory) -> None:
+    api = confluence_api("dc")
+    api.add_space("ENG")
+    session = rate_session(api)
+    api.fail(1, 503, headers={"Beta-Retry-After": "120"})
+    with pytest.raises(Throttled) as caught:
+        session.get(f"{api.base_url}/rest/api/space/ENG")
+    assert caught.value.transient and caught.value.code is ErrorCode.FETCH_FAILED
+    assert "120 s (Beta-Retry-After: 120)" in caught.value.message
+    with pytest.raises(Throttled, match="not sent"):
+        session.get(f"{api.base_url}/rest/api/space/ENG")
+    assert api.requests["fault"] == 1 and api.requests["space"] == 0
+    assert pickle.loads(pickle.dumps(caught.value)).message == caught.value.message
+
+
+def test_a_malformed_reset_header_is_named_and_backed_off_and_the_page_indexed(
+    confluence_api: Factory, caplog: pytest.LogCaptureFixture
+) -> None:
+    api = confluence_api("dc")
+    fx = build_fixture(api)
+    api.fail(1, 429, headers={"X-RateLimit-Reset": "whenever"}, path=PATHS["dc"]["listing"])
+    with caplog.at_level(logging.WARNING, logger="connectors.http"):
+        conn = connector(api)
+        listing = conn.list_refs()
+    assert listing.complete and fx["guide"] in ids(listing.refs)
+    assert any(
+        "X-RateLimit-Reset" in r.getMessage() and "'whenever'" in r.getMessage()
+        for r in caplog.records
+    )
+    guide = next(r for r in listing.refs if r.document_id == fx["guide"])
+    assert isinstance(conn.fetch(guide), SourceDocument)
+
+
+def test_near_limit_slows_the_client_before_it_is_throttled(confluence_api: Factory) -> None:
+    api = confluence_api("dc")
+    api.add_space("ENG")
+    url = f"{api.base_url}/rest/api/space/ENG"
+
+    def six_requests(session: PolicySession) -> float:
+        started = time.monotonic()
+        for _ in range(6):
+            session.get(url).raise_for_status()
+        return time.monotonic() - started
+
+    assert six_requests(rate_session(api, per_second=100)) < 0.3  # 5 gaps of 10 ms
+    api.near_limit(6)
+    # each answer doubles the interval: gaps of 20, 40, 80, 160 and 320 ms
+    assert six_requests(rate_session(api, per_second=100)) >= 0.3
+
+
+def test_the_pace_eases_back_once_the_server_stops_warning() -> None:
+    limiter = RateLimiter(per_second=100)
+    limiter.slow_down()
+    limiter.slow_down()  # answers to concurrent requests: one step, not two
+    assert limiter.interval == pytest.approx(0.02)
+    for _ in range(100):
+        limiter.ease()
+    assert limiter.interval == pytest.approx(0.01)
+    slow = RateLimiter(per_second=1.5)
+    slow.slow_down()
+    time.sleep(0.55)
+    slow.slow_down()
+    assert slow.interval == SLOWEST_INTERVAL_S  # never slower than one request a second
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -707,7 +848,7 @@ def test_footer_comments_end_the_page_and_their_changes_relist_it(
 ) -> None:
     api = confluence_api(layout)
     fx = build_fixture(api)
-    conn = connector(api)
+    conn = connector(api, include_inline_comments=False)
 
     def versions() -> dict[str, str]:
         return {ref.document_id: ref.version for ref in conn.list_refs().refs}
@@ -727,7 +868,120 @@ def test_footer_comments_end_the_page_and_their_changes_relist_it(
     assert "**Bob Builder**" in comments and "**Alice Liddell**" in comments
     assert comments.index("Сколько дней") < comments.index("28 дней.")
     assert "> " in comments  # the reply quotes under the question
-    assert "typo here" not in markdown  # inline comments are not synced
+    assert "typo here" not in markdown  # inline comments are not synced when left out
     assert markdown.index("Смотрите") < markdown.index("## Comments")
     api.delete(question)
     assert versions() == start
+
+
+def comments_markdown(document: SourceDocument) -> str:
+    markdown = normalize_bytes(document.data, document.filename, mime=document.mime).markdown
+    return markdown[markdown.index("## Comments") :]
+
+
+@pytest.mark.parametrize("layout", ["cloud", "cloud without CQL", "dc"])
+def test_inline_comments_quote_their_text_and_each_change_relists_only_their_page(
+    confluence_api: Factory, layout: str
+) -> None:
+    api = confluence_api(layout.split()[0])
+    fx = build_fixture(api)
+    if layout == "cloud without CQL":
+        api.retire("/rest/api/search")
+    conn = connector(api)
+
+    def fetch() -> SourceDocument:
+        ref = next(r for r in conn.list_refs().refs if r.document_id == fx["deep"])
+        document = conn.fetch(ref)
+        assert document.ref.version == ref.version  # fetch and listing agree
+        return document
+
+    def changed(before: dict[str, str]) -> set[str]:
+        after = {ref.document_id: ref.version for ref in conn.list_refs().refs}
+        assert after.keys() == before.keys()
+        return {d for d in after if after[d] != before[d]}
+
+    start = {ref.document_id: ref.version for ref in conn.list_refs().refs}
+    remark = api.add_comment(
+        fx["deep"], "<p>Is it <strong>four</strong> now?</p>", inline=True, selection="three"
+    )
+    api.add_comment(fx["deep"], "<p>Still three.</p>", inline=True, reply_to=remark)
+    api.add_comment(fx["deep"], "<p>Footer remark.</p>", author="ivan")
+    assert changed(start) == {fx["deep"]}  # not its attachment: comments are the page's
+    added = {ref.document_id: ref.version for ref in conn.list_refs().refs}
+    comments = comments_markdown(fetch())
+    assert "Footer remark." in comments
+    assert "inline comment (open) on “three”" in comments and "Is it **four** now?" in comments
+    assert (
+        comments.index("Footer remark.") < comments.index("four") < comments.index("Still three.")
+    )
+    assert "> " in comments[comments.index("four") :]  # the reply under its comment
+
+    api.edit(remark, body="<p>Is it five now?</p>")
+    assert changed(added) == {fx["deep"]}
+    edited = {ref.document_id: ref.version for ref in conn.list_refs().refs}
+    api.resolve(remark)  # no new version in Confluence: the resolution is in the digest
+    assert changed(edited) == {fx["deep"]}
+    assert "inline comment (resolved) on “three”" in comments_markdown(fetch())
+    api.delete(remark)  # with its reply
+    assert "five" not in comments_markdown(fetch())
+    after = {ref.document_id: ref.version for ref in conn.list_refs().refs}
+    assert {d for d in after if after[d] != added[d]} == {fx["deep"]}
+    assert api.removed_calls == []
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_an_inline_comment_whose_text_is_gone_is_kept_with_a_warning(
+    confluence_api: Factory, layout: str
+) -> None:
+    api = confluence_api(layout)
+    fx = build_fixture(api)
+    api.add_comment(fx["deep"], "<p>Why three?</p>", inline=True, selection="three levels")
+    api.edit(fx["deep"], body="<p>nested two levels now</p>")  # the marked text is gone
+    conn = connector(api)
+    ref = next(r for r in conn.list_refs().refs if r.document_id == fx["deep"])
+    document = conn.fetch(ref)
+    comments = comments_markdown(document)
+    assert "text no longer on the page “three levels”" in comments and "Why three?" in comments
+    (warning,) = document.warnings
+    assert "no longer on the page" in warning and "“three levels”" in warning
+    assert "nested two levels now" in document.data.decode()  # the page itself is intact
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_inline_comments_can_be_left_out_at_no_cost(confluence_api: Factory, layout: str) -> None:
+    api = confluence_api(layout)
+    fx = build_fixture(api)
+    api.add_comment(fx["deep"], "<p>Why three?</p>", inline=True, selection="three")
+    conn = connector(api, include_inline_comments=False)
+    start = {ref.document_id: ref.version for ref in conn.list_refs().refs}
+    api.resolve(next(c.id for c in api.content.values() if c.type == "comment"))
+    documents = conn.fetch_many(conn.list_refs().refs)
+    assert {ref.document_id: ref.version for ref in conn.list_refs().refs} == start
+    assert api.requests["comments"] == 0 and api.requests["children"] == 0
+    assert not any(b"Why three?" in d.data for d in documents if isinstance(d, SourceDocument))
+
+
+# --- what a space holds ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_archived_pages_are_skipped_unless_asked_for_then_marked(
+    confluence_api: Factory, layout: str
+) -> None:
+    api = confluence_api(layout)
+    fx = build_fixture(api)
+    api.archive(fx["notes"])
+    assert fx["notes"] not in ids(connector(api).list_refs().refs)  # current content only
+    # (whiteboards are Cloud's: asking for them changes nothing on Data Center)
+    conn = connector(api, include_archived=True, include_whiteboards=True)
+    listing = conn.list_refs()
+    assert listing.complete and {fx["notes"], fx["txt"]} <= ids(listing.refs)
+    refs = {ref.document_id: ref for ref in listing.refs}
+    notes, changelog = conn.fetch_many([refs[fx["notes"]], refs[fx["txt"]]])
+    assert isinstance(notes, SourceDocument) and isinstance(changelog, SourceDocument)
+    assert notes.extra["archived"] is True and changelog.extra["archived"] is True
+    assert notes.ref.version == refs[fx["notes"]].version
+    assert "archived" not in conn.fetch(refs[fx["guide"]]).extra
+    api.archive(fx["notes"], archived=False)  # restoring bumps no version: the page and
+    after = {ref.document_id: ref.version for ref in conn.list_refs().refs}  # its files relist
+    assert {d for d in refs if refs[d].version != after[d]} == {fx["notes"], fx["txt"], fx["xlsx"]}

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from flows.cli import main
-from tests.confluence_api import FakeConfluence, Fixture, confluence_api
+from tests.confluence_api import FakeConfluence, Fixture, build_fixture, confluence_api
 from tests.test_flow import ENG_DOCUMENTS, Workspace, eng, prefect_api, workspace
 from tests.tiny_model import tiny_model_dir
 
@@ -77,28 +77,64 @@ def test_a_moved_page_gets_its_new_ancestors_without_being_embedded_again(
         [a["title"] for a in p["ancestors"]] == ["Engineering Home", "Release Notes"] for p in deep
     )
 
-
-def test_a_new_comment_reindexes_its_page_only(
-    workspace: Callable[..., Workspace], eng: tuple[FakeConfluence, Fixture]
-) -> None:
-    api, fx, space = indexed(workspace, eng)
+    # Folders are in the tree, never documents: a new one changes nothing; a page moved
+    # into one (or out again) gets its breadcrumbs, with its attachment, and nothing else.
+    shelf = api.add_folder("ENG", "Old releases", parent=fx["eng_home"])
+    state, summary = space.run(source="confluence", targets=["ENG"])
+    assert state.is_completed() and summary["unchanged"] == summary["seen"] == len(ENG_DOCUMENTS)
     before = space.documents()
+    api.move(fx["deep"], shelf)
+    state, summary = space.run(source="confluence", targets=["ENG"])
+    assert state.is_completed() and summary["failed"] == [] and summary["embed"]["done"] == 0
+    assert changed_documents(before, space.documents()) == {fx["deep"], fx["md"]}
+    crumbs = {
+        tuple(p["breadcrumbs"]) for p in space.points().values() if p["page_id"] == fx["deep"]
+    }
+    assert crumbs == {
+        ("Engineering", "Engineering Home", "Old releases", "Deep Child"),
+        ("Engineering", "Engineering Home", "Old releases", "Deep Child", "README.md"),
+    }
+    assert shelf not in space.documents()
+
+
+@pytest.mark.parametrize("layout", ["cloud", "dc"])
+def test_each_comment_added_edited_resolved_or_deleted_reindexes_its_page_only(
+    workspace: Callable[..., Workspace],
+    confluence_api: Callable[..., FakeConfluence],
+    layout: str,
+) -> None:
+    api = confluence_api(layout)
+    fx = build_fixture(api)
+    api, fx, space = indexed(workspace, (api, fx))
+
+    def rerun_changes_only_notes(what: str) -> str:
+        before = space.documents()
+        state, summary = space.run(source="confluence", targets=["ENG"])
+        assert state.is_completed() and summary["failed"] == [], what
+        assert (summary["changed"], summary["unchanged"]) == (1, len(ENG_DOCUMENTS) - 1), what
+        assert changed_documents(before, space.documents()) == {fx["notes"]}, what
+        return "\n".join(
+            p["md_text"] for p in space.points().values() if p["document_id"] == fx["notes"]
+        )
+
     question = api.add_comment(fx["notes"], "<p>Does 1.0 support ARM64 servers?</p>")
     api.add_comment(fx["notes"], "<p>Yes, since 1.0.</p>", reply_to=question, author="alice")
-    state, summary = space.run(source="confluence", targets=["ENG"])
-    assert state.is_completed() and summary["failed"] == []
-    assert (summary["changed"], summary["unchanged"]) == (1, len(ENG_DOCUMENTS) - 1)
-    assert changed_documents(before, space.documents()) == {fx["notes"]}
-    text = "\n".join(
-        p["md_text"] for p in space.points().values() if p["document_id"] == fx["notes"]
-    )
+    text = rerun_changes_only_notes("footer comments added")
     assert "ARM64" in text and "Yes, since 1.0." in text and "Bob Builder" in text
-    headings = {
-        tuple(p["headings_path"])
-        for p in space.points().values()
-        if p["document_id"] == fx["notes"]
-    }
-    assert any(path[-1:] == ("Comments",) for path in headings) or "## Comments" in text
+    remark = api.add_comment(
+        fx["notes"], "<p>Which images?</p>", inline=True, selection="smaller images"
+    )
+    text = rerun_changes_only_notes("inline comment added")
+    assert "inline comment (open) on “smaller images”" in text and "Which images?" in text
+    api.edit(remark, body="<p>Which base images?</p>")
+    assert "Which base images?" in rerun_changes_only_notes("inline comment edited")
+    api.resolve(remark)
+    assert "inline comment (resolved)" in rerun_changes_only_notes("inline comment resolved")
+    api.delete(remark)
+    assert "base images" not in rerun_changes_only_notes("inline comment deleted")
+    # the comments are no part of the page a reader can land in: their chunks cite it
+    comment_chunks = [p for p in space.points().values() if "ARM64" in p["md_text"]]
+    assert comment_chunks and all("#" not in p["citation_url"] for p in comment_chunks)
 
 
 def test_without_cql_an_incremental_run_still_sees_edits_and_redoes_nothing_else(
@@ -153,3 +189,39 @@ def test_a_user_who_may_not_read_a_space_never_finds_its_pages(
     assert search_ids(space, "--user", bob, "--group", "hr", capsys=capsys) == {"HR"}
     assert search_ids(space, "--user", ivan, capsys=capsys) == {"HR"}
     assert search_ids(space, capsys=capsys) == {"PUB", "HR"}  # no ACL filter asked
+
+
+def test_a_whiteboard_is_found_by_its_name_and_removed_once_deleted(
+    workspace: Callable[..., Workspace],
+    eng: tuple[FakeConfluence, Fixture],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    api, fx = eng
+    board = api.add_whiteboard("ENG", "Quokka migration board", parent=fx["guide"])
+    space = workspace(api=api, INGEST_CONFLUENCE__INCLUDE_WHITEBOARDS="true")
+    state, summary = space.run(source="confluence", targets=["ENG"])
+    assert state.is_completed() and summary["failed"] == []
+    assert summary["seen"] == len(ENG_DOCUMENTS) + 1
+
+    def found(query: str) -> list[dict[str, Any]]:
+        space.activate()
+        capsys.readouterr()
+        assert main(["search", query, "--mode", "sparse", "--limit", "3", "--json"]) == 0
+        return [json.loads(line) for line in capsys.readouterr().out.splitlines() if line]
+
+    (hit, *_) = found("Quokka")
+    assert hit["document_id"] == board and hit["title"] == "Quokka migration board"
+    assert hit["citation_url"] == f"{api.base_url}/spaces/ENG/whiteboard/{board}"
+    assert main(["search", "Quokka", "--mode", "sparse", "--limit", "1"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].strip() == hit["citation_url"]  # the link
+    assert hit["breadcrumbs"] == [
+        "Engineering",
+        "Engineering Home",
+        "Install Guide",
+        "Quokka migration board",
+    ]
+    api.delete(board)
+    state, summary = space.run(source="confluence", targets=["ENG"])
+    assert state.is_completed() and summary["deleted"] == 1
+    assert board not in space.documents()
+    assert all(hit["document_id"] != board for hit in found("Quokka"))

@@ -1,15 +1,17 @@
-"""Deployments (SPEC §5, issue 6).
+"""Deployments (SPEC §5, issues 6 and 25).
 
-Fast: `deployments/prefect.yaml` declares what the spec asks for, `ingest serve` builds
-the same deployments from it, and the pull step resolves the project on the machine
-that runs it.
+Fast: `deployments/prefect.yaml` declares what the spec asks for (the `files` schedule
+off, its `prefect-version` the installed Prefect), `ingest serve` builds the same
+deployments from it, and the pull step resolves the project on the machine that runs it.
 
-Slow (`-m slow`, part of the default run): the real thing. A `prefect server` on SQLite
-on a free loopback port with a temporary PREFECT_HOME, a process work pool,
-`prefect deploy --all` from `deployments/prefect.yaml`, a `prefect worker` started in a
-directory outside the repository, and `prefect deployment run ... --watch` against the
-local Confluence API with the tiny model; then a backfill with parameters; then
-`ingest serve` against the same server. Only the processes started here are stopped.
+Slow (`-m slow`, part of the default run): the real thing, as README "Prefect
+deployments" writes it. Its commands are read out of the README, so the test breaks when
+the README drifts: a `prefect server` on SQLite (README's command on a free loopback port,
+a temporary PREFECT_HOME), a process work pool, `prefect deploy --all`, the token's Secret
+block, a `prefect worker` started outside the repository with README's environment for
+Confluence, and `prefect deployment run ... --watch` against the local Confluence API with
+the tiny model; a backfill with `--param`; a schedule switched on. Then `ingest serve`
+against the same server. Only the processes started here are stopped.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import contextlib
 import json
 import os
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -33,6 +36,7 @@ import yaml
 from qdrant_client import QdrantClient, models
 
 from config.errors import ConfigError
+from config.settings import QdrantSettings
 from flows.ingest import ingest
 from flows.serve import (
     DEFAULT_PREFECT_FILE,
@@ -41,7 +45,14 @@ from flows.serve import (
     load_specs,
     set_project_directory,
 )
-from tests.confluence_api import DEFAULT_TOKEN, DEFAULT_USER, FakeConfluence, build_fixture
+from tasks.resources import in_secret_block, secret_value
+from tests.confluence_api import (
+    DEFAULT_READERS,
+    DEFAULT_TOKEN,
+    DEFAULT_USER,
+    FakeConfluence,
+    build_fixture,
+)
 from tests.tiny_model import tiny_model_dir  # noqa: F401  (fixture)
 
 BIN = Path(sys.executable).parent
@@ -49,6 +60,60 @@ PREFECT = str(BIN / "prefect")
 INGEST = str(BIN / "ingest")
 POOL = "ingest-pool"
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "CRASHED"}
+README = PROJECT_ROOT / "README.md"
+README_PORT = "4200"  # the port README's commands name; the slow tests use a free one
+
+
+# -- README "Prefect deployments", as a user copies it --------------------------------------
+
+
+def readme_section() -> str:
+    text = README.read_text(encoding="utf-8")
+    return text.split("\n## Prefect deployments\n", 1)[1].split("\n## ", 1)[0]
+
+
+def readme_lines() -> list[str]:
+    """The shell lines of the section's code blocks, comments cut."""
+    blocks = re.findall(r"```bash\n(.*?)```", readme_section(), flags=re.S)
+    lines = (re.sub(r"\s+#.*", "", line).strip() for b in blocks for line in b.splitlines())
+    return [line for line in lines if line]
+
+
+def readme_command(prefix: str, port: int, **placeholders: str) -> list[str]:
+    """The section's one command that starts with `prefix`, as arguments here: this
+    interpreter's virtual environment for `.venv/bin/`, `port` for README's, the
+    `placeholders` (SCHEDULE_ID=...) filled in, no trailing `&`."""
+    found = [line for line in readme_lines() if line.startswith(prefix)]
+    assert len(found) == 1, f'README "Prefect deployments": one `{prefix}` expected: {found}'
+    line = found[0].replace(README_PORT, str(port)).removesuffix("&")
+    for name, value in placeholders.items():
+        line = line.replace(name, value)
+    program, *args = shlex.split(line)
+    assert program.startswith(".venv/bin/"), line
+    return [str(BIN / program.removeprefix(".venv/bin/")), *args]
+
+
+def readme_exports(port: int) -> dict[str, str]:
+    """What the section's `export NAME=VALUE` lines set (README's port replaced)."""
+    exports: dict[str, str] = {}
+    for line in readme_lines():
+        if line.startswith("export "):
+            name, _, value = line.removeprefix("export ").partition("=")
+            exports[name] = shlex.split(value.replace(README_PORT, str(port)))[0]
+    return exports
+
+
+def test_prefect_yaml_names_the_installed_prefect_version() -> None:
+    """`prefect-version` is the Prefect that install.sh installs (pyproject's pin resolves
+    to it): the version the deployments were written and tested against."""
+    import prefect
+
+    document = yaml.safe_load(DEFAULT_PREFECT_FILE.read_text(encoding="utf-8"))
+    assert document["prefect-version"] == prefect.__version__, (
+        f"deployments/prefect.yaml says prefect-version {document['prefect-version']}, "
+        f"the installed Prefect is {prefect.__version__}: check the deployments with it "
+        "and update prefect-version"
+    )
 
 
 # -- the deployments file and `ingest serve` (fast) -------------------------------------------
@@ -65,8 +130,9 @@ def test_prefect_yaml_declares_the_three_deployments() -> None:
     assert confluence.parameters == {"source": "confluence", "mode": "incremental"}
     assert files.parameters == {"source": "files", "mode": "incremental"}
     assert backfill.parameters == {"source": "confluence", "mode": "full"}
-    assert [s["cron"] for s in confluence.schedules] == ["0 * * * *"]
-    assert [s["cron"] for s in files.schedules] == ["30 * * * *"]
+    # files ships off: a worker configured for Confluence only has no files.paths
+    assert [(s["cron"], s["active"]) for s in confluence.schedules] == [("0 * * * *", True)]
+    assert [(s["cron"], s["active"]) for s in files.schedules] == [("30 * * * *", False)]
     assert backfill.schedules == ()
     assert confluence.collision_strategy == files.collision_strategy == "CANCEL_NEW"
     assert backfill.collision_strategy == "ENQUEUE"
@@ -113,7 +179,9 @@ def test_serve_builds_the_same_deployments() -> None:
     assert confluence.concurrency_options.collision_strategy.value == "CANCEL_NEW"
     files = deployments["files"]
     assert files.parameters == {"source": "files", "mode": "incremental"}
-    assert [s.schedule.cron for s in files.schedules or []] == ["30 * * * *"]  # type: ignore[union-attr]
+    assert [(s.schedule.cron, s.active) for s in files.schedules or []] == [  # type: ignore[union-attr]
+        ("30 * * * *", False)
+    ]
     backfill = deployments["backfill"]
     assert backfill.parameters == {"source": "confluence", "mode": "full"}
     assert not backfill.schedules
@@ -316,22 +384,36 @@ class Processes:
 class PrefectServer:
     def __init__(self, processes: Processes, home: Path, port: int) -> None:
         self.processes = processes
+        self.port = port
         self.url = f"http://127.0.0.1:{port}/api"
         self.env = _base_env(home, self.url)
         self.http = httpx.Client(base_url=self.url, timeout=30)
 
-    def cli(self, *args: str, cwd: Path, env: dict[str, str] | None = None) -> str:
+    def run(
+        self, args: list[str], cwd: Path, env: dict[str, str] | None = None, stdin: str = ""
+    ) -> str:
+        """Run a command to its end (in a session of its own: no terminal to prompt on);
+        its output, asserting it succeeded."""
         done = subprocess.run(
-            [PREFECT, *args],
+            args,
             env=env or self.env,
             cwd=cwd,
+            input=stdin,
             capture_output=True,
             text=True,
             timeout=240,
+            start_new_session=True,
         )
         output = done.stdout + done.stderr
-        assert done.returncode == 0, f"prefect {' '.join(args)} exited {done.returncode}:\n{output}"
+        assert done.returncode == 0, f"{shlex.join(args)} exited {done.returncode}:\n{output}"
         return output
+
+    def cli(self, *args: str, cwd: Path, env: dict[str, str] | None = None) -> str:
+        return self.run([PREFECT, *args], cwd, env)
+
+    def readme(self, prefix: str, cwd: Path, env: dict[str, str] | None = None, **kw: str) -> str:
+        """Run README's command that starts with `prefix` (readme_command)."""
+        return self.run(readme_command(prefix, self.port, **kw), cwd, env)
 
     def deployment(self, name: str) -> dict[str, Any] | None:
         response = self.http.get(f"/deployments/name/ingest/{name}")
@@ -393,11 +475,12 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prefect
     root = tmp_path_factory.mktemp("prefect")
     processes = Processes(root)
     server = PrefectServer(processes, root / "home", _free_port())
-    port = server.url.split(":")[-1].split("/")[0]
+    # README's server, on a free port: its PREFECT_API_URL is the one the test uses
+    assert readme_exports(server.port)["PREFECT_API_URL"] == server.url
     try:
         processes.start(
             "server",
-            [PREFECT, "server", "start", "--host", "127.0.0.1", "--port", port],
+            readme_command(".venv/bin/prefect server start", server.port),
             server.env,
             root,
         )
@@ -472,22 +555,60 @@ def _run_id(output: str) -> str:
     return found.group(1)
 
 
+def _readme_worker_env(
+    server: PrefectServer, api: FakeConfluence, tmp: Path, model: Path
+) -> dict[str, str]:
+    """The worker's environment as README's worker block writes it for Confluence, with
+    this machine's values: every variable README exports has one here, and every other
+    one set here is named in README's section (among what "a run also reads")."""
+    exports = readme_exports(server.port)
+    here = {
+        "PREFECT_API_URL": server.url,
+        "INGEST_CONFLUENCE__URL": api.base_url,
+        "INGEST_CONFLUENCE__USERNAME": DEFAULT_USER,
+        "INGEST_CONFLUENCE__TOKEN_SECRET_BLOCK": exports["INGEST_CONFLUENCE__TOKEN_SECRET_BLOCK"],
+        "INGEST_CONFLUENCE__SPACES": json.dumps(["ENG"]),
+        "INGEST_EMBEDDER__MODEL": str(model),
+    }
+    no_server_here = {"INGEST_QDRANT__URL"}  # unset: local mode, in the path below
+    assert set(exports) == set(here) | no_server_here
+    also = {
+        "INGEST_CONFLUENCE__CLOUD": "true",  # the local API is Cloud on 127.0.0.1
+        "INGEST_QDRANT__PATH": str(tmp / "qdrant"),
+        "INGEST_CACHE__DIR": str(tmp / "cache"),
+        "INGEST_EMBEDDER__DEVICE": "cpu",
+    }
+    assert [name for name in also if name not in readme_section()] == []
+    return {**server.env, **here, **also}
+
+
 @pytest.mark.slow
-def test_deploy_and_run_with_a_process_worker(
+def test_the_readme_deployment_steps_end_in_a_completed_run(
     prefect_server: PrefectServer,
     confluence: FakeConfluence,
     tiny_model_dir: Path,  # noqa: F811
     tmp_path: Path,
 ) -> None:
+    """README "Prefect deployments" as written, on a machine configured for Confluence
+    only (the server is the module's fixture, started with README's command): pool,
+    `deploy --all`, the token's Secret block, a worker in a directory outside the
+    checkout, `deployment run ... --watch`, a backfill with `--param`, a schedule
+    switched on. No schedule that `deploy --all` switches on lacks its source's settings."""
     server = prefect_server
     processes = Processes(tmp_path)
     outside = tmp_path / "worker-cwd"  # the worker does not run from the repository
     outside.mkdir()
+    # A space role with read access: reported once in the run's summary, never logged.
+    confluence.grant_space("ENG", groups=[DEFAULT_READERS], roles=["role-viewer"])
+    env = _readme_worker_env(server, confluence, tmp_path, tiny_model_dir)
     try:
-        server.cli("work-pool", "create", POOL, "--type", "process", "--overwrite", cwd=outside)
-        server.cli(
-            "deploy", "--all", "--prefect-file", "deployments/prefect.yaml", cwd=PROJECT_ROOT
-        )
+        server.readme(".venv/bin/prefect work-pool create", PROJECT_ROOT)
+        # the worker starts while the deployments and the token's block are made
+        worker = readme_command(".venv/bin/prefect worker start", server.port)
+        processes.start("worker", worker, env, outside)
+        server.readme(".venv/bin/prefect deploy ", PROJECT_ROOT)
+        token_block = readme_command(".venv/bin/python -c", server.port)
+        server.run(token_block, outside, stdin=f"{DEFAULT_TOKEN}\n")
 
         # What the server stores: schedules, concurrency, parameters, a pull step without
         # any path of this machine.
@@ -514,16 +635,34 @@ def test_deploy_and_run_with_a_process_worker(
         confluence_space = deployments["confluence-space"]
         assert confluence_space["parameters"] == {"source": "confluence", "mode": "incremental"}
         assert confluence_space["concurrency_options"]["collision_strategy"] == "CANCEL_NEW"
-        assert [
-            (s["schedule"]["cron"], s["schedule"]["timezone"], s["active"])
-            for s in confluence_space["schedules"]
-        ] == [("0 * * * *", "UTC", True)]
-        assert [s["schedule"]["cron"] for s in deployments["files"]["schedules"]] == ["30 * * * *"]
-        assert deployments["backfill"]["schedules"] == []
+        schedules = {
+            name: [
+                (s["schedule"]["cron"], s["schedule"]["timezone"], s["active"])
+                for s in d["schedules"]
+            ]
+            for name, d in deployments.items()
+        }
+        assert schedules == {
+            "confluence-space": [("0 * * * *", "UTC", True)],
+            "files": [("30 * * * *", "UTC", False)],
+            "backfill": [],
+        }
         assert deployments["backfill"]["parameters"] == {"source": "confluence", "mode": "full"}
 
-        env = _ingest_env(server.env, confluence, tmp_path, tiny_model_dir, ["ENG"])
-        processes.start("worker", [PREFECT, "worker", "start", "--pool", POOL], env, outside)
+        # Nothing scheduled fails for want of the other source's settings: every source
+        # with a schedule switched on is configured in this environment.
+        targets_variable = {
+            "confluence": "INGEST_CONFLUENCE__SPACES",
+            "files": "INGEST_FILES__PATHS",
+        }
+        scheduled = {
+            d["parameters"]["source"]
+            for d in deployments.values()
+            if any(s["active"] for s in d["schedules"])
+        }
+        assert scheduled == {"confluence"}
+        assert all(targets_variable[source] in env for source in scheduled)
+
         _wait(
             "worker started",
             lambda: "started" in processes.log("worker"),
@@ -531,11 +670,12 @@ def test_deploy_and_run_with_a_process_worker(
             lambda: processes.log("worker"),
         )
 
-        # The scheduled deployment, triggered by hand and watched to the end; a second run
-        # requested while the first holds the deployment's only slot is cancelled.
+        # The scheduled deployment, run as its schedule runs it (no parameters) and
+        # watched to the end; a second run requested while the first holds the
+        # deployment's only slot is cancelled.
         processes.start(
             "watch",
-            [PREFECT, "deployment", "run", "ingest/confluence-space", "--watch"],
+            readme_command(".venv/bin/prefect deployment run ingest/confluence-space", server.port),
             env,
             outside,
         )
@@ -562,6 +702,7 @@ def test_deploy_and_run_with_a_process_worker(
         assert "Flow run finished successfully in 'Completed'" in processes.log("watch")
         worker_log = processes.log("worker")
         assert "Deployment step 'set_project_directory' completed successfully" in worker_log
+        assert "left out" not in worker_log  # the space role: in the summary only
         run = server.wait_for_run(first["id"])
         assert run["state_type"] == "COMPLETED"
         assert run["parameters"] == {"source": "confluence", "mode": "incremental"}
@@ -574,33 +715,32 @@ def test_deploy_and_run_with_a_process_worker(
         assert len(summary) == 1
         assert "confluence:ENG" in summary[0]["data"]
         assert "tenant `default`" in summary[0]["data"]
+        assert summary[0]["data"].count("read access granted to 1 role is left out") == 1
 
-        eng = _points(tmp_path / "qdrant", tenant_id="default")
+        eng = _points(tmp_path / "qdrant", space_key="ENG")
         assert eng, "no points written"
-        assert {p["space_key"] for p in eng} == {"ENG"}
         titles = {p["title"] for p in eng}
         assert {"Install Guide", "Release Notes", "install.pdf"} <= titles
 
-        # A backfill from the form's parameters: another space, another tenant, a date.
-        output = server.cli(
-            "deployment",
-            "run",
-            "ingest/backfill",
-            "--param",
-            'targets=["HR"]',
-            "--param",
-            "tenant_id=acme",
-            "--param",
-            "since=2026-01-01T00:00:00Z",
-            "--watch",
-            cwd=outside,
-            env=env,
-        )
+        # README's backfill (other spaces than the configured ones, and a date), and while
+        # it runs, README's way to switch the files schedule on for a running server.
+        backfill = readme_command(".venv/bin/prefect deployment run ingest/backfill", server.port)
+        processes.start("backfill", backfill, env, outside)
+        listed = server.readme(".venv/bin/prefect deployment schedule ls ingest/files", outside)
+        (files_schedule,) = deployments["files"]["schedules"]
+        assert files_schedule["id"] in listed
+        resume = ".venv/bin/prefect deployment schedule resume"
+        server.readme(resume, outside, SCHEDULE_ID=files_schedule["id"])
+        files = server.deployment("files")
+        assert files is not None and [s["active"] for s in files["schedules"]] == [True]
+
+        assert processes.started["backfill"].wait(240) == 0, processes.log("backfill")
+        output = processes.log("backfill")
         assert "Flow run finished successfully in 'Completed'" in output
         backfill_run = server.flow_run(_run_id(output))
         assert backfill_run["parameters"]["mode"] == "full"  # the deployment's default
         assert backfill_run["parameters"]["targets"] == ["HR"]
-        assert backfill_run["parameters"]["tenant_id"] == "acme"
+        assert backfill_run["parameters"]["since"].startswith("2026-01-01T00:00:00")
         backfill_summary = [
             a for a in server.artifacts_of(backfill_run["id"]) if a["key"] == "ingest-summary"
         ]
@@ -608,13 +748,35 @@ def test_deploy_and_run_with_a_process_worker(
         assert "full" in backfill_summary[0]["data"]
         processes.stop("worker")
 
-        acme = _points(tmp_path / "qdrant", tenant_id="acme")
-        assert acme and {p["space_key"] for p in acme} == {"HR"}
-        assert {p["title"] for p in acme} >= {"Отпуск и больничные"}
-        # the other tenant's points are untouched
-        assert len(_points(tmp_path / "qdrant", tenant_id="default")) == len(eng)
+        hr = _points(tmp_path / "qdrant", space_key="HR")
+        assert {p["title"] for p in hr} >= {"Отпуск и больничные"}
+        assert len(_points(tmp_path / "qdrant", space_key="ENG")) == len(eng)  # untouched
     finally:
         processes.stop_all()
+
+
+@pytest.mark.slow
+def test_secrets_come_from_prefect_secret_blocks(prefect_server: PrefectServer) -> None:
+    """`qdrant.api_key_secret_block` (like `confluence.token_secret_block`, which the
+    README test's worker reads its token through) names a Prefect Secret block on the
+    server the run reaches; a secret set itself wins."""
+    from prefect.blocks.system import Secret
+    from prefect.events.worker import EventsWorker
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from pydantic import SecretStr
+
+    with temporary_settings({PREFECT_API_URL: prefect_server.url}):
+        Secret(value=SecretStr("qdrant-key-1")).save("qdrant-api-key", overwrite=True)
+        in_block = QdrantSettings.model_validate({"api_key_secret_block": "qdrant-api-key"})
+        assert in_secret_block(in_block, "api_key")
+        assert secret_value(in_block, "api_key") == "qdrant-key-1"
+        own = QdrantSettings.model_validate(
+            {"api_key": "own-key", "api_key_secret_block": "qdrant-api-key"}
+        )
+        assert not in_secret_block(own, "api_key")
+        assert secret_value(own, "api_key") == "own-key"
+        EventsWorker.drain_all()  # the blocks' events go out while the server is there
+    assert secret_value(QdrantSettings.model_validate({}), "api_key") is None
 
 
 @pytest.mark.slow

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 from uuid import UUID
 
 import pytest
@@ -38,8 +39,10 @@ from qdrant_client import models
 from config.settings import QdrantSettings, Settings, load_settings
 from connectors.files import root_label
 from flows.ingest import ingest, task_runner_for
-from indexing.qdrant_store import QdrantConnection, QdrantStore
+from indexing.qdrant_store import CollectionSchema, QdrantConnection, QdrantStore
+from indexing.search import search
 from tasks import resources
+from tasks.resources import Resources
 from tests.confluence_api import (
     DEFAULT_TOKEN,
     DEFAULT_USER,
@@ -47,10 +50,11 @@ from tests.confluence_api import (
     Fixture,
     build_fixture,
     confluence_api,
+    rendered_anchors,
 )
-from tests.tiny_model import tiny_model_dir
+from tests.tiny_model import tiny_model_dir, wider_tiny_model_dir
 
-__all__ = ["confluence_api", "tiny_model_dir"]  # fixtures used by name
+__all__ = ["confluence_api", "tiny_model_dir", "wider_tiny_model_dir"]  # fixtures used by name
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "docs"
 # The ENG space of `build_fixture`: six pages, a blog post and seven attachments of
@@ -133,7 +137,7 @@ class Workspace:
         """A store reading this workspace's collection, open until the next `activate`."""
         if self.reader is None:
             self.reader = QdrantConnection(self.settings().qdrant)
-        return QdrantStore(self.reader, 0, False)
+        return QdrantStore(self.reader, CollectionSchema(0, False, False))
 
     def points(self, tenant_id: str | None = "default") -> dict[str, dict[str, Any]]:
         """Every point of the tenant (all tenants with None): point id -> payload."""
@@ -270,6 +274,28 @@ def test_full_run_of_a_space_indexes_pages_blog_posts_and_attachments(
     assert by_document[fx["docx"]]["parent_document_id"] == fx["guide"]
     assert by_document[fx["xlsx"]]["chunk_type"] == "table"
     assert by_document[fx["eng_blog"]]["title"] == "Quarterly update"
+    # Deep links (SPEC §3.6): a page's chunks land on the anchors the page shows; the rest
+    # cite their page or attachment; breadcrumbs run from the space to the document.
+    anchors: dict[str, set[str]] = {}
+    landed = set()
+    for payload in points.values():
+        link = urlsplit(payload["citation_url"])
+        assert payload["citation_url"].startswith(payload["source_url"])
+        assert payload["breadcrumbs"][0] == "Engineering"
+        assert payload["breadcrumbs"][-1] == payload["title"]
+        if link.fragment:
+            page = payload["document_id"]
+            shown = anchors.get(page) or anchors.setdefault(page, rendered_anchors(api, page))
+            assert unquote(link.fragment) in shown, payload["citation_url"]
+            landed.add(unquote(link.fragment))
+    assert len(landed) >= 4  # Release Notes: Russian, punctuation, a repeated heading
+    assert by_document[fx["docx"]]["breadcrumbs"] == [
+        "Engineering",
+        "Engineering Home",
+        "Install Guide",
+        "Руководство.docx",
+    ]
+    assert {w["document_id"] for w in summary["warnings"]} >= {fx["notes"]}  # "?!" and the emoji
 
 
 def test_incremental_run_reprocesses_exactly_the_edited_and_drops_the_deleted(
@@ -368,6 +394,9 @@ def test_corrupt_attachment_is_reported_and_the_rest_indexed(
     assert [(r["document_id"], r["code"]) for r in rows] == [(corrupt, "CORRUPT")]
     assert rows[0]["message"]
     assert len(summaries) == 1 and "CORRUPT" in str(summaries[0].data)
+    # the artifact links the documents the run indexed to where a reader finds them
+    guide_url = f"{api.base_url}/spaces/ENG/pages/{fx['guide']}/Install+Guide"
+    assert f"| {fx['guide']} | [Install Guide](<{guide_url}>) |" in str(summaries[0].data)
 
     # Not retried until its content changes: the re-run reports it without fetching it.
     state, summary = space.run(source="confluence", targets=["ENG"])
@@ -821,3 +850,56 @@ def test_secrets_reach_no_log_cache_result_or_payload(
     }
     leaks = [where for where, text in seen.items() if any(s in text.encode() for s in secrets)]
     assert not leaks
+
+
+# --- schema changes: a collection without `lexical`, a model swap (SPEC §4.2) ------------
+
+
+def test_a_model_swap_goes_through_the_reindex_parameter_and_loses_nothing(
+    workspace: Callable[..., Workspace], tmp_path: Path, wider_tiny_model_dir: Path
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "backup.md").write_text("# Backups\n\nThe nightly backup of the ledger runs at two.\n")
+    (docs / "queue.md").write_text("# Queues\n\nA worker stopping with ERR_CONN_RESET restarts.\n")
+    space = workspace(INGEST_LEXICAL__ENABLED="false")
+    state, _ = space.run(source="files", targets=[str(docs)])
+    assert state.is_completed()
+    written = space.points()
+
+    # An upgrade turns the lexical vector on: the collection made before lacks it, so
+    # runs say so and name the re-index, and go on without it.
+    space.env["INGEST_LEXICAL__ENABLED"] = "true"
+    (docs / "queue.md").write_text("# Queues\n\nA worker stopping with ERR_CONN_RESET waits.\n")
+    state, summary = space.run(source="files", targets=[str(docs)])
+    assert state.is_completed() and summary["status"] == "ok"
+    (warning,) = summary["warnings"]
+    assert "no 'lexical' vector" in warning["message"] and "ingest reindex" in warning["message"]
+    written = space.points()
+
+    # Another model with another vector size: the run stops before any work, naming it.
+    space.env["INGEST_EMBEDDER__MODEL"] = str(wider_tiny_model_dir)
+    space.env["INGEST_EMBEDDER__SPARSE"] = "false"  # a model without BGE-M3's sparse head
+    state = space.run_state(source="files", targets=[str(docs)])
+    assert state.is_failed()
+    with pytest.raises(Exception, match=r"size 48 \(it has 32\): run `ingest reindex`"):
+        state.result()
+    assert space.points() == written
+
+    # The same run with reindex: a new collection from the stage cache, the alias moved.
+    state, summary = space.run(source="files", targets=[str(docs)], reindex=True)
+    assert state.is_completed() and summary["status"] == "ok" and summary["warnings"] == []
+    assert space.points() == written  # the same points, payloads included
+    store = space.store()
+    held = store.describe()
+    assert (held.vector_size, held.sparse, held.lexical) == (48, False, True)
+    settings = space.activate()
+    resources = Resources(settings)
+    try:
+        hits = search(
+            resources.store(), resources.embedder(), "err_conn_reset", limit=1,
+            lexical=resources.lexical(),
+        )  # fmt: skip
+    finally:
+        resources.close()
+    assert hits[0].document_id.endswith("queue.md")

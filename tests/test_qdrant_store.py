@@ -12,7 +12,7 @@ from qdrant_client import models
 
 from config.errors import ConfigError, ErrorCode, IngestError
 from indexing.embedders import BgeM3Embedder
-from indexing.qdrant_store import PAYLOAD_INDEXES, QdrantConnection, QdrantStore
+from indexing.qdrant_store import DENSE, PAYLOAD_INDEXES, QdrantConnection, QdrantStore
 from indexing.reconcile import (
     DocumentChunks,
     MassDeletionRefused,
@@ -25,6 +25,7 @@ from tests.index_helpers import (
     CountingStore,
     make_document,
     qdrant_settings,
+    schema,
     store_factory,
 )
 from tests.tiny_model import tiny_embedder, tiny_model_dir
@@ -65,7 +66,7 @@ def test_first_load_writes_every_chunk_with_a_lean_payload(store, embedder, cach
     # embed_text carries the document title, so the two documents' chunks all differ.
     assert (result.points_upserted, result.embedded, result.documents_written) == (6, 6, 2)
     assert store.upserted == 6 and len(embedder.texts) == 6
-    hit = store.query(embedder.embed(["backups"])[0].dense, None, limit=1)[0]
+    hit = store.query({DENSE: embedder.embed(["backups"])[0].dense}, limit=1)[0]
     assert "embed_text" not in hit.payload
     assert hit.payload["tenant_id"] == "acme"
     assert hit.payload["md_text"] in PARAGRAPHS
@@ -136,7 +137,8 @@ class CrashingDeleteStore(CountingStore):
 
 def test_crash_between_upsert_and_delete_leaves_extras_the_next_run_removes(store, embedder, cache):
     sync_documents(store, embedder, cache, "acme", docs("acme", count=1))
-    crashing = CrashingDeleteStore(store.connection, store.vector_size, store.sparse)
+    crashing = CrashingDeleteStore(store.connection, store.schema)
+    crashing.ensure_collection()
     v2 = [make_document("acme", "doc-0", "v2", PARAGRAPHS[:2])]
 
     with pytest.raises(IngestError, match="simulated crash"):
@@ -205,7 +207,7 @@ def test_first_batches_creating_the_collection_at_once_lose_no_points(tmp_path, 
 
     def first_batch(i: int) -> None:
         try:
-            store = QdrantStore(qdrant, tiny_embedder.vector_size, tiny_embedder.has_sparse)
+            store = QdrantStore(qdrant, schema(tiny_embedder.vector_size, tiny_embedder.has_sparse))
             start.wait()
             store.ensure_collection()
             document = make_document("acme", f"doc-{i}", "v1", PARAGRAPHS)
@@ -219,7 +221,7 @@ def test_first_batches_creating_the_collection_at_once_lose_no_points(tmp_path, 
     for thread in threads:
         thread.join(120)
     assert errors == []
-    store = QdrantStore(qdrant, tiny_embedder.vector_size, tiny_embedder.has_sparse)
+    store = QdrantStore(qdrant, schema(tiny_embedder.vector_size, tiny_embedder.has_sparse))
     try:
         found = store.existing_points("acme", [f"doc-{i}" for i in range(6)])
         assert sorted(found) == [f"doc-{i}" for i in range(6)]
@@ -288,7 +290,7 @@ class RecordingClient:
 
 def test_collection_has_named_vectors_and_payload_indexes(tmp_path, tiny_embedder):
     settings = qdrant_settings(tmp_path)
-    store = QdrantStore(QdrantConnection(settings), tiny_embedder.vector_size, sparse=True)
+    store = QdrantStore(QdrantConnection(settings), schema(tiny_embedder.vector_size, True))
     recording = RecordingClient(store.client)
     store.client = recording  # type: ignore[assignment]
     try:
@@ -304,10 +306,10 @@ def test_collection_has_named_vectors_and_payload_indexes(tmp_path, tiny_embedde
         assert recording.indexes["ordinal"].type == "integer"
         assert recording.indexes["ordinal"].range is True
         if settings.url:  # a server reports its indexes; local mode keeps none
-            schema = store.payload_schema()
-            assert set(PAYLOAD_INDEXES) <= set(schema)
-            assert schema["updated_at"] == "datetime"
-            assert schema["ordinal"] == "integer"
+            indexed = store.payload_schema()
+            assert set(PAYLOAD_INDEXES) <= set(indexed)
+            assert indexed["updated_at"] == "datetime"
+            assert indexed["ordinal"] == "integer"
             # A collection made before an index was declared gets it when next opened.
             store.client.delete_payload_index(physical, "section_id", wait=True)
             assert "section_id" not in store.payload_schema()
@@ -321,14 +323,14 @@ def test_collection_has_named_vectors_and_payload_indexes(tmp_path, tiny_embedde
 
 def test_existing_collection_with_another_vector_size_is_refused(store_factory, tiny_embedder):
     store = store_factory(tiny_embedder.vector_size, sparse=True)
-    other = QdrantStore(store.connection, tiny_embedder.vector_size * 2, sparse=True)
-    with pytest.raises(ConfigError, match="re-index"):
+    other = QdrantStore(store.connection, schema(tiny_embedder.vector_size * 2, True))
+    with pytest.raises(ConfigError, match=r"size 64 \(it has 32\): run `ingest reindex`"):
         other.ensure_collection()
 
 
 def test_stores_of_one_connection_share_its_client(store_factory):
     first = store_factory(8, sparse=False)
-    second = QdrantStore(first.connection, 8, sparse=False)
+    second = QdrantStore(first.connection, schema(8, False))
     assert second.client is first.client
 
 
@@ -337,7 +339,7 @@ def test_unreachable_server_is_a_transient_upsert_failure(tmp_path):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     settings = qdrant_settings(tmp_path, url=f"http://127.0.0.1:{port}", timeout_s=2)
-    store = QdrantStore(QdrantConnection(settings), 8, sparse=False)
+    store = QdrantStore(QdrantConnection(settings), schema(8, False))
     try:
         with pytest.raises(IngestError) as failure:
             store.ensure_collection()
@@ -368,7 +370,7 @@ def test_point_lookups_agree_with_a_fresh_read_after_every_kind_of_write(store, 
 
     store.connection.close()
     with QdrantConnection(store.settings) as qdrant:
-        reopened = QdrantStore(qdrant, store.vector_size, store.sparse)
+        reopened = QdrantStore(qdrant, store.schema)
         after = {tenant: reopened.existing_points(tenant, ids) for tenant in ("acme", "globex")}
         assert after == before
         assert reopened.document_ids("acme") == {"doc-0", "doc-1"}

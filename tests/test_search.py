@@ -67,7 +67,10 @@ def indexed(store_factory: Any, tiny_embedder: BgeM3Embedder, tmp_path: Path) ->
             title="Finance notes",
             space_key="FIN",
             labels=("finance",),
-            extra={"acl": {"public": False, "users": ["ann"], "groups": ["finance"]}},
+            extra={
+                "acl": {"public": False, "users": ["ann"], "groups": ["finance"]},
+                "archived": True,
+            },
         ),
         make_document("globex", "handbook", "v1", [TARGET], title="Globex handbook"),
     ]
@@ -119,7 +122,7 @@ def documents_found(store: CountingStore, embedder: BgeM3Embedder, **filters: An
     return {f"{h.payload['tenant_id']}/{h.document_id}" for h in hits}
 
 
-def test_filters_by_tenant_space_labels_and_source_type(indexed, tiny_embedder):
+def test_filters_by_tenant_space_labels_source_type_and_archived(indexed, tiny_embedder):
     assert documents_found(indexed, tiny_embedder) == {
         "acme/handbook",
         "acme/finance",
@@ -133,6 +136,12 @@ def test_filters_by_tenant_space_labels_and_source_type(indexed, tiny_embedder):
     assert documents_found(indexed, tiny_embedder, source_types=("confluence",)) == {
         "acme/handbook"
     }
+    # archived content (confluence.include_archived) left out, or alone
+    assert documents_found(indexed, tiny_embedder, archived=False) == {
+        "acme/handbook",
+        "globex/handbook",
+    }
+    assert documents_found(indexed, tiny_embedder, archived=True) == {"acme/finance"}
 
 
 def test_acl_filter_shows_public_chunks_and_those_granted_to_user_or_group(indexed, tiny_embedder):

@@ -30,17 +30,24 @@ SPARSE_BIAS = 1.0
 SPARSE_WEIGHT_STD = 0.01
 
 
-def build_tiny_model(target: Path, *, sparse_head: bool = True, pooler: bool = False) -> Path:
+def build_tiny_model(
+    target: Path,
+    *,
+    sparse_head: bool = True,
+    pooler: bool = False,
+    hidden_size: int = HIDDEN_SIZE,
+) -> Path:
     """Write a deterministic tiny XLM-RoBERTa model, its tokenizer and (optionally) a
     sparse head into `target`. `pooler` saves the pooling layer too, as many checkpoints
-    do (all-MiniLM-L6-v2's), which the embedder does not load."""
+    do (all-MiniLM-L6-v2's), which the embedder does not load; `hidden_size` is the
+    vector size."""
     import torch
     from transformers import XLMRobertaConfig, XLMRobertaModel
 
     torch.manual_seed(SEED)
     config = XLMRobertaConfig(
         vocab_size=VOCAB_SIZE,
-        hidden_size=HIDDEN_SIZE,
+        hidden_size=hidden_size,
         num_hidden_layers=2,
         num_attention_heads=2,
         intermediate_size=64,
@@ -55,7 +62,7 @@ def build_tiny_model(target: Path, *, sparse_head: bool = True, pooler: bool = F
     model.save_pretrained(target)
     write_tokenizer_dir(target)
     if sparse_head:
-        head = torch.nn.Linear(HIDDEN_SIZE, 1)
+        head = torch.nn.Linear(hidden_size, 1)
         with torch.no_grad():
             head.weight.normal_(0.0, SPARSE_WEIGHT_STD)
             head.bias.fill_(SPARSE_BIAS)
@@ -67,6 +74,14 @@ def build_tiny_model(target: Path, *, sparse_head: bool = True, pooler: bool = F
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny model directory, built once per test session."""
     return build_tiny_model(tmp_path_factory.mktemp("tiny-bge-m3"))
+
+
+@pytest.fixture(scope="session")
+def wider_tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Another model for a model swap: vectors of 48, no sparse head."""
+    return build_tiny_model(
+        tmp_path_factory.mktemp("tiny-wider"), sparse_head=False, hidden_size=48
+    )
 
 
 @pytest.fixture(scope="session")

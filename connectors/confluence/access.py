@@ -24,7 +24,8 @@ groups are group names.
 
 Restriction changes, moves, ancestor renames and comments bump no version number in
 Confluence: a listed version is `<number>.<digest>`, the digest covering the ancestors
-(ids and titles), the ACL and the footer comments (ids and versions), so the next run
+(ids and titles, folders too), the ACL and the comments (ids, versions and an inline
+comment's resolution, which resolving changes without a new version), so the next run
 rewrites exactly the pages where one of them changed, and their attachments where the
 ACL or the ancestors did.
 """
@@ -33,21 +34,41 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from connectors.base import Access, Principals, SpaceReaders
+from connectors.confluence.comments import CommentState
 
 
 @dataclass(frozen=True)
 class SpaceAccess:
     """Who may read a space; `known=False` where the API does not say (Data Center
     before 9.1, or an account the space permissions are hidden from): then the space
-    does not narrow access, as before space permissions were read."""
+    does not narrow access, as before space permissions were read.
+
+    `left_out`: the kind of each principal the read permission also names but the ACL
+    cannot hold (a Cloud space role: the API names the role, not its members). Its
+    members are not among `readers`, so access is narrower than Confluence's, never wider.
+    """
 
     readers: Principals
     known: bool = True
+    left_out: tuple[str, ...] = ()
+
+    def note(self, space_key: str) -> str | None:
+        """What the run report says about the principals left out, if any."""
+        if not self.left_out:
+            return None
+        counts = Counter(self.left_out)
+        named = ", ".join(f"{n} {kind}{'s' if n > 1 else ''}" for kind, n in sorted(counts.items()))
+        return (
+            f"space {space_key}: read access granted to {named} is left out of the ACL "
+            "(it holds users and groups): members find the space's pages only through a "
+            "user or group permission, so access is narrower than in Confluence, never wider"
+        )
 
 
 UNKNOWN_SPACE = SpaceAccess(Principals(), known=False)
@@ -62,12 +83,13 @@ class Ancestor:
 @dataclass(frozen=True)
 class PageAccess:
     """A page's ACL and the digests that go into listed versions: `digest` (ACL,
-    ancestors and comments) the page's, `inherited` (ACL and ancestors) its attachments',
-    which a comment does not change."""
+    ancestors, archived and comments) the page's, `inherited` (ACL, ancestors, archived)
+    its attachments', which a comment does not change."""
 
     acl: Access
     digest: str
     inherited: str
+    archived: bool = False  # the page is archived (its attachments count as archived too)
 
     @property
     def space_key(self) -> str | None:
@@ -95,12 +117,17 @@ def effective_acl(space_key: str, space: SpaceAccess, restrictions: Sequence[Pri
 def page_access(
     acl: Access,
     ancestors: Sequence[Ancestor],
-    comments: Sequence[tuple[str, int]] = (),
+    comments: Sequence[CommentState] = (),
+    *,
+    archived: bool = False,
 ) -> PageAccess:
-    """`acl` with the digests of it, the ancestors and the footer comments (id, version)."""
-    inherited = [[[a.id, a.title] for a in ancestors], acl.payload()]
-    own = [*inherited, sorted([c, v] for c, v in comments)]
-    return PageAccess(acl, _digest(own), _digest(inherited))
+    """`acl` with the digests of it, the ancestors, whether the page is archived
+    (archiving bumps no version) and the comments (their states)."""
+    inherited: list[Any] = [[[a.id, a.title] for a in ancestors], acl.payload()]
+    if archived:
+        inherited.append("archived")
+    own = [*inherited, sorted(list(c) for c in comments)]
+    return PageAccess(acl, _digest(own), _digest(inherited), archived)
 
 
 def _digest(state: list[Any]) -> str:

@@ -40,6 +40,7 @@ from dataclasses import replace
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any
+from xml.sax.saxutils import escape
 
 from config.errors import ErrorCode, IngestError
 from connectors.base import DocumentRef, Listing, Principals, SourceDocument
@@ -51,7 +52,13 @@ from connectors.confluence.access import (
     version_number,
 )
 from connectors.confluence.client import is_auth
-from connectors.confluence.comments import Comment
+from connectors.confluence.comments import (
+    Comment,
+    CommentState,
+    Location,
+    comment_states,
+    inline_properties,
+)
 from connectors.confluence.links import ContentIndex
 from connectors.confluence.source import (
     PAGE_EXTENSION,
@@ -59,10 +66,13 @@ from connectors.confluence.source import (
     PAGE_MIME,
     AccessUnknown,
     ConfluenceSource,
+    archived_extra,
+    breadcrumbs,
     is_unoffered,
     iso,
     restriction_from,
     safe_filename,
+    v1_comment_state,
     v1_labels,
 )
 from connectors.http import HttpStatusError
@@ -73,6 +83,12 @@ log = logging.getLogger(__name__)
 # (`confluence.page_size` sizes v1 requests and fetch batches).
 V2_MAX = 250
 KIND_PATH = MappingProxyType({"page": "pages", "blogpost": "blogposts"})
+COMMENT_PATH = MappingProxyType({"footer": "footer-comments", "inline": "inline-comments"})
+# Content of the page tree that is no page (SPEC §2.1 "What a space holds"), by v2 path.
+CONTAINER_PATH = MappingProxyType(
+    {"folder": "folders", "whiteboard": "whiteboards", "database": "databases", "embed": "embeds"}
+)
+CONTENT_PATH = MappingProxyType({**KIND_PATH, **CONTAINER_PATH})
 SEARCH_EXPAND = ",".join(
     [
         "content.restrictions.read.restrictions.user",
@@ -80,9 +96,23 @@ SEARCH_EXPAND = ",".join(
         "content.metadata.labels",
         "content.version",
         "content.container",
+        "content.extensions.resolution",
     ]
 )
 POLL_EXPAND = "content.version,content.container"
+CONTAINER_SEARCH_EXPAND = ",".join(
+    [
+        "content.restrictions.read.restrictions.user",
+        "content.restrictions.read.restrictions.group",
+        "content.version",
+        "content.ancestors",
+    ]
+)
+# Content without a text body that `include_whiteboards` indexes as a title + link +
+# breadcrumb record (SPEC §2.1), by its CQL type.
+CONTAINER_LABELS = MappingProxyType(
+    {"whiteboard": "Whiteboard", "database": "Database", "embed": "Smart link"}
+)
 
 
 class CloudSource(ConfluenceSource):
@@ -90,12 +120,15 @@ class CloudSource(ConfluenceSource):
         super().__init__(*args, **kwargs)
         self._space_ids: dict[str, str] = {}  # key -> id
         self._space_keys: dict[str, str] = {}  # id -> key
+        self._space_names: dict[str, str] = {}  # key -> name
         self._groups: dict[str, str] = {}  # group id -> name
         self._names: dict[str, str] = {}  # account id -> display name
         self._names_lock = threading.Lock()
         # Filled by a listing: the v2 items, their ancestors and labels.
         self._pages: dict[str, dict[str, Any]] = {}
         self._chains: dict[str, list[Ancestor]] = {}
+        self._containers: dict[str, dict[str, Any] | None] = {}  # folders etc., by id
+        self._tree_warnings: dict[str, str] = {}  # item id -> what is wrong with its tree
         self._labels: dict[str, tuple[str, ...]] = {}
 
     # --- listing -----------------------------------------------------------------------
@@ -108,6 +141,8 @@ class CloudSource(ConfluenceSource):
         with self._lock:
             self._pages.clear()
             self._chains.clear()
+            self._containers.clear()
+            self._tree_warnings.clear()
             self._labels.clear()
         try:
             found = self._find_spaces(self.settings.spaces)
@@ -149,7 +184,9 @@ class CloudSource(ConfluenceSource):
                 )
                 unsearched.append(key)
             listed[key] = items
-        if unsearched and self.settings.include_comments:
+            if self.settings.include_whiteboards:
+                refs += self._list_containers(key, searched=key not in unsearched, errors=errors)
+        if unsearched and self._comment_locations:
             owners = {str(item["id"]) for key in unsearched for item in listed[key]}
             try:
                 self._list_comments_v2(owners)
@@ -157,7 +194,7 @@ class CloudSource(ConfluenceSource):
                 errors.append(f"comments of spaces {', '.join(unsearched)}: {exc}")
                 for key in unsearched:
                     del listed[key]
-        if self.settings.include_comments:
+        if self._comment_locations:
             with self._lock:
                 self._listed.update(str(item["id"]) for items in listed.values() for item in items)
         # In parallel: where CQL is not offered, each page's restrictions are a request.
@@ -195,16 +232,19 @@ class CloudSource(ConfluenceSource):
                 with self._lock:
                     self._space_ids[str(space["key"])] = str(space["id"])
                     self._space_keys[str(space["id"])] = str(space["key"])
+                    self._space_names[str(space["key"])] = str(space.get("name") or "")
         return found
 
     def _list_space(self, key: str, errors: list[str]) -> list[dict[str, Any]]:
-        """The space's current pages and blog posts, without bodies."""
+        """The space's current (and with `include_archived` archived) pages and blog
+        posts, without bodies."""
         kinds = ["page", "blogpost"] if self.settings.include_blogposts else ["page"]
+        status = "current,archived" if self.settings.include_archived else "current"
         items: list[dict[str, Any]] = []
         for kind in kinds:
             path = f"api/v2/spaces/{self._space_ids[key]}/{KIND_PATH[kind]}"
             try:
-                for item in self.http.paged(path, {"status": "current", "limit": V2_MAX}):
+                for item in self.http.paged(path, {"status": status, "limit": V2_MAX}):
                     items.append({**item, "type": kind})
             except IngestError as exc:
                 errors.append(f"listing {kind}s of space {key}: {self.http.listing_error(exc)}")
@@ -214,8 +254,8 @@ class CloudSource(ConfluenceSource):
 
     def _search_space(self, key: str) -> None:
         """One CQL pass over the space: read restrictions and labels of its pages and blog
-        posts, and the versions of its footer comments."""
-        types = "page, blogpost" + (", comment" if self.settings.include_comments else "")
+        posts, and the states of its comments."""
+        types = "page, blogpost" + (", comment" if self._comment_locations else "")
         params = {
             "cql": f'space = "{key}" and type in ({types})',
             "expand": SEARCH_EXPAND,
@@ -223,7 +263,7 @@ class CloudSource(ConfluenceSource):
         }
         restrictions: dict[str, Principals] = {}
         labels: dict[str, tuple[str, ...]] = {}
-        comments: dict[str, list[tuple[str, int]]] = {}
+        comments: dict[str, list[CommentState]] = {}
         for result in self.http.paged("rest/api/search", params):
             content = result.get("content") or {}
             content_id = str(content.get("id") or "")
@@ -233,24 +273,69 @@ class CloudSource(ConfluenceSource):
                 if restriction is not None:  # else read page by page when needed
                     restrictions[content_id] = restriction
                 labels[content_id] = v1_labels(content)
-            elif kind == "comment" and _is_footer(content):
-                owner = str((content.get("container") or {}).get("id") or "")
-                number = int((content.get("version") or {}).get("number") or 0)
-                comments.setdefault(owner, []).append((content_id, number))
+            elif kind == "comment":
+                state = v1_comment_state(content)
+                if state.location in self._comment_locations:
+                    owner = str((content.get("container") or {}).get("id") or "")
+                    comments.setdefault(owner, []).append(state)
         with self._lock:
             self._restrictions.update(restrictions)
             self._labels.update(labels)
             self._comments.update(comments)
 
+    def _list_containers(self, key: str, *, searched: bool, errors: list[str]) -> list[DocumentRef]:
+        """The space's whiteboards, databases and smart links (`include_whiteboards`).
+        v2 reads them by id only: CQL finds them, with their ancestors and restrictions
+        expanded, so they cost no request each."""
+        what = f"whiteboards, databases and smart links of space {key}"
+        if not searched:
+            errors.append(f"{what}: only CQL search lists them, and it is not available")
+            return []
+        params = {
+            "cql": f'space = "{key}" and type in ({", ".join(CONTAINER_LABELS)})',
+            "expand": CONTAINER_SEARCH_EXPAND,
+            "limit": self.settings.page_size,
+        }
+        items: list[dict[str, Any]] = []
+        try:
+            for result in self.http.paged("rest/api/search", params):
+                content = result.get("content") or {}
+                if content.get("type") in CONTAINER_LABELS:
+                    items.append(self._listed_container(key, content))
+        except IngestError as exc:
+            errors.append(f"{what}: {self.http.listing_error(exc)}")
+            return []
+        return [self._page_ref(item) for item in items]
+
+    def _listed_container(self, key: str, content: dict[str, Any]) -> dict[str, Any]:
+        """A v1 search result as the v2 item the rest reads, its chain and restrictions
+        kept from the result."""
+        content_id = str(content["id"])
+        version = content.get("version") or {}
+        chain = [Ancestor(str(a["id"]), a.get("title")) for a in content.get("ancestors") or []]
+        restriction = _expanded_restriction(content)
+        with self._lock:
+            self._chains[content_id] = chain
+            if restriction is not None:
+                self._restrictions[content_id] = restriction
+        return {
+            "id": content_id,
+            "type": content["type"],
+            "title": content.get("title"),
+            "spaceId": self._space_ids[key],
+            "version": {"number": version.get("number", ""), "createdAt": version.get("when")},
+        }
+
     def _list_comments_v2(self, owners: set[str]) -> None:
-        """Footer comment versions of `owners` through v2's site-wide listing."""
-        found: dict[str, list[tuple[str, int]]] = {}
-        params = {"limit": V2_MAX}
-        for comment in self.http.paged("api/v2/footer-comments", params):
-            owner = str(comment.get("pageId") or comment.get("blogPostId") or "")
-            if owner in owners:
-                number = int((comment.get("version") or {}).get("number") or 0)
-                found.setdefault(owner, []).append((str(comment["id"]), number))
+        """Comment states of `owners` through v2's site-wide listings, one per location
+        (one request per 250 comments, not one per page)."""
+        found: dict[str, list[CommentState]] = {}
+        for location in self._comment_locations:
+            path = f"api/v2/{COMMENT_PATH[location]}"
+            for comment in self.http.paged(path, {"limit": V2_MAX}):
+                owner = str(comment.get("pageId") or comment.get("blogPostId") or "")
+                if owner in owners:
+                    found.setdefault(owner, []).append(_v2_comment_state(comment, location))
         with self._lock:
             self._comments.update(found)
 
@@ -267,6 +352,7 @@ class CloudSource(ConfluenceSource):
             )
         users: list[str] = []
         groups: list[str] = []
+        left_out: dict[tuple[str, str], None] = {}  # (kind, id), each principal once
         path = f"api/v2/spaces/{space_id}/permissions"
         for entry in self.http.paged(path, {"limit": V2_MAX}):
             operation = entry.get("operation") or {}
@@ -282,9 +368,10 @@ class CloudSource(ConfluenceSource):
                     groups.append(name)
             else:
                 # A role or another principal whose members are unknown here: left out,
-                # which narrows access (never widens it).
-                log.warning("space %s: a read permission for a %s is left out", space_key, kind)
-        return SpaceAccess(Principals(tuple(dict.fromkeys(users)), tuple(dict.fromkeys(groups))))
+                # which narrows access (never widens it); the listing's notes say so.
+                left_out[(str(kind or "principal"), principal_id)] = None
+        readers = Principals(tuple(dict.fromkeys(users)), tuple(dict.fromkeys(groups)))
+        return SpaceAccess(readers, left_out=tuple(kind for kind, _ in left_out))
 
     def _group_name(self, group_id: str) -> str | None:
         with self._lock:
@@ -347,7 +434,7 @@ class CloudSource(ConfluenceSource):
                 with self._lock:
                     self._pages[str(item["id"])] = item
                     self._chains.pop(str(item["id"]), None)  # it may have moved
-                if self.settings.include_comments:
+                if self._comment_locations:
                     self._refresh_comments(item)  # the listing's may be older
                 yield self._page_ref(item)
         for attachment_id in attachments:
@@ -414,14 +501,21 @@ class CloudSource(ConfluenceSource):
         )
 
     def _item_access(
-        self, item: dict[str, Any], comments: Sequence[tuple[str, int]] | None = None
+        self, item: dict[str, Any], comments: Sequence[CommentState] | None = None
     ) -> PageAccess:
         page_id = str(item["id"])
         if comments is None:
             with self._lock:
                 comments = list(self._comments.get(page_id, []))
         space_key = self._space_key(str(item.get("spaceId") or ""))
-        return self._page_access_for(page_id, space_key, self._ancestors(item), None, comments)
+        return self._page_access_for(
+            page_id,
+            space_key,
+            self._ancestors(item),
+            None,
+            comments,
+            archived=item.get("status") == "archived",
+        )
 
     def _owner_access(self, owner_id: str, kind: str) -> PageAccess:
         """The access of an attachment's page or blog post: from the listing, else asked."""
@@ -439,40 +533,87 @@ class CloudSource(ConfluenceSource):
         return self._item_access(item)
 
     def _ancestors(self, item: dict[str, Any]) -> list[Ancestor]:
-        """The page's ancestors, root first: up the listed pages' parents, else (a parent
-        that is a folder, or not listed) asked of v2."""
-        page_id = str(item["id"])
+        """The item's ancestors, root first, folders included: up its parents (listed
+        pages; folders and other containers read once per listing), else asked of v2."""
+        item_id = str(item["id"])
         if item.get("type") == "blogpost":
             return []
         with self._lock:
-            chain = self._chains.get(page_id)
-            if chain is None:
-                chain = self._chain_from_listing(item)
+            chain = self._chains.get(item_id)
         if chain is None:
-            chain = self._ancestors_from_api(page_id)
+            chain = self._chain_from_parents(item)
+        if chain is None:
+            chain = self._ancestors_from_api(item)
         with self._lock:
-            self._chains[page_id] = chain
+            self._chains[item_id] = chain
         return chain
 
-    def _chain_from_listing(self, item: dict[str, Any]) -> list[Ancestor] | None:
-        """Ancestors from the listed pages' `parentId`s; None where one is not a listed
-        page. Called with the lock held."""
+    def _chain_from_parents(self, item: dict[str, Any]) -> list[Ancestor] | None:
+        """Ancestors up the `parentId`s; None where a parent page is not listed. A loop
+        (Confluence's tree has none, a broken answer might) or a folder that cannot be
+        read ends the chain there, with a warning for the item."""
         chain: list[Ancestor] = []
+        seen = {str(item["id"])}
         current = item
         while current.get("parentId"):
-            parent = self._pages.get(str(current["parentId"]))
-            if current.get("parentType") not in (None, "page") or parent is None:
+            parent_id, kind = str(current["parentId"]), str(current.get("parentType") or "page")
+            if parent_id in seen:
+                self._tree_warning(
+                    item, f"its ancestors loop back to {kind} {parent_id}: breadcrumbs end there"
+                )
+                break
+            seen.add(parent_id)
+            parent = self._parent(parent_id, kind)
+            if parent is None and kind == "page":
                 return None
-            if len(chain) > len(self._pages):
-                return None  # a cycle: Confluence's tree has none, a broken answer might
-            chain.append(Ancestor(str(parent["id"]), parent.get("title")))
+            if parent is None:
+                self._tree_warning(
+                    item,
+                    f"its ancestor {kind} {parent_id} cannot be read (deleted or not visible): "
+                    "breadcrumbs start below it",
+                )
+                break
+            chain.append(Ancestor(parent_id, parent.get("title")))
             current = parent
         return chain[::-1]
 
-    def _ancestors_from_api(self, page_id: str) -> list[Ancestor]:
+    def _parent(self, parent_id: str, kind: str) -> dict[str, Any] | None:
+        """A parent: a listed page, or a container (folder, whiteboard, database, smart
+        link) read once per listing; None where it is neither."""
+        if kind == "page":
+            with self._lock:
+                return self._pages.get(parent_id)
+        with self._lock:
+            if parent_id in self._containers:
+                return self._containers[parent_id]
+        container: dict[str, Any] | None = None
+        if kind in CONTAINER_PATH:
+            try:
+                data = self.http.get_json(f"api/v2/{CONTAINER_PATH[kind]}/{parent_id}")
+                container = {**data, "type": kind}
+            except HttpStatusError as exc:
+                if exc.status not in (403, 404):
+                    raise self._ancestry_unknown(parent_id, exc) from None
+            except IngestError as exc:
+                raise self._ancestry_unknown(parent_id, exc) from None
+        with self._lock:
+            self._containers[parent_id] = container
+        return container
+
+    def _tree_warning(self, item: dict[str, Any], problem: str) -> None:
+        what = f"{item.get('type') or 'page'} {item['id']}"
+        log.warning("%s: %s", what, problem)
+        with self._lock:
+            self._tree_warnings[str(item["id"])] = f"{what}: {problem}"
+
+    def _ancestors_from_api(self, item: dict[str, Any]) -> list[Ancestor]:
+        item_id, kind = str(item["id"]), str(item.get("type") or "page")
+        path = f"api/v2/{CONTENT_PATH.get(kind, 'pages')}/{item_id}/ancestors"
         try:
-            data = self.http.get_json(f"api/v2/pages/{page_id}/ancestors", {"limit": V2_MAX})
-            chain = [(str(a["id"]), a.get("type")) for a in data.get("results") or []]
+            data = self.http.get_json(path, {"limit": V2_MAX})
+            chain = [
+                (str(a["id"]), str(a.get("type") or "page")) for a in data.get("results") or []
+            ]
             with self._lock:
                 titles = {i: self._pages[i].get("title") for i, _ in chain if i in self._pages}
             unknown = [i for i, kind in chain if kind == "page" and i not in titles]
@@ -481,16 +622,24 @@ class CloudSource(ConfluenceSource):
                     (str(it["id"]), it.get("title"))
                     for it in self._items("page", unknown, body=False)
                 )
+            for i, kind in chain:
+                if kind != "page":
+                    titles[i] = (self._parent(i, kind) or {}).get("title")
+        except AccessUnknown:
+            raise
         except IngestError as exc:
-            if is_auth(exc):
-                raise self.http.auth_error() from None
-            raise AccessUnknown(
-                f"cannot read the ancestors of page {page_id} ({exc}), so who may read it "
-                "is unknown: it is not indexed until they can be read",
-                subject=f"page {page_id}",
-                transient=exc.transient,
-            ) from None
+            raise self._ancestry_unknown(item_id, exc) from None
         return [Ancestor(i, titles.get(i)) for i, _ in chain]
+
+    def _ancestry_unknown(self, content_id: str, exc: IngestError) -> IngestError:
+        if is_auth(exc):
+            return self.http.auth_error()
+        return AccessUnknown(
+            f"cannot read the ancestors of {content_id} ({exc}), so who may read it is "
+            "unknown: it is not indexed until they can be read",
+            subject=content_id,
+            transient=exc.transient,
+        )
 
     def _space_key(self, space_id: str) -> str:
         with self._lock:
@@ -501,6 +650,7 @@ class CloudSource(ConfluenceSource):
             with self._lock:
                 self._space_keys[space_id] = key
                 self._space_ids[key] = space_id
+                self._space_names[key] = str(space.get("name") or "")
         return key
 
     # --- fetching ----------------------------------------------------------------------
@@ -508,6 +658,8 @@ class CloudSource(ConfluenceSource):
     def fetch(self, ref: DocumentRef) -> SourceDocument:
         if ref.kind == "attachment":
             return self._fetch_attachment(ref)
+        if ref.kind in CONTAINER_LABELS:
+            return self._fetch_container(ref)
         kind = ref.kind if ref.kind in KIND_PATH else "page"
         params = {"body-format": "storage", "include-labels": "true"}
         try:
@@ -577,9 +729,13 @@ class CloudSource(ConfluenceSource):
             ref, version=listed_version(number, access.digest), title=title, updated_at=updated_at
         )
         body = ((item.get("body") or {}).get("storage") or {}).get("value", "")
+        ancestors = self._ancestors(item)
+        data, warnings = self._page_content(body, title, comments)
+        with self._lock:
+            tree = self._tree_warnings.get(page_id)
         return SourceDocument(
             ref=fresh,
-            data=self._page_body(body, comments),
+            data=data,
             filename=safe_filename(title) + PAGE_EXTENSION,
             mime=PAGE_MIME,
             format=PAGE_FORMAT,
@@ -594,10 +750,17 @@ class CloudSource(ConfluenceSource):
             base_url=self.http.base_url,
             extra={
                 "content_type": kind,
-                "ancestors": [{"id": a.id, "title": a.title} for a in self._ancestors(item)],
+                "ancestors": [{"id": a.id, "title": a.title} for a in ancestors],
                 "created_at": iso(item.get("createdAt")),
+                **archived_extra(access),
             },
+            breadcrumbs=breadcrumbs(self._space_name(access.space_key), ancestors, title),
+            warnings=(*warnings, *([tree] if tree else [])),
         )
+
+    def _space_name(self, key: str | None) -> str | None:
+        with self._lock:
+            return self._space_names.get(key or "")
 
     def _labels_of(self, page_id: str, kind: str, item: dict[str, Any]) -> tuple[str, ...]:
         included = item.get("labels")
@@ -615,52 +778,65 @@ class CloudSource(ConfluenceSource):
             raise self.http.content_error(exc, f"labels of {kind} {page_id}") from None
 
     def _page_comments(self, page_id: str, kind: str) -> list[Comment]:
-        if not self.settings.include_comments or self._comments_known_absent(page_id):
-            return []
         return self._fetch_comments(page_id, kind, with_bodies=True)
 
     def _refresh_comments(self, item: dict[str, Any]) -> None:
         page_id = str(item["id"])
         comments = self._fetch_comments(page_id, str(item["type"]), with_bodies=False)
         with self._lock:
-            self._comments[page_id] = [(c.id, c.version) for c in comments]
+            self._comments[page_id] = comment_states(comments)
             self._listed.add(page_id)
 
     def _fetch_comments(self, page_id: str, kind: str, *, with_bodies: bool) -> list[Comment]:
-        """The footer comments of a page: its top-level ones, then replies (v2 lists them
-        per comment) while the listing saw more comments than found, or saw none."""
+        """The page's comments of every synced location; none asked for where the
+        listing saw none."""
+        found: list[Comment] = []
+        for location in self._comment_locations:
+            expected = self._listed_comments(page_id, location)
+            if expected != 0:
+                found += self._fetch_thread(page_id, kind, location, expected, with_bodies)
+        return found
+
+    def _fetch_thread(
+        self, page_id: str, kind: str, location: Location, expected: int | None, bodies: bool
+    ) -> list[Comment]:
+        """The comments of one location: the top-level ones, then replies (v2 lists them
+        per comment) while the listing saw more than found, or did not see the page."""
         params: dict[str, Any] = {"limit": V2_MAX}
-        if with_bodies:
+        if bodies:
             params["body-format"] = "storage"
-        with self._lock:
-            expected = len(self._comments.get(page_id, [])) if page_id in self._listed else None
+        path = COMMENT_PATH[location]
         try:
             found: list[tuple[dict[str, Any], str | None]] = [
                 (c, None)
-                for c in self.http.paged(
-                    f"api/v2/{KIND_PATH[kind]}/{page_id}/footer-comments", params
-                )
+                for c in self.http.paged(f"api/v2/{KIND_PATH[kind]}/{page_id}/{path}", params)
             ]
             queue = [str(c["id"]) for c, _ in found]
             while queue and (expected is None or len(found) < expected):
                 parent = queue.pop(0)
-                for child in self.http.paged(f"api/v2/footer-comments/{parent}/children", params):
+                for child in self.http.paged(f"api/v2/{path}/{parent}/children", params):
                     found.append((child, parent))
                     queue.append(str(child["id"]))
         except HttpStatusError as exc:
-            raise self.http.content_error(exc, f"comments of {kind} {page_id}") from None
+            raise self.http.content_error(exc, f"{location} comments of {kind} {page_id}") from None
         names = self._display_names((c.get("version") or {}).get("authorId") for c, _ in found)
         comments: list[Comment] = []
         for comment, answered in found:
             version = comment.get("version") or {}
+            state = _v2_comment_state(comment, location)
+            marker, selection = inline_properties(comment)
             comments.append(
                 Comment(
-                    id=str(comment["id"]),
-                    version=int(version.get("number") or 0),
+                    id=state.id,
+                    version=state.version,
                     body=((comment.get("body") or {}).get("storage") or {}).get("value", ""),
                     author=names.get(str(version.get("authorId"))),
                     created_at=iso(version.get("createdAt")),
                     reply_to=str(comment.get("parentCommentId") or answered or "") or None,
+                    location=location,
+                    resolution=state.resolution,
+                    marker=marker,
+                    selection=selection,
                 )
             )
         return comments
@@ -689,7 +865,9 @@ class CloudSource(ConfluenceSource):
         updated_at = iso(version.get("createdAt"))
         number = version.get("number", version_number(ref.version))
         with self._lock:
-            page_title = (self._pages.get(owner) or {}).get("title")
+            page = dict(self._pages.get(owner) or {})
+        page_title = page.get("title")
+        trail = self._ancestors({**page, "type": kind}) if page else []
         author_id = str(version.get("authorId"))
         return SourceDocument(
             ref=replace(
@@ -712,7 +890,55 @@ class CloudSource(ConfluenceSource):
             space_key=access.space_key if access else None,
             page_id=owner,
             acl=access.acl if access else None,
-            extra={"content_type": "attachment", "page_title": page_title},
+            extra={"content_type": "attachment", "page_title": page_title} | archived_extra(access),
+            breadcrumbs=breadcrumbs(
+                self._space_name(access.space_key if access else None),
+                trail,
+                str(page_title or ""),
+                filename,
+            ),
+        )
+
+    def _fetch_container(self, ref: DocumentRef) -> SourceDocument:
+        """A whiteboard, database or smart link: the API gives no text body, so its record
+        is its title, where it sits and its link, for a search for its name to find."""
+        what = f"{ref.kind} {ref.document_id}"
+        try:
+            data = self.http.get_json(f"api/v2/{CONTAINER_PATH[ref.kind]}/{ref.document_id}")
+        except HttpStatusError as exc:
+            raise self.http.content_error(exc, what) from None
+        item = {**data, "type": ref.kind}
+        access = self._item_access(item)
+        title = str(item.get("title") or "")
+        version = item.get("version") or {}
+        updated_at = iso(version.get("createdAt") or item.get("createdAt"))
+        url = self.http.url((item.get("_links") or {}).get("webui", ""))
+        trail = breadcrumbs(self._space_name(access.space_key), self._ancestors(item), title)
+        with self._lock:
+            tree = self._tree_warnings.get(ref.document_id)
+        number = version.get("number", version_number(ref.version))
+        return SourceDocument(
+            ref=replace(
+                ref,
+                version=listed_version(number, access.digest),
+                title=title,
+                updated_at=updated_at,
+            ),
+            data=container_record(CONTAINER_LABELS[ref.kind], trail, url).encode("utf-8"),
+            filename=safe_filename(title) + PAGE_EXTENSION,
+            mime=PAGE_MIME,
+            format=PAGE_FORMAT,
+            source_url=url,
+            title=title,
+            author=self._display_names([item.get("authorId")]).get(str(item.get("authorId"))),
+            updated_at=updated_at,
+            space_key=access.space_key,
+            page_id=ref.document_id,
+            acl=access.acl,
+            base_url=self.http.base_url,
+            extra={"content_type": ref.kind},
+            breadcrumbs=trail,
+            warnings=(tree,) if tree else (),
         )
 
     def _display_names(self, account_ids: Iterable[object]) -> dict[str, str]:
@@ -741,6 +967,18 @@ class CloudSource(ConfluenceSource):
             return {a: self._names[a] for a in wanted if a in self._names}
 
 
+def container_record(label: str, trail: Sequence[str], url: str) -> str:
+    """The storage body of a whiteboard's (database's, smart link's) record: what it is,
+    its title, where it sits, and its link."""
+    *where, title = trail
+    place = f" in {escape(' › '.join(where))}" if where else ""
+    link = escape(url, {'"': "&quot;"})
+    return (
+        f"<p>{label} <strong>{escape(title)}</strong>{place}. Confluence gives no text of it "
+        f'through its API: <a href="{link}">open it in Confluence</a>.</p>'
+    )
+
+
 def _owner(attachment: dict[str, Any]) -> tuple[str, str]:
     """The page or blog post an attachment is on, and which of the two."""
     if attachment.get("blogPostId"):
@@ -760,5 +998,10 @@ def _expanded_restriction(content: dict[str, Any]) -> Principals | None:
     return restriction_from(read)
 
 
-def _is_footer(content: dict[str, Any]) -> bool:
-    return (content.get("extensions") or {}).get("location") != "inline"
+def _v2_comment_state(comment: dict[str, Any], location: Location) -> CommentState:
+    return CommentState(
+        str(comment["id"]),
+        int((comment.get("version") or {}).get("number") or 0),
+        location,
+        str(comment.get("resolutionStatus") or "") if location == "inline" else "",
+    )

@@ -84,6 +84,9 @@ class ConfluenceConnector:
     def fetch_many(self, refs: Sequence[DocumentRef]) -> list[SourceDocument | IngestError]:
         return self._source.fetch_many(refs)
 
+    def heading_links(self, source: SourceDocument, headings: Sequence[str]) -> list[str | None]:
+        return self._source.heading_links(source, headings)
+
     def link_index(self) -> dict[str, Any]:
         return dict(self.index.to_json())
 

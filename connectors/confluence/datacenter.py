@@ -20,10 +20,12 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any
 
 from config.errors import IngestError
@@ -37,17 +39,25 @@ from connectors.confluence.access import (
     version_number,
 )
 from connectors.confluence.client import is_auth
-from connectors.confluence.comments import Comment
+from connectors.confluence.comments import (
+    Comment,
+    CommentState,
+    comment_states,
+    inline_properties,
+)
 from connectors.confluence.links import ContentIndex
 from connectors.confluence.source import (
     PAGE_EXTENSION,
     PAGE_FORMAT,
     PAGE_MIME,
     ConfluenceSource,
+    archived_extra,
+    breadcrumbs,
     is_unoffered,
     iso,
     restriction_from,
     safe_filename,
+    v1_comment_state,
     v1_labels,
 )
 from connectors.http import HttpStatusError
@@ -57,10 +67,12 @@ log = logging.getLogger(__name__)
 _RESTRICTIONS = "restrictions.read.restrictions.user,restrictions.read.restrictions.group"
 PAGE_EXPAND = f"body.storage,version,history,space,ancestors,metadata.labels,{_RESTRICTIONS}"
 PAGE_ACL_EXPAND = f"space,ancestors,{_RESTRICTIONS}"
-ATTACHMENT_EXPAND = "version,container,space,history,metadata.labels"
+ATTACHMENT_EXPAND = "version,container.ancestors,space,history,metadata.labels"
 LIST_EXPAND = f"version,space,ancestors,{_RESTRICTIONS}"
 SEARCH_EXPAND = f"version,container,space,ancestors,{_RESTRICTIONS}"
 COMMENT_EXPAND = "body.storage,version,history,ancestors"
+# The `location` values of v1's comment children for each location synced.
+V1_LOCATIONS = MappingProxyType({"footer": ("footer",), "inline": ("inline", "resolved")})
 
 
 class DataCenterSource(ConfluenceSource):
@@ -81,12 +93,13 @@ class DataCenterSource(ConfluenceSource):
             with self._lock:
                 self._spaces[space] = access
             kinds = ["page", "blogpost"] if self.settings.include_blogposts else ["page"]
+            statuses = ["current", "archived"] if self.settings.include_archived else ["current"]
             listed: list[dict[str, Any]] = []
-            for kind in kinds:
+            for kind, status in itertools.product(kinds, statuses):
                 params = {
                     "spaceKey": space,
                     "type": kind,
-                    "status": "current",
+                    "status": status,
                     "expand": LIST_EXPAND,
                     "limit": self.settings.page_size,
                 }
@@ -96,9 +109,10 @@ class DataCenterSource(ConfluenceSource):
                         index.add_page(space, item["title"], str(item["id"]))
                 except IngestError as exc:
                     errors.append(
-                        f"listing {kind}s of space {space}: {self.http.listing_error(exc)}"
+                        f"listing {status} {kind}s of space {space}: "
+                        + self.http.listing_error(exc)
                     )
-            if self.settings.include_comments:
+            if self._comment_locations:
                 try:
                     self._list_comments(space)
                 except IngestError as exc:
@@ -168,13 +182,12 @@ class DataCenterSource(ConfluenceSource):
 
     def _list_comments(self, space: str) -> None:
         cql = f'space = "{space}" and type = comment'
-        found: dict[str, list[tuple[str, int]]] = {}
-        for item in self._search(cql, "version,container"):
-            if (item.get("extensions") or {}).get("location") == "inline":
-                continue
-            container = str((item.get("container") or {}).get("id") or "")
-            number = int((item.get("version") or {}).get("number") or 0)
-            found.setdefault(container, []).append((str(item["id"]), number))
+        found: dict[str, list[CommentState]] = {}
+        for item in self._search(cql, "version,container,extensions.resolution"):
+            state = v1_comment_state(item)
+            if state.location in self._comment_locations:
+                container = str((item.get("container") or {}).get("id") or "")
+                found.setdefault(container, []).append(state)
         with self._lock:
             self._comments.update(found)
 
@@ -206,7 +219,7 @@ class DataCenterSource(ConfluenceSource):
     def _refresh_comments(self, page_id: str) -> None:
         comments = self._fetch_comments(page_id, with_bodies=False)
         with self._lock:
-            self._comments[page_id] = [(c.id, c.version) for c in comments]
+            self._comments[page_id] = comment_states(comments)
             self._listed.add(page_id)
 
     # --- fetching ----------------------------------------------------------------------
@@ -273,9 +286,11 @@ class DataCenterSource(ConfluenceSource):
             ref, version=listed_version(number, access.digest), title=title, updated_at=updated_at
         )
         body = ((data.get("body") or {}).get("storage") or {}).get("value", "")
+        ancestors = _ancestors(data)
+        content, warnings = self._page_content(body, title, comments)
         return SourceDocument(
             ref=fresh,
-            data=self._page_body(body, comments),
+            data=content,
             filename=safe_filename(title) + PAGE_EXTENSION,
             mime=PAGE_MIME,
             format=PAGE_FORMAT,
@@ -290,21 +305,33 @@ class DataCenterSource(ConfluenceSource):
             base_url=self.http.base_url,
             extra={
                 "content_type": data.get("type", ref.kind),
-                "ancestors": [{"id": a.id, "title": a.title} for a in _ancestors(data)],
+                "ancestors": [{"id": a.id, "title": a.title} for a in ancestors],
                 "created_at": iso(history.get("createdDate")),
+                **archived_extra(access),
             },
+            breadcrumbs=breadcrumbs(data["space"].get("name"), ancestors, title),
+            warnings=warnings,
         )
 
     def _page_comments(self, page_id: str) -> list[Comment]:
-        if not self.settings.include_comments or self._comments_known_absent(page_id):
-            return []
         return self._fetch_comments(page_id, with_bodies=True)
 
     def _fetch_comments(self, page_id: str, *, with_bodies: bool) -> list[Comment]:
+        """The page's comments of every synced location, in one listing: v1 names inline
+        comments `inline` while open and `resolved` once resolved."""
+        locations = [
+            name
+            for location in self._comment_locations
+            if self._listed_comments(page_id, location) != 0
+            for name in V1_LOCATIONS[location]
+        ]
+        if not locations:
+            return []
+        expand = COMMENT_EXPAND if with_bodies else "version,ancestors"
         params = {
-            "expand": COMMENT_EXPAND if with_bodies else "version,ancestors",
+            "expand": f"{expand},extensions.inlineProperties,extensions.resolution",
             "depth": "all",
-            "location": "footer",
+            "location": locations,
             "limit": self.settings.page_size,
         }
         try:
@@ -316,14 +343,20 @@ class DataCenterSource(ConfluenceSource):
             history = item.get("history") or {}
             version = item.get("version") or {}
             parents = item.get("ancestors") or []
+            state = v1_comment_state(item)
+            marker, selection = inline_properties(item)
             comments.append(
                 Comment(
-                    id=str(item["id"]),
-                    version=int(version.get("number") or 0),
+                    id=state.id,
+                    version=state.version,
                     body=((item.get("body") or {}).get("storage") or {}).get("value", ""),
                     author=(history.get("createdBy") or version.get("by") or {}).get("displayName"),
                     created_at=iso(history.get("createdDate") or version.get("when")),
                     reply_to=str(parents[-1]["id"]) if parents else None,
+                    location="inline" if state.location == "inline" else "footer",
+                    resolution=state.resolution,
+                    marker=marker,
+                    selection=selection,
                 )
             )
         return comments
@@ -366,13 +399,20 @@ class DataCenterSource(ConfluenceSource):
             space_key=(data.get("space") or {}).get("key"),
             page_id=page_id,
             acl=access.acl if access else None,
-            extra={"content_type": "attachment", "page_title": container.get("title")},
+            extra={"content_type": "attachment", "page_title": container.get("title")}
+            | archived_extra(access),
+            breadcrumbs=breadcrumbs(
+                (data.get("space") or {}).get("name"),
+                _ancestors(container),
+                str(container.get("title") or ""),
+                filename,
+            ),
         )
 
     # --- access ------------------------------------------------------------------------
 
     def _access(
-        self, data: dict[str, Any], comments: Sequence[tuple[str, int]] | None = None
+        self, data: dict[str, Any], comments: Sequence[CommentState] | None = None
     ) -> PageAccess:
         """The access of a page from its JSON (restrictions and ancestors expanded)."""
         page_id = str(data["id"])
@@ -383,7 +423,14 @@ class DataCenterSource(ConfluenceSource):
         with self._lock:
             self._restrictions[page_id] = own
         space_key = str((data.get("space") or {}).get("key") or "")
-        return self._page_access_for(page_id, space_key, _ancestors(data), own, comments)
+        return self._page_access_for(
+            page_id,
+            space_key,
+            _ancestors(data),
+            own,
+            comments,
+            archived=data.get("status") == "archived",
+        )
 
     def _page_access(self, page_id: str) -> PageAccess:
         """The access of an attachment's page: from the listing, else one request."""
@@ -412,7 +459,7 @@ class DataCenterSource(ConfluenceSource):
             for item in items:
                 read = (item.get("restrictions") or {}).get("read") or {}
                 self._restrictions[str(item["id"])] = restriction_from(read)
-                if self.settings.include_comments:
+                if self._comment_locations:
                     self._listed.add(str(item["id"]))
         return [self._ref(item) for item in items]
 

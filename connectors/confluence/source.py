@@ -19,6 +19,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import PurePath
 from typing import Any
+from urllib.parse import quote
 
 from config.errors import ErrorCode, IngestError
 from config.settings import ConfluenceSettings
@@ -31,8 +32,19 @@ from connectors.confluence.access import (
     listed_version,
     page_access,
 )
+from connectors.confluence.anchors import match_headings, page_headings
 from connectors.confluence.client import ConfluenceHttp, is_status
-from connectors.confluence.comments import Comment, comment_versions, comments_section
+from connectors.confluence.comments import (
+    COMMENTS_HEADING,
+    COMMENTS_OPENING,
+    Comment,
+    CommentState,
+    Location,
+    comment_states,
+    comments_section,
+    lost_anchors,
+    marked_texts,
+)
 from connectors.confluence.links import ContentIndex
 from connectors.http import HttpStatusError
 
@@ -41,6 +53,7 @@ log = logging.getLogger(__name__)
 PAGE_MIME = "application/vnd.atlassian.confluence.storage+xml"
 PAGE_EXTENSION = ".confluence"
 PAGE_FORMAT = "confluence"  # normalizers.base.FORMATS: storage XHTML
+PAGE_KINDS = frozenset({"page", "blogpost"})  # content with a body (and headings)
 RESTRICTION_EXPAND = "restrictions.user,restrictions.group"
 CQL_DATE_FORMAT = "%Y/%m/%d %H:%M"
 # Time zones run from UTC-12 to UTC+14: a CQL date read in any of them starts no later
@@ -80,7 +93,7 @@ class ConfluenceSource(ABC):
         self._restrictions: dict[str, Principals] = {}
         self._spaces: dict[str, SpaceAccess] = {}
         self._accesses: dict[str, PageAccess] = {}
-        self._comments: dict[str, list[tuple[str, int]]] = {}
+        self._comments: dict[str, list[CommentState]] = {}
         self._listed: set[str] = set()  # pages whose comments the listing saw
         self._last_versions: dict[str, str] = {}
 
@@ -116,10 +129,11 @@ class ConfluenceSource(ABC):
     def _finish_listing(self, refs: list[DocumentRef], errors: list[str]) -> Listing:
         for error in errors:
             log.warning("Confluence listing incomplete: %s", error)
-        listing = Listing(refs=tuple(refs), complete=not errors, errors=tuple(errors))
         with self._lock:
             self._last_versions = {ref.document_id: ref.version for ref in refs}
-        return listing
+            spaces = sorted(self._spaces.items())
+        notes = tuple(note for key, access in spaces if (note := access.note(key)))
+        return Listing(refs=tuple(refs), complete=not errors, errors=tuple(errors), notes=notes)
 
     def _poll_window(self, since: datetime) -> tuple[datetime, str]:
         """The exact cutoff, and the CQL date that opens the window before it in every
@@ -136,9 +150,19 @@ class ConfluenceSource(ABC):
             types.append("blogpost")
         if self._attachments_wanted():
             types.append("attachment")
-        if self.settings.include_comments:
+        if self._comment_locations:
             types.append("comment")
         return types
+
+    @property
+    def _comment_locations(self) -> tuple[Location, ...]:
+        """The comments synced: footer (`include_comments`), inline
+        (`include_inline_comments`)."""
+        wanted: tuple[tuple[Location, bool], ...] = (
+            ("footer", self.settings.include_comments),
+            ("inline", self.settings.include_inline_comments),
+        )
+        return tuple(location for location, on in wanted if on)
 
     # --- access ------------------------------------------------------------------------
 
@@ -157,11 +181,14 @@ class ConfluenceSource(ABC):
         space_key: str,
         ancestors: Sequence[Ancestor],
         own: Principals | None,
-        comments: Sequence[tuple[str, int]],
+        comments: Sequence[CommentState],
+        *,
+        archived: bool = False,
     ) -> PageAccess:
         """The page's access from its space, the restrictions of its ancestors and its
-        own (`own`: known already, else read), and its comments. Restrictions that
-        cannot be read raise: a page is never indexed with access wider than it has."""
+        own (`own`: known already, else read), its comments and whether it is archived.
+        Restrictions that cannot be read raise: a page is never indexed with access wider
+        than it has."""
         # An ancestor deleted since the listing restricts nothing any more (its children
         # moved up to its parent); the next listing sees the page's new place.
         levels = [level for a in ancestors if (level := self._restriction(a.id)) is not None]
@@ -174,7 +201,7 @@ class ConfluenceSource(ABC):
             )
         levels.append(mine)
         acl = effective_acl(space_key, self._space_access(space_key), levels)
-        access = page_access(acl, ancestors, comments)
+        access = page_access(acl, ancestors, comments, archived=archived)
         with self._lock:
             self._accesses[page_id] = access
         return access
@@ -224,21 +251,62 @@ class ConfluenceSource(ABC):
 
     # --- comments and content ----------------------------------------------------------
 
-    def _comments_digest(self, page_id: str, fetched: Sequence[Comment]) -> list[tuple[str, int]]:
-        """The comment versions that go into a fetched page's version: the listing's when
+    def _comments_digest(self, page_id: str, fetched: Sequence[Comment]) -> list[CommentState]:
+        """The comment states that go into a fetched page's version: the listing's when
         it saw the page (so fetch and listing agree), else those just fetched."""
         with self._lock:
             if page_id in self._listed:
                 return list(self._comments.get(page_id, []))
-        return comment_versions(fetched)
+        return comment_states(fetched)
 
-    def _comments_known_absent(self, page_id: str) -> bool:
-        """The listing saw the page and no comment on it: nothing to ask for."""
+    def _listed_comments(self, page_id: str, location: Location) -> int | None:
+        """How many comments of `location` the listing saw on the page; None where it did
+        not see the page (a fetch in a process that did not list)."""
         with self._lock:
-            return page_id in self._listed and not self._comments.get(page_id)
+            if page_id not in self._listed:
+                return None
+            return sum(1 for c in self._comments.get(page_id, []) if c.location == location)
 
-    def _page_body(self, body: str, comments: Sequence[Comment]) -> bytes:
-        return (body + comments_section(comments)).encode("utf-8")
+    def _page_content(
+        self, body: str, title: str, comments: Sequence[Comment]
+    ) -> tuple[bytes, tuple[str, ...]]:
+        """The page's storage with its comments section, and what the run report should
+        say about it (headings without an anchor, inline comments whose text is gone)."""
+        marked = marked_texts(body)
+        data = (body + comments_section(comments, marked)).encode("utf-8")
+        return data, (*self._heading_warnings(body, title), *lost_anchors(comments, marked))
+
+    # --- citations ---------------------------------------------------------------------
+
+    def heading_links(self, source: SourceDocument, headings: Sequence[str]) -> list[str | None]:
+        """Each heading's link on its page (connectors/confluence/anchors.py); None for
+        the comments section and anything else the page itself does not show."""
+        if source.ref.kind not in PAGE_KINDS or not source.source_url:
+            return [None] * len(headings)
+        body, comments, _ = source.data.decode("utf-8", "replace").partition(COMMENTS_OPENING)
+        page = page_headings(body, cloud=self.http.cloud, title=source.title or "")
+        anchors = match_headings(page, headings)
+        if comments:
+            # The appended section's heading is the first "Comments" no page heading
+            # matched: it and every heading after it (in comment bodies) cite the page.
+            cut = next(
+                (
+                    i
+                    for i, (text, anchor) in enumerate(zip(headings, anchors, strict=True))
+                    if anchor is None and text.strip() == COMMENTS_HEADING
+                ),
+                len(anchors),
+            )
+            anchors[cut:] = [None] * (len(anchors) - cut)
+        return [f"{source.source_url}#{quote(a, safe='')}" if a else None for a in anchors]
+
+    def _heading_warnings(self, body: str, title: str) -> list[str]:
+        return [
+            f"heading {heading.text!r} has no letter or digit, so Confluence gives it no "
+            "anchor a link can rely on: its chunks link to the page"
+            for heading in page_headings(body, cloud=self.http.cloud, title=title)
+            if heading.anchor is None and heading.text
+        ]
 
     def _attachments_wanted(self) -> bool:
         return self.settings.include_attachments and bool(self.attachment_extensions)
@@ -275,6 +343,19 @@ class ConfluenceSource(ABC):
             return listed_version(number, "unreadable")
 
 
+def archived_extra(access: PageAccess | None) -> dict[str, bool]:
+    """The payload's `archived: true` of an archived page and its attachments."""
+    return {"archived": True} if access is not None and access.archived else {}
+
+
+def breadcrumbs(
+    space_name: str | None, ancestors: Sequence[Ancestor], *own: str
+) -> tuple[str, ...]:
+    """Space name, ancestor titles (folders included), then the document's own names."""
+    names = [space_name, *(a.title for a in ancestors), *own]
+    return tuple(name for name in names if name)
+
+
 def restriction_from(read: dict[str, Any]) -> Principals:
     """Principals of a v1 read restriction (`restrictions.user/group.results`): users by
     account id (Cloud) or user name (Data Center), groups by name."""
@@ -286,6 +367,19 @@ def restriction_from(read: dict[str, Any]) -> Principals:
             str(u.get("accountId") or u.get("username") or u.get("userKey")) for u in users
         ),
         groups=tuple(str(g.get("name")) for g in groups),
+    )
+
+
+def v1_comment_state(content: dict[str, Any]) -> CommentState:
+    """A v1 comment's state (a search result's or a child's): `extensions` carry where
+    it is and, expanded, an inline comment's resolution."""
+    extensions = content.get("extensions") or {}
+    inline = extensions.get("location") == "inline"
+    return CommentState(
+        str(content["id"]),
+        int((content.get("version") or {}).get("number") or 0),
+        "inline" if inline else "footer",
+        str((extensions.get("resolution") or {}).get("status") or "") if inline else "",
     )
 
 

@@ -1,0 +1,249 @@
+"""Re-index without downtime (SPEC §4.2): build a new physical collection for the schema
+the settings make now (another model or vector size, the `lexical` vector added, BGE-M3's
+sparse added), check it against the old one, then move the alias in one atomic step.
+
+Nothing is fetched, normalized or chunked again: the chunk records are the old points'
+payloads (`embed_text` put back from their own fields), and only the vectors the new
+schema lacks are computed. A dense vector is copied from the old point when the old
+collection records the same model, else read from the embedding cache (a text embedded
+before by this model) or embedded; lexical weights come from their cache or are encoded.
+
+Crash-safe: until the alias moves, readers and runs use the old collection, which the
+build never writes. The build's name follows from its schema and its metadata records
+`state: building` and its source, so a re-run after a crash finds it and finishes it:
+points missing or different are written, strays deleted. Before the move the build must
+hold exactly the old collection's point ids and the same payloads on a sample. After it
+the old collection is recorded `retired` and dropped once `qdrant.keep_old_days` have
+passed (or at once with `drop_old`); abandoned builds are dropped too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from chunking.chunker import compose_embed_text
+from chunking.record import Chunk
+from config.errors import ConfigError, ErrorCode, IngestError
+from indexing.embed_cache import embed_with_cache, lexical_with_cache
+from indexing.embedders import Embedder, Embedding
+from indexing.lexical import LexicalEncoder
+from indexing.qdrant_store import DENSE, SPARSE, CollectionSchema, QdrantStore
+from stage_cache.store import StageCache
+
+log = logging.getLogger(__name__)
+
+PAGE = 256  # points read, computed and written at a time
+SAMPLE = 64  # payloads compared between the old collection and the build
+
+
+@dataclass(frozen=True)
+class ReindexResult:
+    source: str  # the physical collection the alias named before
+    target: str  # the one it names now (the same when nothing had to change)
+    points: int
+    written: int  # points written into the build (fewer on a resumed build)
+    embedded: int  # texts the embedder computed (cache misses)
+    lexical_encoded: int
+    moved: bool
+    dropped: tuple[str, ...]
+
+
+def build_name(alias: str, schema: CollectionSchema) -> str:
+    """The build's name for a schema: the same on every re-run, another for another schema."""
+    digest = hashlib.sha256(json.dumps(asdict(schema), sort_keys=True).encode()).hexdigest()
+    return f"{alias}_{digest[:12]}"
+
+
+def reindex(
+    live: QdrantStore,
+    embedder: Embedder,
+    lexical: LexicalEncoder | None,
+    cache: StageCache,
+    *,
+    target: str | None = None,
+    drop_old: bool = False,
+    keep_old_days: float = 7.0,
+    progress: Callable[[int, int], None] | None = None,
+    page_size: int = PAGE,
+) -> ReindexResult:
+    """Build the collection `live.schema` describes from the one behind `live`'s alias
+    and move the alias to it. `cache` is the stage cache (embeddings, lexical weights);
+    `progress(done, total)` hears of every page written."""
+    source = live.resolve()
+    if source is None or source == live.alias:
+        raise ConfigError(
+            f"no collection behind the alias {live.alias!r} to re-index: run `ingest run` first",
+            setting="qdrant.collection",
+        )
+    held = live.describe(source)
+    name = target or build_name(live.alias, live.schema)
+    needed = held.conflicts(live.schema) or held.lacks(live.schema)
+    if name == source or (target is None and not needed):
+        dropped = drop_retired(live, keep_old_days)
+        return ReindexResult(source, source, live.count(), 0, 0, 0, False, dropped)
+    build = QdrantStore(live.connection, live.schema, collection=name)
+    _open_build(build, source)
+    old = QdrantStore(live.connection, held, collection=source)
+    written, embedded, encoded = _fill(old, build, embedder, lexical, cache, progress, page_size)
+    old_ids = old.point_ids()
+    build.delete_ids(sorted(build.point_ids() - old_ids))
+    points = _verify(old, build, old_ids)
+    build.record(name, state="live")
+    live.point_alias_at(name)
+    build.record(source, state="retired", retired_at=datetime.now(UTC).isoformat())
+    dropped = (source,) if drop_old else ()
+    if drop_old:
+        live.drop_collection(source)
+    dropped += drop_retired(live, keep_old_days)
+    return ReindexResult(source, name, points, written, embedded, encoded, True, dropped)
+
+
+def _open_build(build: QdrantStore, source: str) -> None:
+    """Create the build, or take up one a crashed re-index (or an earlier alias move)
+    left with the same schema."""
+    name = build.collection
+    if name not in build.collections():
+        build.create_build(name, source)
+        return
+    recorded = build.recorded(name)
+    if recorded.get("state") not in ("building", "retired"):
+        raise ConfigError(
+            f"collection {name!r} exists and is no re-index build: pass another --to NAME, "
+            "or drop it",
+            setting="qdrant.collection",
+        )
+    held = build.describe(name)
+    if held.conflicts(build.schema) or held.lacks(build.schema):
+        raise ConfigError(
+            f"collection {name!r} does not hold what the settings make now "
+            f"({'; '.join(held.conflicts(build.schema) + held.lacks(build.schema))}): "
+            "pass another --to NAME",
+            setting="qdrant.collection",
+        )
+    build.record(name, state="building", source=source)
+    build.holds = held
+
+
+def _fill(
+    old: QdrantStore,
+    build: QdrantStore,
+    embedder: Embedder,
+    lexical: LexicalEncoder | None,
+    cache: StageCache,
+    progress: Callable[[int, int], None] | None,
+    page_size: int,
+) -> tuple[int, int, int]:
+    """Write every point of `old` the build lacks or holds otherwise. Returns (points
+    written, texts embedded, texts lexically encoded)."""
+    total = old.count()
+    copy_dense = old.holds.model_id is not None and old.holds.model_id == build.schema.model_id
+    copy_sparse = copy_dense and (old.holds.sparse or not build.schema.sparse)
+    written = embedded = encoded = done = 0
+    for page in old.pages(page_size):
+        present = build.payloads([str(record.id) for record in page])
+        stale = [r for r in page if present.get(str(r.id)) != (r.payload or {})]
+        if stale:
+            chunks = [chunk_of_payload(record.payload or {}) for record in stale]
+            texts = [chunk.embed_text for chunk in chunks]
+            if copy_sparse:
+                embeddings = [_copied(record.vector, build.schema.sparse) for record in stale]
+            else:
+                result = embed_with_cache(embedder, texts, cache)
+                embeddings, embedded = result.embeddings, embedded + result.misses
+            weights = None
+            if build.holds.lexical and lexical is not None:
+                found = lexical_with_cache(lexical, texts, cache)
+                weights, encoded = found.weights, encoded + found.misses
+            build.upsert(chunks, embeddings, weights)
+            written += len(stale)
+        done += len(page)
+        if progress is not None:
+            progress(done, total)
+    return written, embedded, encoded
+
+
+def chunk_of_payload(payload: dict[str, Any]) -> Chunk:
+    """The chunk record a point's payload holds, with the embed_text it was left without."""
+    embed_text = compose_embed_text(
+        payload.get("title"),
+        payload.get("headings_path") or [],
+        str(payload.get("overlap_prefix") or ""),
+        str(payload.get("md_text") or ""),
+    )
+    return Chunk.from_record({**payload, "embed_text": embed_text})
+
+
+def _copied(vector: Any, sparse: bool) -> Embedding:
+    """The old point's vectors, its BGE-M3 sparse ones only where the build has them."""
+    named = vector if isinstance(vector, dict) else {}
+    weights = named.get(SPARSE) if sparse else None
+    return Embedding(
+        dense=list(named[DENSE]),
+        sparse=dict(zip(weights.indices, weights.values, strict=True)) if weights else None,
+    )
+
+
+def _verify(old: QdrantStore, build: QdrantStore, old_ids: set[str]) -> int:
+    """The build holds exactly the old point ids and, on a sample, the same payloads;
+    else the old collection changed meanwhile (a run wrote to it) and a re-run finishes."""
+    ids = sorted(old_ids)
+    built = build.point_ids()
+    if built != set(ids):
+        raise _changed(f"{len(ids)} points in the old collection, {len(built)} in the build")
+    step = max(1, len(ids) // SAMPLE)
+    sample = ids[::step][:SAMPLE]
+    before, after = old.payloads(sample), build.payloads(sample)
+    differ = [point for point in sample if before.get(point) != after.get(point)]
+    if differ:
+        raise _changed(f"{len(differ)} of {len(sample)} sampled payloads differ")
+    return len(ids)
+
+
+def _changed(what: str) -> IngestError:
+    return IngestError(
+        ErrorCode.UPSERT_FAILED,
+        f"the re-index build does not match the old collection ({what}): it changed during "
+        "the re-index (a run wrote to it?); the alias was not moved: run `ingest reindex` "
+        "again to finish",
+        subject="reindex",
+        transient=True,
+    )
+
+
+def drop_retired(live: QdrantStore, keep_old_days: float) -> tuple[str, ...]:
+    """Drop what re-indexing left behind the alias: collections retired more than
+    `keep_old_days` ago, and builds of a source the alias no longer names. Collections
+    without this project's records are never touched."""
+    current = live.resolve()
+    now = datetime.now(UTC)
+    dropped: list[str] = []
+    for name in live.collections():
+        if name == current or not name.startswith(f"{live.alias}_"):
+            continue
+        recorded = live.recorded(name)
+        retired_at = _when(recorded.get("retired_at"))
+        expired = (
+            recorded.get("state") == "retired"
+            and retired_at is not None
+            and now - retired_at >= timedelta(days=keep_old_days)
+        )
+        abandoned = recorded.get("state") == "building" and recorded.get("source") != current
+        if expired or abandoned:
+            live.drop_collection(name)
+            dropped.append(name)
+    if dropped:
+        log.info("dropped collections left by re-indexing: %s", ", ".join(dropped))
+    return tuple(dropped)
+
+
+def _when(value: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(value)) if value else None
+    except ValueError:
+        return None
