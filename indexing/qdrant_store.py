@@ -251,15 +251,16 @@ class CollectionSchema:
             found.append(f"vectors of {wanted.model_id} (it has {self.model_id})")
         return found
 
-    def lacks(self, wanted: CollectionSchema) -> list[str]:
-        """Vectors of `wanted` this collection does not have (or has made otherwise)."""
-        found = []
+    def lacks(self, wanted: CollectionSchema) -> dict[str, str]:
+        """Vectors of `wanted` this collection does not have (or has made otherwise):
+        vector name -> in words."""
+        found = {}
         if wanted.sparse and not self.sparse:
-            found.append("the BGE-M3 'sparse' vector")
+            found[SPARSE] = "the BGE-M3 'sparse' vector"
         if wanted.lexical and not self.lexical:
-            found.append("the 'lexical' vector of hybrid search")
+            found[LEXICAL] = "the 'lexical' vector of hybrid search"
         elif wanted.lexical and _differ(self.lexical_id, wanted.lexical_id):
-            found.append(f"lexical weights of {wanted.lexical_id} (it has {self.lexical_id})")
+            found[LEXICAL] = f"lexical weights of {wanted.lexical_id} (it has {self.lexical_id})"
         return found
 
 
@@ -492,7 +493,7 @@ class QdrantStore:
             log.info(
                 "collection %r lacks %s: written and searched without it; %s",
                 physical,
-                " and ".join(lacks),
+                " and ".join(lacks.values()),
                 REINDEX_ADVICE,
             )
 

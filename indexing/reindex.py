@@ -122,7 +122,7 @@ def _open_build(build: QdrantStore, source: str) -> None:
     if held.conflicts(build.schema) or held.lacks(build.schema):
         raise ConfigError(
             f"collection {name!r} does not hold what the settings make now "
-            f"({'; '.join(held.conflicts(build.schema) + held.lacks(build.schema))}): "
+            f"({'; '.join([*held.conflicts(build.schema), *held.lacks(build.schema).values()])}): "
             "pass another --to NAME",
             setting="qdrant.collection",
         )

@@ -41,7 +41,7 @@ from connectors.base import (
 )
 from connectors.registry import check_source, connector_class
 from indexing.embedders import Embedder, Embedding
-from indexing.qdrant_store import REINDEX_ADVICE, QdrantStore
+from indexing.qdrant_store import LEXICAL, REINDEX_ADVICE, QdrantStore
 from indexing.reconcile import (
     DocumentChunks,
     MassDeletionRefused,
@@ -324,15 +324,14 @@ def _collection_notes(resources: Resources, *, writes: bool) -> tuple[DocumentWa
             f"collection {store.alias!r} cannot hold {conflicts[0]}: {REINDEX_ADVICE}",
             setting="qdrant.collection",
         )
-    if wanted.lexical and not held.lexical:
-        return (
-            DocumentWarning(
-                store.alias,
-                "the collection has no 'lexical' vector: searches are dense only and new "
-                f"points are written without it; {REINDEX_ADVICE}",
-            ),
-        )
-    return ()
+    lexical = held.lacks(wanted).get(LEXICAL)
+    if lexical is None:
+        return ()
+    if held.lexical:  # made with other lexical settings
+        what = f"{lexical}: new points get the current settings' weights beside the old ones"
+    else:
+        what = "no 'lexical' vector: searches are dense only and new points are written without it"
+    return (DocumentWarning(store.alias, f"the collection has {what}; {REINDEX_ADVICE}"),)
 
 
 def batches(refs: Sequence[DocumentRef], size: int) -> list[tuple[DocumentRef, ...]]:

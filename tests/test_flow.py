@@ -903,3 +903,12 @@ def test_a_model_swap_goes_through_the_reindex_parameter_and_loses_nothing(
     finally:
         resources.close()
     assert hits[0].document_id.endswith("queue.md")
+
+    # Other lexical settings: the collection's weights were made otherwise, which the
+    # report says, naming the re-index that rebuilds them.
+    space.env["INGEST_LEXICAL__K1"] = "1.5"
+    state, summary = space.run(source="files", targets=[str(docs)])
+    assert state.is_completed() and summary["status"] == "ok"
+    (warning,) = summary["warnings"]
+    assert "lexical weights of bm25-v1-" in warning["message"]
+    assert "ingest reindex" in warning["message"]
