@@ -97,7 +97,7 @@ def sync_documents(
             raise ValueError(f"collection {store.collection!r} holds lexical vectors: no encoder")
         weights = lexical_with_cache(lexical, texts, cache)
     upserted = (
-        store.upsert(pending, embedded.embeddings, weights.weights if weights else None)
+        store.upsert(pending, embedded.values, weights.values if weights else None)
         if pending
         else 0
     )
@@ -112,7 +112,7 @@ def sync_documents(
         lexical_encoded=weights.misses if weights else 0,
         over_window=tuple(
             (chunk.document_id, chunk.ordinal, embedding.windows)
-            for chunk, embedding in zip(pending, embedded.embeddings, strict=True)
+            for chunk, embedding in zip(pending, embedded.values, strict=True)
             if embedding.windows > 1
         ),
     )
