@@ -5,8 +5,9 @@ Plain Python: no Prefect here. A full load is `list_refs()` followed by `fetch()
 ref whose version is new; deletion is decided only from a `Listing` with `complete=True`.
 
 A connector is built from a `ConnectorContext` (`from_context`) and may offer
-capabilities the pipeline asks for by protocol, never by class: `LinkResolver`,
-`HeadingCitation`, `IndexedCheck`, `IdMigration`, `ScopedDeletion`, `Closeable`.
+capabilities the pipeline asks for by protocol, never by class: `BatchFetch`, `Polling`,
+`LinkResolver`, `HeadingCitation`, `IndexedCheck`, `IdMigration`, `ScopedDeletion`,
+`Closeable`.
 """
 
 from __future__ import annotations
@@ -151,17 +152,8 @@ class Connector(Protocol):
         """Every document of the source, ids and versions only; follows pagination to the end."""
         ...
 
-    def poll(self, since: datetime) -> Iterator[DocumentRef]:
-        """Documents changed since `since` (with the connector's safety overlap)."""
-        ...
-
     def fetch(self, ref: DocumentRef) -> SourceDocument:
         """The document's bytes and metadata; raises IngestError(FETCH_FAILED, ...)."""
-        ...
-
-    def fetch_many(self, refs: Sequence[DocumentRef]) -> list[SourceDocument | IngestError]:
-        """`fetch` for a batch, in the order of `refs`, a failure in place of its document;
-        Confluence fetches a batch of pages in a few requests instead of one per page."""
         ...
 
 
@@ -190,6 +182,48 @@ class ConnectorClass(Protocol):
 
 
 # --- capabilities the pipeline asks a connector for ----------------------------------
+
+
+@runtime_checkable
+class BatchFetch(Protocol):
+    """A connector that fetches a batch in fewer requests than one per document
+    (Confluence: a few requests per hundred pages)."""
+
+    def fetch_many(self, refs: Sequence[DocumentRef]) -> list[SourceDocument | IngestError]:
+        """`fetch` for a batch, in the order of `refs`, a failure in place of its document."""
+        ...
+
+
+def fetch_each(
+    fetch: Callable[[DocumentRef], SourceDocument], refs: Sequence[DocumentRef]
+) -> list[SourceDocument | IngestError]:
+    """`fetch` of each ref in order, a failure in place of its document."""
+    fetched: list[SourceDocument | IngestError] = []
+    for ref in refs:
+        try:
+            fetched.append(fetch(ref))
+        except IngestError as exc:
+            fetched.append(exc)
+    return fetched
+
+
+def fetch_many(
+    connector: Connector, refs: Sequence[DocumentRef]
+) -> list[SourceDocument | IngestError]:
+    """A batch of documents: through the connector's own `fetch_many` where it has one
+    (`BatchFetch`), else one `fetch` per ref."""
+    if isinstance(connector, BatchFetch):
+        return connector.fetch_many(refs)
+    return fetch_each(connector.fetch, refs)
+
+
+@runtime_checkable
+class Polling(Protocol):
+    """A connector that finds what changed since a time more cheaply than a listing."""
+
+    def poll(self, since: datetime) -> Iterator[DocumentRef]:
+        """Documents changed since `since` (with the connector's safety overlap)."""
+        ...
 
 
 class LinkTarget(Protocol):

@@ -400,15 +400,6 @@ class FilesConnector:
             breadcrumbs=(root.label, *PurePosixPath(relative).parts),
         )
 
-    def fetch_many(self, refs: Sequence[DocumentRef]) -> list[SourceDocument | IngestError]:
-        results: list[SourceDocument | IngestError] = []
-        for ref in refs:
-            try:
-                results.append(self.fetch(ref))
-            except IngestError as exc:
-                results.append(exc)
-        return results
-
     def _resolve(self, document_id: str) -> tuple[Root, Path]:
         """The file of an id, refusing anything that would leave its root."""
         label, _, rel = document_id.partition("/")

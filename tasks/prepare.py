@@ -21,6 +21,7 @@ from connectors.base import (
     HeadingCitation,
     LinkResolver,
     SourceDocument,
+    fetch_many,
 )
 from normalizers.base import NormalizedDocument
 from stage_cache.cached import JSON, Codec, cached
@@ -105,7 +106,7 @@ def _fetch_many(
 ) -> list[SourceDocument | IngestError]:
     """The connector's fetch; a crash of it fails the batch as a transient fetch failure."""
     try:
-        return connector.fetch_many(list(refs))
+        return fetch_many(connector, refs)
     except IngestError:
         raise
     except Exception as exc:

@@ -17,7 +17,7 @@ import pytest
 
 from config.errors import ConfigError, ErrorCode, IngestError
 from config.settings import FilesSettings
-from connectors.base import PUBLIC, DocumentGone, DocumentRef, SourceDocument
+from connectors.base import PUBLIC, DocumentGone, DocumentRef, SourceDocument, fetch_many
 from connectors.files import FilesConnector, glob_regex, root_label
 from tests.corpus import DOCLING
 
@@ -113,8 +113,8 @@ def test_roots_are_labelled_and_clashing_labels_refused(tmp_path: Path) -> None:
         settings(paths=[f"hr={tmp_path / 'x' / 'docs'}", f"eng={tmp_path / 'y' / 'docs'}"])
     )
     assert ids(conn) == {"hr/one.txt", "eng/one.txt"}
-    docs = conn.fetch_many(
-        [DocumentRef("hr/one.txt", "", "file"), DocumentRef("eng/one.txt", "", "file")]
+    docs = fetch_many(
+        conn, [DocumentRef("hr/one.txt", "", "file"), DocumentRef("eng/one.txt", "", "file")]
     )
     assert [d.data for d in docs if isinstance(d, SourceDocument)] == [b"1", b"2"]
 
@@ -313,7 +313,7 @@ def test_a_listed_file_swapped_for_a_fifo_fails_fast_instead_of_blocking(share: 
     os.mkfifo(target)  # nobody ever writes to it: a blocking open would wait forever
     outcome: list[list[SourceDocument | IngestError]] = []
     worker = threading.Thread(
-        target=lambda: outcome.append(conn.fetch_many([refs[f"{root_label(share)}/sub/b.txt"]])),
+        target=lambda: outcome.append(fetch_many(conn, [refs[f"{root_label(share)}/sub/b.txt"]])),
         daemon=True,
     )
     worker.start()

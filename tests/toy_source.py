@@ -10,10 +10,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
-from config.errors import IngestError
 from connectors.base import (
     Access,
     ConnectorContext,
@@ -78,9 +76,6 @@ class ToyConnector:
         )
         return Listing(refs, complete=True)
 
-    def poll(self, since: datetime) -> Iterator[DocumentRef]:
-        return iter(self.list_refs().refs)
-
     def fetch(self, ref: DocumentRef) -> SourceDocument:
         for shelf, document_id, document in self._documents():
             if document_id == ref.document_id:
@@ -98,15 +93,6 @@ class ToyConnector:
                     ),
                 )
         raise DocumentGone("no longer on its shelf", subject=ref.document_id)
-
-    def fetch_many(self, refs: Sequence[DocumentRef]) -> list[SourceDocument | IngestError]:
-        fetched: list[SourceDocument | IngestError] = []
-        for ref in refs:
-            try:
-                fetched.append(self.fetch(ref))
-            except IngestError as exc:
-                fetched.append(exc)
-        return fetched
 
     # --- capabilities -------------------------------------------------------------------
 
