@@ -31,7 +31,7 @@ from typing import Any
 from config.settings import load_settings
 from connectors.base import SourceDocument, fetch_each
 from connectors.confluence import ConfluenceConnector
-from normalizers.base import supported_extensions
+from normalizers.registry import supported_extensions
 from tests.confluence_api import FakeConfluence, add_bulk_pages
 
 

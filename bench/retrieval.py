@@ -39,12 +39,12 @@ from typing import Any
 
 from bench.retrieval_questions import QUESTIONS, Question
 from chunking import Chunk, DocumentInfo, chunk_document, compute_chunk_id
-from chunking.text import Anchor
 from config.settings import ChunkingSettings, EmbedderSettings, QdrantSettings, load_settings
 from indexing.embedders import BgeM3Embedder, Embedding
 from indexing.lexical import LexicalEncoder
 from indexing.qdrant_store import CollectionSchema, QdrantConnection, QdrantStore
 from indexing.search import SearchMode, search
+from markdown_text import Anchor
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS_GLOBS = ("tests/corpus/docling/*/*", "samples/docs/*/*", "tests/corpus/seeds/*.txt")

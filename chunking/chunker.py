@@ -29,10 +29,10 @@ from chunking.prose import split_head, split_tail
 from chunking.record import Chunk, DocumentInfo, compute_chunk_id, compute_section_id
 from chunking.registry import SPLITTERS
 from chunking.split import Budget, SplitContext
-from chunking.text import Anchor, NormalizedText, decode_utf8, normalize_markdown
 from chunking.tokens import TokenCounter, get_token_counter
 from config.errors import ErrorCode, IngestError
 from config.settings import ChunkingSettings
+from markdown_text import Anchor, NormalizedText, decode_utf8, normalize_markdown
 
 _LINK = re.compile(r"\[[^\]\n]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)|<(https?://[^>\s]+)>")
 _NOT_ALNUM = re.compile(r"[\W_]+")

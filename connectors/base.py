@@ -121,7 +121,7 @@ class SourceDocument:
     # filtered by user or group never returns them.
     acl: Access | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-    # The normalizer's format (normalizers.base.FORMATS) when the connector knows it, as
+    # The normalizer's format (normalizers.registry.FORMATS) when the connector knows it, as
     # for a Confluence page's storage XHTML; None: detected from the bytes.
     format: str | None = None
     # Where the document sits, outermost first, itself last (a space, its ancestor pages
@@ -227,7 +227,7 @@ class Polling(Protocol):
 
 
 class LinkTarget(Protocol):
-    """What a link record (normalizers.base.LinkRecord) says about its target."""
+    """What a link record (normalizers.model.LinkRecord) says about its target."""
 
     @property
     def target_url(self) -> str: ...

@@ -29,9 +29,8 @@ from types import MappingProxyType
 
 from lxml import etree
 
-from chunking.text import decode_utf8
 from config.errors import ErrorCode
-from normalizers.base import LinkRecord, NormalizeContext, NormalizedDocument
+from markdown_text import decode_utf8
 from normalizers.html import (
     Kind,
     MarkdownWalker,
@@ -52,6 +51,7 @@ from normalizers.links import (
     page_url,
     space_url,
 )
+from normalizers.model import LinkRecord, NormalizeContext, NormalizedDocument
 
 NAMESPACES = MappingProxyType(
     {

@@ -23,7 +23,7 @@ from connectors.base import (
     SourceDocument,
     fetch_many,
 )
-from normalizers.base import NormalizedDocument
+from normalizers.model import NormalizedDocument
 from stage_cache.cached import JSON, Codec, cached
 from stage_cache.keys import CacheKey, config_hash, sha256_hex, stage_key
 from stage_cache.store import StageCache, json_bytes

@@ -12,7 +12,8 @@ from pathlib import Path
 from chunking import ChunkedDocument, DocumentInfo, chunk_document
 from config.settings import ChunkingSettings, LimitsSettings
 from connectors.base import DocumentRef, HeadingCitation, SourceDocument
-from normalizers.base import NormalizedDocument, normalize_bytes
+from normalizers.base import normalize_bytes
+from normalizers.model import NormalizedDocument
 from tasks.citations import cite
 
 

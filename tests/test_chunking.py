@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from chunking import Chunk, DocumentInfo, chunk_markdown, normalize_markdown
-from chunking.text import Anchor
+from chunking import Chunk, DocumentInfo, chunk_markdown
 from chunking.tokens import TokenCounter
 from config.errors import ErrorCode, IngestError
 from config.settings import ChunkingSettings, load_settings
+from markdown_text import Anchor, normalize_markdown
 from tasks.stages import chunk_normalized, local_file_source, normalize_source
 from tests.chunk_helpers import chunked, paragraph, types
 

@@ -35,7 +35,8 @@ from connectors.http import (
     Throttled,
     wait_seconds,
 )
-from normalizers.base import LinkRecord, normalize_bytes
+from normalizers.base import normalize_bytes
+from normalizers.model import LinkRecord
 from tests.confluence_api import (
     FakeConfluence,
     FakeUser,

@@ -21,13 +21,14 @@ import pytest
 
 from bench.fuzz import CORPUS, SEED_FILES, cases, run_case
 from chunking import DocumentInfo, chunk_document
-from chunking.text import normalize_markdown
 from config.errors import ErrorCode, IngestError
 from config.settings import ChunkingSettings, ConfluenceSettings, FilesSettings, LimitsSettings
 from connectors.base import DocumentRef, fetch_many
 from connectors.confluence import PAGE_MIME, ConfluenceConnector
 from connectors.files import FilesConnector
-from normalizers.base import NormalizedDocument, normalize_bytes
+from markdown_text import normalize_markdown
+from normalizers.base import normalize_bytes
+from normalizers.model import NormalizedDocument
 from tests.confluence_api import FakeConfluence, confluence_api, tiny_pdf
 
 __all__ = ["confluence_api"]  # the fixture factory, used by name below

@@ -13,6 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 STATE_FREE = (
     "config",
+    "markdown_text",
     "connectors",
     "normalizers",
     "chunking",

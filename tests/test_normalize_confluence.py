@@ -11,9 +11,10 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from config.errors import ErrorCode, IngestError
-from normalizers.base import LinkRecord, NormalizeContext, NormalizedDocument, normalize_bytes
+from normalizers.base import normalize_bytes
 from normalizers.confluence import UserRef, normalize_confluence
 from normalizers.links import classify_href
+from normalizers.model import LinkRecord, NormalizeContext, NormalizedDocument
 
 STORAGE_MIME = "application/vnd.atlassian.confluence.storage+xml"
 BASE = "https://wiki.example.com/confluence"

@@ -6,7 +6,7 @@ resolution) and `close()`.
 
 Cloud is `*.atlassian.net`, or `confluence.cloud: true` (a custom domain). Attachments
 are listed only for the extensions given to the constructor (pass
-`normalizers.base.supported_extensions()`): the normalizer registry stays the one list
+`normalizers.registry.supported_extensions()`): the normalizer registry stays the one list
 of formats, and connectors do not import normalizers.
 """
 

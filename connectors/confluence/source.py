@@ -56,7 +56,7 @@ log = logging.getLogger(__name__)
 
 PAGE_MIME = "application/vnd.atlassian.confluence.storage+xml"
 PAGE_EXTENSION = ".confluence"
-PAGE_FORMAT = "confluence"  # normalizers.base.FORMATS: storage XHTML
+PAGE_FORMAT = "confluence"  # normalizers.registry.FORMATS: storage XHTML
 PAGE_KINDS = frozenset({"page", "blogpost"})  # content with a body (and headings)
 RESTRICTION_EXPAND = "restrictions.user,restrictions.group"
 CQL_DATE_FORMAT = "%Y/%m/%d %H:%M"
