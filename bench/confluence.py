@@ -65,7 +65,7 @@ def run(layout: str, args: argparse.Namespace) -> dict[str, Any]:
             },
             environ={},
         )
-        conf = settings.confluence
+        conf = settings.section("confluence")
         connector = ConfluenceConnector(
             conf, api.token, attachment_extensions=supported_extensions()
         )

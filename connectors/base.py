@@ -18,6 +18,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from pydantic import BaseModel
+
 from config.errors import ErrorCode, IngestError
 from config.settings import LimitsSettings
 
@@ -136,9 +138,9 @@ class SourceDocument:
 class ConnectorContext:
     """What a connector is built from, for one run's source."""
 
-    kind: str  # the source kind's name (connectors.registry)
+    kind: str  # the source kind's name (config/sources.py)
     targets: tuple[str, ...]  # space keys, paths, ...: what the run names
-    section: Any  # the settings section named after the kind (settings.confluence), or None
+    section: Any  # the kind's settings section (its `settings_model`), or None
     limits: LimitsSettings
     state_path: Path  # a file the connector may keep between runs, one per source scope
     document_extensions: frozenset[str]  # formats the normalizers read (".pdf", ...)
@@ -173,6 +175,8 @@ class DocumentGone(IngestError):
 class ConnectorClass(Protocol):
     """A connector class as the registry names it."""
 
+    # The model of the kind's settings section (config/sources.py), None: it has none.
+    settings_model: type[BaseModel] | None
     # The setting holding the targets a run uses when it names none ("confluence.spaces").
     targets_setting: str
     # Targets are paths on this machine: the command line makes them absolute.

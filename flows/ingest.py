@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from config.errors import ConfigError, ErrorCode
 from config.settings import Settings, load_settings
+from config.sources import DEFAULT_SOURCE
 from connectors.base import DocumentRef, Listing
 from flows.report import RunSummary, status_message, summary_markdown
 from flows.sync import sync
@@ -112,7 +113,7 @@ def _configured_task_runner() -> Any:
 
 @flow(name="ingest", task_runner=_configured_task_runner(), log_prints=True)
 def ingest(
-    source: str = "confluence",
+    source: str = DEFAULT_SOURCE,
     targets: tuple[str, ...] = (),
     tenant_id: str = "",
     mode: Literal["incremental", "full"] = "incremental",

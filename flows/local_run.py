@@ -35,7 +35,7 @@ _EPHEMERAL_FAILURE = "Timed out while attempting to connect to ephemeral Prefect
 
 @dataclass(frozen=True)
 class RunRequest:
-    source: str  # a source kind of connectors.registry
+    source: str  # a source kind (config/sources.py)
     targets: list[str]
     tenant_id: str | None
     mode: Literal["incremental", "full"]
@@ -77,7 +77,7 @@ def summary_without_flow(request: RunRequest, settings: Settings) -> dict[str, A
     from tasks.resources import Resources, in_secret_block
 
     spec = pipeline.SourceSpec.of(request.source, request.targets, settings)
-    section = getattr(settings, spec.kind, None)
+    section = settings.section(spec.kind)
     if in_secret_block(section, "token") or in_secret_block(settings.qdrant, "api_key"):
         return None  # a secret is in a Prefect Secret block: the flow reads it
     resources = Resources(settings)

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from config.errors import ConfigError, ErrorCode
 from config.settings import Settings
 from connectors.base import Connector, DocumentRef, IndexedCheck, LinkResolver, Listing
-from connectors.registry import check_source, connector_class
+from connectors.registry import connector_class
 from indexing.qdrant_store import REINDEX_ADVICE, QdrantStore
 from tasks.links import LinkStore
 from tasks.outcome import DocumentWarning, Failure, cache_unwritable
@@ -25,8 +25,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class SourceSpec:
-    kind: str  # a source kind of connectors.registry
-    targets: tuple[str, ...]  # directories/globs, Confluence space keys, ...
+    kind: str  # a source kind (config/sources.py)
+    targets: tuple[str, ...]  # what the kind reads: directories or globs, space keys, ...
 
     @property
     def scope(self) -> str:
@@ -35,13 +35,9 @@ class SourceSpec:
     @classmethod
     def of(cls, kind: str, targets: Sequence[str] | None, settings: Settings) -> SourceSpec:
         """The run's source: the given targets, else those of the kind's targets setting
-        (`confluence.spaces`, `files.paths`)."""
-        check_source(kind, settings.sources)
+        (its connector class's `targets_setting`)."""
         setting = connector_class(kind, settings.sources).targets_setting
-        configured: Any = settings
-        for part in setting.split("."):
-            configured = getattr(configured, part, None)
-        chosen = tuple(targets or configured or ())
+        chosen = tuple(targets or settings.value(setting) or ())
         if not chosen:
             raise ConfigError(f"no targets: pass targets or set {setting}", setting=setting)
         return cls(kind, chosen)

@@ -88,7 +88,7 @@ class Resources:
 
     def _build_connector(self, kind: str, targets: tuple[str, ...], scope: str) -> Connector:
         settings = self.settings
-        section = getattr(settings, kind, None)
+        section = settings.section(kind)
         context = ConnectorContext(
             kind=kind,
             targets=targets,

@@ -13,13 +13,8 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from config.settings import (
-    CacheSettings,
-    ConfluenceSettings,
-    EmbedderSettings,
-    Settings,
-    load_settings,
-)
+from config.settings import CacheSettings, EmbedderSettings, Settings, load_settings
+from connectors.confluence.settings import ConfluenceSettings
 from indexing.embed_cache import decode_embedding, embed_key, embed_with_cache, encode_embedding
 from indexing.embedders import Embedding
 from stage_cache.cached import JSON, cached

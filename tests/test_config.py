@@ -9,6 +9,7 @@ import pytest
 
 from config.errors import ConfigError
 from config.settings import PROFILES, Settings, load_settings
+from config.sources import settings_models
 
 
 def test_defaults_come_from_config_yaml() -> None:
@@ -28,6 +29,9 @@ def test_every_field_has_its_default_written_in_config_yaml() -> None:
 
     written = yaml.safe_load(DEFAULT_CONFIG_PATH.read_text("utf-8"))
     model_defaults = Settings().model_dump()  # type: ignore[call-arg]
+    # the built-in sources' sections too, each by its connector's settings model
+    model_defaults |= {kind: model().model_dump() for kind, model in settings_models({}).items()}
+    assert set(model_defaults) <= set(written)
     for section, values in model_defaults.items():
         if isinstance(values, dict):
             assert set(written[section]) == set(values), section
@@ -65,7 +69,7 @@ def test_adr_names_and_nested_env_names() -> None:
     assert (c.min_tokens, c.target_tokens, c.max_tokens, c.overlap_tokens) == (120, 200, 280, 40)
     assert c.oversize_block_limit == 500
     assert settings.qdrant.url == "http://127.0.0.1:6333"
-    assert settings.confluence.spaces == ["ENG", "OPS"]
+    assert settings.section("confluence").spaces == ["ENG", "OPS"]
 
 
 def test_ingest_name_wins_over_adr_name() -> None:
@@ -82,6 +86,12 @@ def test_ingest_name_wins_over_adr_name() -> None:
         ({"CHUNK_OVERLAP_BASE": "150"}, "chunking", "chunking.overlap_tokens (150) must be <"),
         ({"INGEST_EMBEDDER__KIND": "word2vec"}, "embedder.kind", "bge-m3"),
         ({"INGEST_CHUNKING__PROFILE": "huge"}, "chunking.profile", "unknown profile"),
+        # a source's section, validated by its connector's settings model
+        ({"INGEST_CONFLUENCE__URLL": "x"}, "INGEST_CONFLUENCE__URLL", "unknown setting"),
+        ({"INGEST_CONFLUENCE__PAGE_SIZE": "900"}, "confluence.page_size", "less than or equal"),
+        ({"INGEST_FILES__PATH": "/x"}, "INGEST_FILES__PATH", "unknown setting"),
+        ({"INGEST_WIKI__URL": "x"}, "INGEST_WIKI__URL", "unknown setting"),
+        ({"INGEST_SOURCES": '{"wiki": "no_such.module:Wiki"}'}, "sources", "cannot import"),
     ],
 )
 def test_bad_settings_are_refused_naming_the_setting(
@@ -93,12 +103,20 @@ def test_bad_settings_are_refused_naming_the_setting(
     assert fragment in str(error.value)
 
 
-def test_unknown_key_in_a_file_names_key_and_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("text", "setting"),
+    [
+        ("qdrant:\n  colection: typo\n", "qdrant.colection"),
+        ("confluence:\n  spaces: [ENG]\n  space: OPS\n", "confluence.space"),
+        ("wiki:\n  url: x\n", "wiki"),
+    ],
+)
+def test_unknown_key_in_a_file_names_key_and_file(tmp_path: Path, text: str, setting: str) -> None:
     user = tmp_path / "bad.yaml"
-    user.write_text("qdrant:\n  colection: typo\n")
+    user.write_text(text)
     with pytest.raises(ConfigError) as error:
         load_settings(config_file=user, environ={})
-    assert error.value.subject == "qdrant.colection"
+    assert error.value.subject == setting
     assert str(user) in str(error.value)
 
 
@@ -124,8 +142,8 @@ def test_secrets_print_masked_and_survive_pickling() -> None:
     )
     for text in (repr(settings), str(settings), settings.model_dump_json()):
         assert "s3cret" not in text
-    assert settings.confluence.token is not None
-    assert settings.confluence.token.get_secret_value() == "tok-s3cret"
+    assert settings.section("confluence").token is not None
+    assert settings.section("confluence").token.get_secret_value() == "tok-s3cret"
     assert pickle.loads(pickle.dumps(settings)) == settings
 
 

@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 
 from config.errors import ErrorCode, IngestError
-from config.settings import ConfluenceSettings
 from connectors.base import DocumentGone, DocumentRef, SourceDocument
 from connectors.confluence import (
     PAGE_MIME,
@@ -26,6 +25,7 @@ from connectors.confluence import (
     ContentIndex,
     resolve_links,
 )
+from connectors.confluence.settings import ConfluenceSettings
 from connectors.http import (
     SLOWEST_INTERVAL_S,
     HttpStatusError,

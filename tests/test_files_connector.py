@@ -16,9 +16,8 @@ from pathlib import Path
 import pytest
 
 from config.errors import ConfigError, ErrorCode, IngestError
-from config.settings import FilesSettings
 from connectors.base import PUBLIC, DocumentGone, DocumentRef, SourceDocument, fetch_many
-from connectors.files import FilesConnector, glob_regex, root_label
+from connectors.files import FilesConnector, FilesSettings, glob_regex, root_label
 from tests.corpus import DOCLING
 
 REPO = Path(__file__).resolve().parents[1]
@@ -234,8 +233,7 @@ def test_glob_regex() -> None:
 UNREADABLE_SCRIPT = """
 import json, sys
 sys.path.insert(0, {repo!r})
-from config.settings import FilesSettings
-from connectors.files import FilesConnector
+from connectors.files import FilesConnector, FilesSettings
 from connectors.base import DocumentRef
 from config.errors import IngestError
 conn = FilesConnector(FilesSettings(), ["share=" + {root!r}])

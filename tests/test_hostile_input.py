@@ -22,10 +22,11 @@ import pytest
 from bench.fuzz import CORPUS, SEED_FILES, cases, run_case
 from chunking import DocumentInfo, chunk_document
 from config.errors import ErrorCode, IngestError
-from config.settings import ChunkingSettings, ConfluenceSettings, FilesSettings, LimitsSettings
+from config.settings import ChunkingSettings, LimitsSettings
 from connectors.base import DocumentRef, fetch_many
 from connectors.confluence import PAGE_MIME, ConfluenceConnector
-from connectors.files import FilesConnector
+from connectors.confluence.settings import ConfluenceSettings
+from connectors.files import FilesConnector, FilesSettings
 from markdown_text import normalize_markdown
 from normalizers.base import normalize_bytes
 from normalizers.model import NormalizedDocument

@@ -1,6 +1,7 @@
 """A source kind added from tests/ alone (tests/toy_source.py, registered through the
-`sources` setting) runs through the real `ingest` flow end to end: deterministic point
-ids, its ACL in the payload and in the search filter, links resolved by its own
+`sources` setting) runs through the real `ingest` flow end to end: its own settings
+section (the shelves a run without targets reads, where its links point), deterministic
+point ids, its ACL in the payload and in the search filter, links resolved by its own
 `LinkResolver`, a document dropped from the source deleted by the next run. Same harness
 as test_flow.py (Prefect API on SQLite, local-mode Qdrant, the tiny model)."""
 
@@ -13,12 +14,13 @@ import pytest
 
 from chunking.record import compute_chunk_id, point_id
 from config.errors import ConfigError
+from config.settings import load_settings
 from indexing.embedders import make_embedder
 from indexing.search import SearchFilters, search
 from tasks.links import LinkStore
 from tests.test_flow import Workspace, prefect_api, workspace
 from tests.tiny_model import tiny_model_dir
-from tests.toy_source import SHELVES, ToyDocument, ToyShelf
+from tests.toy_source import SHELVES, ToyDocument, ToySettings, ToyShelf
 
 # fixtures used by name
 __all__ = ["prefect_api", "tiny_model_dir", "workspace"]
@@ -67,15 +69,20 @@ def visible_documents(space: Workspace, user: str, groups: tuple[str, ...] = ())
 def test_a_toy_source_runs_through_the_flow_end_to_end(
     workspace: Callable[..., Workspace], shelf: ToyShelf
 ) -> None:
-    space = workspace(INGEST_SOURCES=TOY)
-    state, summary = space.run(source="toy", targets=["toys"])
+    # its own settings section, validated by its settings model: the shelves a run
+    # without targets reads, and where its documents' links point
+    space = workspace(
+        INGEST_SOURCES=TOY, INGEST_TOY__SHELVES="toys", INGEST_TOY__BASE_URL="https://toys/"
+    )
+    state, summary = space.run(source="toy")
     assert state.is_completed() and summary["failed"] == [], summary
-    assert summary["seen"] == summary["new"] == 2
+    assert summary["source"] == "toy:toys" and summary["seen"] == summary["new"] == 2
 
     points = space.points()
     assert {p["document_id"] for p in points.values()} == {"toy-a", "toy-b"}
     for pid, payload in points.items():
         assert payload["source_type"] == "toy" and payload["space_key"] == "toys"
+        assert payload["source_url"].startswith("https://toys/toys/")
         chunk_id = compute_chunk_id(
             "default",
             payload["document_id"],
@@ -108,6 +115,17 @@ def test_a_toy_source_runs_through_the_flow_end_to_end(
     state, summary = space.run(source="toy", targets=["toys"], force_delete=True)
     assert state.is_completed() and summary["deleted"] == 1, summary
     assert set(space.documents()) == {"toy-a"}
+
+
+def test_a_plugin_source_setting_is_validated_by_its_own_model() -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_settings(environ={"INGEST_SOURCES": TOY, "INGEST_TOY__SHELFS": "toys"})
+    assert refused.value.subject == "INGEST_TOY__SHELFS"
+    with pytest.raises(ConfigError) as refused:
+        load_settings({"toy": {"base_url": ["not", "text"]}}, environ={"INGEST_SOURCES": TOY})
+    assert refused.value.subject == "toy.base_url"
+    settings = load_settings(environ={"INGEST_SOURCES": TOY, "INGEST_TOY__SHELVES": "a, b"})
+    assert settings.section("toy") == ToySettings(shelves=["a", "b"])
 
 
 def test_an_unknown_source_kind_is_refused_naming_the_known_ones(

@@ -2,7 +2,10 @@
 setting (`{"toy": "tests.toy_source:ToyConnector"}`) without touching tasks/ or flows/.
 
 A target names a `ToyShelf` of `SHELVES`; each document is an HTML file whose relative
-links (`<a href="b.html">`) the connector resolves to the linked document's id.
+links (`<a href="b.html">`) the connector resolves to the linked document's id. Its
+settings section `toy` (`ToySettings`, declared as the class's `settings_model`) names
+the shelves a run reads when it names none (`toy.shelves`, `INGEST_TOY__SHELVES`) and
+where its documents' links point (`toy.base_url`).
 """
 
 from __future__ import annotations
@@ -12,6 +15,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import Field
+
+from config.settings import StrictModel
 from connectors.base import (
     Access,
     ConnectorContext,
@@ -45,18 +51,25 @@ class ToyShelf:
 SHELVES: dict[str, ToyShelf] = {}  # target name -> its documents, set up by the test
 
 
+class ToySettings(StrictModel):
+    shelves: list[str] = Field(default_factory=list)
+    base_url: str = "toy://"
+
+
 class ToyConnector:
     source_type = "toy"
-    targets_setting = "toy.shelves"  # no such setting: a run names its shelves
+    settings_model = ToySettings
+    targets_setting = "toy.shelves"
     targets_are_paths = False
 
-    def __init__(self, shelves: Sequence[str]) -> None:
+    def __init__(self, shelves: Sequence[str], settings: ToySettings) -> None:
         self.shelves = tuple(shelves)
+        self.settings = settings
         self.closed = False
 
     @classmethod
     def from_context(cls, context: ConnectorContext) -> ToyConnector:
-        return cls(context.targets)
+        return cls(context.targets, context.section)
 
     def _documents(self) -> Iterator[tuple[str, str, ToyDocument]]:
         for shelf in self.shelves:
@@ -83,7 +96,7 @@ class ToyConnector:
                     ref=ref,
                     data=document.html.encode(),
                     filename=document.filename,
-                    source_url=f"toy://{shelf}/{document.filename}",
+                    source_url=f"{self.settings.base_url}{shelf}/{document.filename}",
                     title=document.filename,
                     space_key=shelf,
                     acl=Access(

@@ -18,7 +18,6 @@ from datetime import datetime
 from typing import Any
 
 from config.errors import IngestError
-from config.settings import ConfluenceSettings
 from connectors.base import (
     ConnectorContext,
     DeletionScope,
@@ -32,6 +31,7 @@ from connectors.confluence.client import ConfluenceHttp
 from connectors.confluence.cloud import CloudSource
 from connectors.confluence.datacenter import DataCenterSource
 from connectors.confluence.links import ContentIndex, resolve_links
+from connectors.confluence.settings import ConfluenceSettings
 from connectors.confluence.source import ConfluenceSource
 
 log = logging.getLogger(__name__)
@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 
 class ConfluenceConnector:
     source_type = "confluence"
+    settings_model = ConfluenceSettings
     targets_are_paths = False
     targets_setting = "confluence.spaces"
 

@@ -24,7 +24,6 @@ from typing import Any
 from urllib.parse import quote
 
 from config.errors import ErrorCode, IngestError
-from config.settings import ConfluenceSettings
 from connectors.base import DocumentRef, Listing, Principals, SourceDocument, fetch_each
 from connectors.confluence.access import (
     Ancestor,
@@ -50,6 +49,7 @@ from connectors.confluence.comments import (
     storage_body,
 )
 from connectors.confluence.links import ContentIndex
+from connectors.confluence.settings import ConfluenceSettings
 from connectors.http import HttpStatusError
 
 log = logging.getLogger(__name__)
