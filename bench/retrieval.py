@@ -126,13 +126,15 @@ def windows_of(documents: Sequence[Document], counter: Any) -> list[Chunk]:
                     block_start_idx=0,
                     block_end_idx=0,
                     token_count=counter.count(window),
-                    source_type="file",
-                    source_url=None,
-                    file_path=document.path,
-                    title=document.title,
-                    labels=(),
-                    updated_at=None,
-                    author=None,
+                    document={
+                        "source_type": "file",
+                        "source_url": None,
+                        "file_path": document.path,
+                        "title": document.title,
+                        "labels": [],
+                        "updated_at": None,
+                        "author": None,
+                    },
                 )
             )
     return pieces

@@ -84,7 +84,7 @@ def chunk_document(
     the shared pass, front matter included where the input was Markdown), so it is
     chunked as it is: a second pass would cost a tenth of the chunking time and take a
     `---` block at the top of a PDF's or a Word file's text for front matter."""
-    subject = metadata.file_path or metadata.source_url or metadata.document_id
+    subject = metadata.subject
     if isinstance(text, bytes):
         text = decode_utf8(text, subject=subject)
     try:
@@ -405,15 +405,6 @@ def _make_chunk(
         block_start_idx=pieces[0].block_index,
         block_end_idx=max(p.last_block for p in pieces),
         token_count=shape.tokens,
-        source_type=info.source_type,
-        source_url=info.source_url,
-        file_path=info.file_path,
-        title=info.title,
-        labels=info.labels,
-        updated_at=info.updated_at,
-        author=info.author,
-        space_key=info.space_key,
-        page_id=info.page_id,
         page_start=page_start if isinstance(page_start, int) else None,
         page_end=page_end if isinstance(page_end, int) else None,
         sheet=str(sheet) if sheet is not None else None,
@@ -430,7 +421,7 @@ def _make_chunk(
         code_role=_code_role(pieces, shape.chunk_type),
         table_group_count=_table_count(pieces),
         table_header=next((p.header for p in pieces if p.header), None),
-        extra=dict(info.extra),
+        document={**info.metadata, "title": info.title},
     )
 
 

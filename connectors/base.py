@@ -103,7 +103,8 @@ PUBLIC = Access(public=True)
 
 @dataclass
 class SourceDocument:
-    """A fetched document: bytes to normalize plus the metadata chunks will carry."""
+    """A fetched document: bytes to normalize plus what its chunks will say of it. The
+    fields are what any source may know; `metadata` holds what only its source knows."""
 
     ref: DocumentRef
     data: bytes
@@ -115,14 +116,20 @@ class SourceDocument:
     author: str | None = None
     updated_at: str | None = None
     labels: tuple[str, ...] = ()
-    space_key: str | None = None
-    page_id: str | None = None
+    # What holds the document in its source (a Confluence space, a toy shelf): what a
+    # source's deletion scopes and link resolution narrow by, and a search filters by.
+    container: str | None = None
+    # Where the source itself finds the document, where its id does not say (a
+    # Confluence page's id; an attachment's: its page's).
+    locator: str | None = None
     # What the document's relative links resolve against (a Confluence site's base URL).
     base_url: str | None = None
     # Who may read it; None where it is unknown: its chunks carry no `acl`, and a search
     # filtered by user or group never returns them.
     acl: Access | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    # What else the connector says of it, carried into every chunk's payload as it is
+    # (a page's content type and ancestors, a file's root).
+    metadata: dict[str, Any] = field(default_factory=dict)
     # The normalizer's format (normalizers.registry.FORMATS) when the connector knows it, as
     # for a Confluence page's storage XHTML; None: detected from the bytes.
     format: str | None = None
@@ -139,7 +146,7 @@ class ConnectorContext:
     """What a connector is built from, for one run's source."""
 
     kind: str  # the source kind's name (config/sources.py)
-    targets: tuple[str, ...]  # space keys, paths, ...: what the run names
+    targets: tuple[str, ...]  # what the run names: containers, paths, ...
     section: Any  # the kind's settings section (its `settings_model`), or None
     limits: LimitsSettings
     state_path: Path  # a file the connector may keep between runs, one per source scope
@@ -318,10 +325,11 @@ class IdMigration(Protocol):
 @dataclass(frozen=True)
 class DeletionScope:
     """The indexed documents a complete listing speaks for: of `source_type`, in
-    `space_key` when given, and among those `owns` accepts when given."""
+    `container` (`SourceDocument.container`) when given, and among those `owns` accepts
+    when given."""
 
     source_type: str
-    space_key: str | None = None
+    container: str | None = None
     owns: Callable[[str], bool] | None = None
 
 

@@ -407,7 +407,7 @@ class FilesConnector:
             title=path.name,
             updated_at=updated_at,
             acl=PUBLIC,
-            extra={"root": root.label, "relative_path": relative},
+            metadata={"root": root.label, "relative_path": relative},
             breadcrumbs=(root.label, *PurePosixPath(relative).parts),
         )
 

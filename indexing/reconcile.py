@@ -126,7 +126,7 @@ def delete_missing_documents(
     listing_complete: bool,
     max_delete_share: float,
     source_type: str | None = None,
-    space_key: str | None = None,
+    container: str | None = None,
     owned: Callable[[str], bool] | None = None,
     force: bool = False,
 ) -> list[str]:
@@ -134,7 +134,7 @@ def delete_missing_documents(
     `owned` narrows the source further (a files run owns only what its roots can list)."""
     if not listing_complete:
         return []
-    indexed = store.document_ids(tenant_id, source_type=source_type, space_key=space_key)
+    indexed = store.document_ids(tenant_id, source_type=source_type, container=container)
     if owned is not None:
         indexed = {d for d in indexed if owned(d)}
     missing = sorted(indexed - set(listed_document_ids))
@@ -143,7 +143,7 @@ def delete_missing_documents(
     share = len(missing) / len(indexed)
     if share > max_delete_share and not force:
         source = " ".join(
-            part for part in (source_type, f"space {space_key}" if space_key else None) if part
+            part for part in (source_type, f"in {container}" if container else None) if part
         )
         raise MassDeletionRefused(
             f"refusing to delete {len(missing)} of {len(indexed)} indexed documents "

@@ -23,8 +23,8 @@ def normalize_bytes(
     mime: str | None = None,
     limits: LimitsSettings | None = None,
     base_url: str | None = None,
-    space_key: str | None = None,
-    page_id: str | None = None,
+    container: str | None = None,
+    locator: str | None = None,
     fmt: str | None = None,
 ) -> NormalizedDocument:
     """Normalize one document of any supported format to Markdown (SPEC §2): of format
@@ -34,8 +34,8 @@ def normalize_bytes(
         mime=mime,
         limits=limits or LimitsSettings(),  # type: ignore[call-arg]
         base_url=base_url,
-        space_key=space_key,
-        page_id=page_id,
+        container=container,
+        locator=locator,
     )
     if len(data) > ctx.limits.max_file_bytes:
         raise ctx.fail(

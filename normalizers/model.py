@@ -82,10 +82,12 @@ class NormalizeContext:
     filename: str  # file name or page title: used in messages and as an extension hint
     mime: str | None = None
     limits: LimitsSettings = field(default_factory=LimitsSettings)  # type: ignore[arg-type]
-    # Confluence pages: where links resolve (base URL incl. context path) and the page's space.
+    # Where the document's relative links resolve (a base URL incl. context path), and
+    # its container and locator in its source (`SourceDocument`): a Confluence page's
+    # space, which its links to pages default to, and its id (attachment download URLs).
     base_url: str | None = None
-    space_key: str | None = None
-    page_id: str | None = None  # Confluence: the page's id (attachment download URLs)
+    container: str | None = None
+    locator: str | None = None
 
     def fail(self, code: ErrorCode, message: str) -> IngestError:
         return IngestError(code, message, subject=self.filename)

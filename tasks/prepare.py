@@ -243,8 +243,8 @@ def _with_link_counts(source: SourceDocument, normalized: NormalizedDocument) ->
     """Chunk payloads carry the document's outgoing link count (SPEC §3.8 ranking boosts)."""
     if not normalized.links:
         return source
-    extra = {**source.extra, "links_out": len(normalized.links)}
-    return dataclasses.replace(source, extra=extra)
+    metadata = {**source.metadata, "links_out": len(normalized.links)}
+    return dataclasses.replace(source, metadata=metadata)
 
 
 def _source_meta(source: SourceDocument) -> dict[str, Any]:

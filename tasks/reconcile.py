@@ -62,7 +62,7 @@ def delete_missing(
             max_delete_share=settings.reconcile.max_delete_share,
             force=force,
             source_type=scope.source_type,
-            space_key=scope.space_key,
+            container=scope.container,
             owned=scope.owns,
         )
     if deleted:

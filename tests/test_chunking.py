@@ -164,9 +164,7 @@ def test_case6_confluence_like_page(
         "## Contacts\n\n"
         "Ask <https://chat.example.com/ops> or the [on-call page](/pages/viewpage.action?pageId=77).\n"
     )
-    chunks = chunked(
-        text, chunking_settings, source_type="confluence", space_key="OPS", page_id="9"
-    ).chunks
+    chunks = chunked(text, chunking_settings, metadata={"space_key": "OPS", "page_id": "9"}).chunks
     # The small first section merges with Steps (its child); Contacts would pass
     # max_tokens joined to that chunk, so it stays alone at the end of its section.
     assert types(chunks) == ["mixed", "paragraph"]
@@ -176,7 +174,10 @@ def test_case6_confluence_like_page(
         "/wiki/spaces/ENG/pages/42/Tags",
     )
     assert chunks[1].links == ("https://chat.example.com/ops", "/pages/viewpage.action?pageId=77")
-    assert all(c.space_key == "OPS" and c.page_id == "9" for c in chunks)
+    # the document's payload fields join every chunk's record
+    assert all(
+        (c.to_record()["space_key"], c.to_record()["page_id"]) == ("OPS", "9") for c in chunks
+    )
     assert [c.undersize_reason for c in chunks] == [None, "section_end"]
 
 

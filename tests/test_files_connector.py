@@ -174,7 +174,7 @@ def test_fetch_returns_bytes_metadata_and_the_version_read(share: Path) -> None:
     assert doc.data == b"%PDF-1.4 tiny" and doc.filename == "c.pdf"
     assert doc.file_path == str(share / "sub" / "deeper" / "c.pdf")
     assert doc.ref.version == refs[f"{label}/sub/deeper/c.pdf"].version
-    assert doc.extra == {"root": label, "relative_path": "sub/deeper/c.pdf"}
+    assert doc.metadata == {"root": label, "relative_path": "sub/deeper/c.pdf"}
     assert doc.acl == PUBLIC
     write(share / "a.md", "# newer\n")
     assert conn.fetch(refs[f"{label}/a.md"]).ref.version != refs[f"{label}/a.md"].version

@@ -98,7 +98,7 @@ class ToyConnector:
                     filename=document.filename,
                     source_url=f"{self.settings.base_url}{shelf}/{document.filename}",
                     title=document.filename,
-                    space_key=shelf,
+                    container=shelf,
                     acl=Access(
                         public=False,
                         readers=Principals(tuple(document.users), tuple(document.groups)),
@@ -121,7 +121,7 @@ class ToyConnector:
         return resolve
 
     def deletion_scopes(self, retired: frozenset[str]) -> list[DeletionScope]:
-        return [DeletionScope(self.source_type, space_key=shelf) for shelf in self.shelves]
+        return [DeletionScope(self.source_type, container=shelf) for shelf in self.shelves]
 
     def close(self) -> None:
         self.closed = True

@@ -96,14 +96,14 @@ class ConfluenceConnector:
 
         def resolve(links: Sequence[LinkTarget], source: SourceDocument) -> list[str | None]:
             return resolve_links(
-                links, content, space_key=source.space_key or "", page_id=source.page_id
+                links, content, space_key=source.container or "", page_id=source.locator
             )
 
         return resolve
 
     def deletion_scopes(self, retired: frozenset[str]) -> list[DeletionScope]:
         """A run owns its spaces' documents."""
-        return [DeletionScope(self.source_type, space_key=s) for s in self.settings.spaces]
+        return [DeletionScope(self.source_type, container=s) for s in self.settings.spaces]
 
     def close(self) -> None:
         self._http.close()

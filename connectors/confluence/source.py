@@ -456,11 +456,11 @@ class ConfluenceSource(ABC):
             author=page.author,
             updated_at=page.updated_at,
             labels=page.labels,
-            space_key=page.space_key,
-            page_id=page_id,
+            container=page.space_key,
+            locator=page_id,
             acl=page.access.acl,
             base_url=self.http.base_url,
-            extra={
+            metadata={
                 "content_type": page.kind,
                 "ancestors": [{"id": a.id, "title": a.title} for a in page.ancestors],
                 "created_at": page.created_at,
@@ -491,10 +491,10 @@ class ConfluenceSource(ABC):
             author=attachment.author,
             updated_at=attachment.updated_at,
             labels=attachment.labels,
-            space_key=attachment.space_key,
-            page_id=owner,
+            container=attachment.space_key,
+            locator=owner,
             acl=access.acl if access else None,
-            extra={"content_type": "attachment", "page_title": attachment.page_title}
+            metadata={"content_type": "attachment", "page_title": attachment.page_title}
             | archived_extra(access),
             breadcrumbs=breadcrumbs(
                 attachment.space_name,
