@@ -168,20 +168,10 @@ class CloudSource(ConfluenceSource):
             items = self._list_space(key, errors)
             for item in items:
                 index.add_page(key, str(item["title"]), str(item["id"]))
-            try:
-                self._search_space(key)
-            except IngestError as exc:
-                if is_auth(exc):
-                    raise self.http.auth_error() from None
-                if not is_unoffered(exc):
-                    errors.append(f"restrictions and comments of space {key}: {exc}")
-                    continue
-                log.warning(
-                    "space %s: CQL search is not available (%s); reading restrictions page "
-                    "by page and comments through REST v2",
-                    key,
-                    exc,
-                )
+            searched = self._searched(key, errors)
+            if searched is None:
+                continue
+            if not searched:
                 unsearched.append(key)
             listed[key] = items
             if self.settings.include_whiteboards:
@@ -202,24 +192,52 @@ class CloudSource(ConfluenceSource):
             for items in listed.values():
                 refs += pool.map(self._page_ref, items)
         if self._attachments_wanted():
-            owners = {str(item["id"]) for items in listed.values() for item in items}
-            try:
-                for attachment in self.http.paged(
-                    "api/v2/attachments", {"status": "current", "limit": V2_MAX}
-                ):
-                    owner = str(attachment.get("pageId") or attachment.get("blogPostId") or "")
-                    title = str(attachment.get("title") or "")
-                    if owner in owners and self._wanted(title):
-                        ref = self._attachment_ref(attachment)
-                        refs.append(ref)
-                        index.attachments[(owner, title)] = ref.document_id
-            except IngestError as exc:
-                spaces = ", ".join(listed)
-                errors.append(
-                    f"listing attachments of spaces {spaces}: {self.http.listing_error(exc)}"
-                )
+            refs += self._list_attachments(listed, index, errors)
         self.index = index
         return self._finish_listing(refs, errors)
+
+    def _searched(self, key: str, errors: list[str]) -> bool | None:
+        """Whether the space's restrictions, labels and comments came through CQL search
+        (False: it is not offered, so they are read page by page and comments through
+        v2); None where the search failed otherwise (the error is recorded)."""
+        try:
+            self._search_space(key)
+        except IngestError as exc:
+            if is_auth(exc):
+                raise self.http.auth_error() from None
+            if not is_unoffered(exc):
+                errors.append(f"restrictions and comments of space {key}: {exc}")
+                return None
+            log.warning(
+                "space %s: CQL search is not available (%s); reading restrictions page "
+                "by page and comments through REST v2",
+                key,
+                exc,
+            )
+            return False
+        return True
+
+    def _list_attachments(
+        self, listed: dict[str, list[dict[str, Any]]], index: ContentIndex, errors: list[str]
+    ) -> list[DocumentRef]:
+        """The refs of the listed pages' attachments (one site-wide v2 listing), each
+        also in `index`."""
+        owners = {str(item["id"]) for items in listed.values() for item in items}
+        refs: list[DocumentRef] = []
+        try:
+            for attachment in self.http.paged(
+                "api/v2/attachments", {"status": "current", "limit": V2_MAX}
+            ):
+                owner = str(attachment.get("pageId") or attachment.get("blogPostId") or "")
+                title = str(attachment.get("title") or "")
+                if owner in owners and self._wanted(title):
+                    ref = self._attachment_ref(attachment)
+                    refs.append(ref)
+                    index.attachments[(owner, title)] = ref.document_id
+        except IngestError as exc:
+            spaces = ", ".join(listed)
+            errors.append(f"listing attachments of spaces {spaces}: {self.http.listing_error(exc)}")
+        return refs
 
     def _find_spaces(self, keys: Sequence[str]) -> set[str]:
         """Look the spaces up by key (their ids); the keys found."""
