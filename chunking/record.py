@@ -92,11 +92,6 @@ class Chunk:
     def point_id(self) -> str:
         return point_id(self.chunk_id)
 
-    @property
-    def title(self) -> str | None:
-        title = self.document.get("title")
-        return str(title) if title is not None else None
-
     def to_record(self) -> dict[str, Any]:
         """The JSON record (`ingest chunk --format jsonl`, Qdrant payload): its document's
         fields joined with its own, flat, so payload filters reach e.g. `acl`; lists, not

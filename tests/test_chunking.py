@@ -335,7 +335,7 @@ def test_front_matter_moves_to_metadata(chunking_settings: ChunkingSettings) -> 
     text = "---\ntitle: From front matter\nlabels: [a, b]\n---\n\nBody text here.\n"
     document = chunked(text, chunking_settings)
     assert [c.md_text for c in document.chunks] == ["Body text here."]
-    assert document.chunks[0].title == "From front matter"
+    assert document.chunks[0].document["title"] == "From front matter"
 
 
 def test_a_dashed_block_opening_a_text_file_is_kept(tmp_path: Path) -> None:

@@ -29,9 +29,11 @@ def test_every_field_has_its_default_written_in_config_yaml() -> None:
 
     written = yaml.safe_load(DEFAULT_CONFIG_PATH.read_text("utf-8"))
     model_defaults = Settings().model_dump()  # type: ignore[call-arg]
-    # the built-in sources' sections too, each by its connector's settings model
-    model_defaults |= {kind: model().model_dump() for kind, model in settings_models({}).items()}
-    assert set(model_defaults) <= set(written)
+    # A source's section holds its defaults in its connector's settings model; written in
+    # config.yaml (the built-in ones are), it must say every one of them.
+    sources = {kind: model().model_dump() for kind, model in settings_models({}).items()}
+    model_defaults |= {kind: values for kind, values in sources.items() if kind in written}
+    assert set(model_defaults) >= {"confluence", "files"}
     for section, values in model_defaults.items():
         if isinstance(values, dict):
             assert set(written[section]) == set(values), section
