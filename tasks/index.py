@@ -22,10 +22,10 @@ from tasks.outcome import (
     PreparedDocument,
     StageCount,
     cache_unwritable,
-    handoff_cache,
 )
 from tasks.plan import SourceSpec
 from tasks.resources import Resources
+from tasks.stages import handoff_cache
 from tasks.state import DocumentState, SyncState, pipeline_fingerprint
 
 

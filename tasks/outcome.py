@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from config.errors import ErrorCode, IngestError
 from config.settings import Settings
 from connectors.base import DocumentRef
-from stage_cache.store import StageCache
 from tasks.state import DocumentState
 
 STAGES = ("fetch", "normalize", "chunk", "embed", "upsert")
@@ -121,12 +120,6 @@ def cache_unwritable(settings: Settings, exc: OSError, *, code: ErrorCode) -> In
         subject=str(exc.filename or settings.cache.dir),
         transient=True,
     )
-
-
-def handoff_cache(settings: Settings) -> StageCache:
-    """The stage cache. Always written, because prepared chunks reach the index step
-    through it; `cache.enabled: false` only stops results from being reused."""
-    return StageCache(settings.cache.dir, fsync=settings.cache.fsync)
 
 
 def failure_of(document_id: str, error: IngestError) -> Failure:

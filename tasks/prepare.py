@@ -39,12 +39,11 @@ from tasks.outcome import (
     cache_unwritable,
     failed_state,
     failure_of,
-    handoff_cache,
     token_bin,
 )
 from tasks.plan import SourceSpec
 from tasks.resources import Resources
-from tasks.stages import chunk_normalized, normalize_input, normalize_source
+from tasks.stages import chunk_normalized, handoff_cache, normalize_input, normalize_source
 from tasks.state import (
     CHUNK_STAGE_VERSION,
     NORMALIZE_STAGE_VERSION,

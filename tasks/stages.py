@@ -12,10 +12,11 @@ from typing import Any
 
 from chunking import ChunkedDocument, DocumentInfo, chunk_document
 from chunking.record import CONTAINER_FIELD, LOCATOR_FIELD
-from config.settings import ChunkingSettings, LimitsSettings
+from config.settings import ChunkingSettings, LimitsSettings, Settings
 from connectors.base import DocumentRef, HeadingCitation, SourceDocument
 from normalizers.base import normalize_bytes
 from normalizers.model import NormalizedDocument
+from stage_cache.store import StageCache
 from tasks.citations import cite
 
 
@@ -25,6 +26,12 @@ def local_file_source(path: Path) -> SourceDocument:
     digest = hashlib.sha256(data).hexdigest()
     ref = DocumentRef(document_id=path.as_posix(), version=digest, source_type="file", kind="file")
     return SourceDocument(ref=ref, data=data, filename=path.name, file_path=path.as_posix())
+
+
+def handoff_cache(settings: Settings) -> StageCache:
+    """The stage cache. Always written, because prepared chunks reach the index step
+    through it; `cache.enabled: false` only stops results from being reused."""
+    return StageCache(settings.cache.dir, fsync=settings.cache.fsync)
 
 
 def normalize_source(source: SourceDocument, limits: LimitsSettings) -> NormalizedDocument:
