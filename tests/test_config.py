@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import pickle
 from pathlib import Path
 
@@ -10,6 +11,10 @@ import pytest
 from config.errors import ConfigError
 from config.settings import PROFILES, Settings, load_settings
 from config.sources import settings_models
+from tests.toy_source import ToySettings
+
+# The toy source kind (tests/toy_source.py), registered through the `sources` setting.
+TOY_SOURCE = json.dumps({"toy": "tests.toy_source:ToyConnector"})
 
 
 def test_defaults_come_from_config_yaml() -> None:
@@ -195,3 +200,16 @@ def test_a_config_file_that_is_not_utf8_gets_one_clear_error(tmp_path: Path) -> 
         load_settings(config_file=user, environ={})
     assert error.value.subject == str(user)
     assert "not UTF-8" in error.value.message and "0xe9" in error.value.message
+
+
+def test_a_plugin_source_setting_is_validated_by_its_own_model() -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_settings(environ={"INGEST_SOURCES": TOY_SOURCE, "INGEST_TOY__SHELFS": "toys"})
+    assert refused.value.subject == "INGEST_TOY__SHELFS"
+    with pytest.raises(ConfigError) as refused:
+        load_settings(
+            {"toy": {"base_url": ["not", "text"]}}, environ={"INGEST_SOURCES": TOY_SOURCE}
+        )
+    assert refused.value.subject == "toy.base_url"
+    settings = load_settings(environ={"INGEST_SOURCES": TOY_SOURCE, "INGEST_TOY__SHELVES": "a, b"})
+    assert settings.section("toy") == ToySettings(shelves=["a", "b"])

@@ -14,13 +14,12 @@ import pytest
 
 from chunking.record import compute_chunk_id, point_id
 from config.errors import ConfigError
-from config.settings import load_settings
 from indexing.embedders import make_embedder
 from indexing.search import SearchFilters, search
 from tasks.links import LinkStore
 from tests.test_flow import Workspace, prefect_api, workspace
 from tests.tiny_model import tiny_model_dir
-from tests.toy_source import SHELVES, ToyDocument, ToySettings, ToyShelf
+from tests.toy_source import SHELVES, ToyDocument, ToyShelf
 
 # fixtures used by name
 __all__ = ["prefect_api", "tiny_model_dir", "workspace"]
@@ -115,17 +114,6 @@ def test_a_toy_source_runs_through_the_flow_end_to_end(
     state, summary = space.run(source="toy", targets=["toys"], force_delete=True)
     assert state.is_completed() and summary["deleted"] == 1, summary
     assert set(space.documents()) == {"toy-a"}
-
-
-def test_a_plugin_source_setting_is_validated_by_its_own_model() -> None:
-    with pytest.raises(ConfigError) as refused:
-        load_settings(environ={"INGEST_SOURCES": TOY, "INGEST_TOY__SHELFS": "toys"})
-    assert refused.value.subject == "INGEST_TOY__SHELFS"
-    with pytest.raises(ConfigError) as refused:
-        load_settings({"toy": {"base_url": ["not", "text"]}}, environ={"INGEST_SOURCES": TOY})
-    assert refused.value.subject == "toy.base_url"
-    settings = load_settings(environ={"INGEST_SOURCES": TOY, "INGEST_TOY__SHELVES": "a, b"})
-    assert settings.section("toy") == ToySettings(shelves=["a", "b"])
 
 
 def test_an_unknown_source_kind_is_refused_naming_the_known_ones(
