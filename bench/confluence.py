@@ -21,34 +21,18 @@ compares listings).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import time
-from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from config.errors import IngestError
 from config.settings import load_settings
-from connectors.base import DocumentRef, SourceDocument
+from connectors.base import SourceDocument, fetch_each
 from connectors.confluence import ConfluenceConnector
-from normalizers.base import supported_extensions
+from normalizers.registry import supported_extensions
 from tests.confluence_api import FakeConfluence, add_bulk_pages
-
-
-def fetch_one_by_one(
-    connector: ConfluenceConnector,
-) -> Callable[[Sequence[DocumentRef]], list[SourceDocument | IngestError]]:
-    def fetch(refs: Sequence[DocumentRef]) -> list[SourceDocument | IngestError]:
-        results: list[SourceDocument | IngestError] = []
-        for ref in refs:
-            try:
-                results.append(connector.fetch(ref))
-            except IngestError as exc:
-                results.append(exc)
-        return results
-
-    return fetch
 
 
 def requests_made(api: FakeConfluence, since: int) -> int:
@@ -81,7 +65,7 @@ def run(layout: str, args: argparse.Namespace) -> dict[str, Any]:
             },
             environ={},
         )
-        conf = settings.confluence
+        conf = settings.section("confluence")
         connector = ConfluenceConnector(
             conf, api.token, attachment_extensions=supported_extensions()
         )
@@ -95,7 +79,11 @@ def run(layout: str, args: argparse.Namespace) -> dict[str, Any]:
             listing.refs[i : i + settings.run.batch_size]
             for i in range(0, len(listing.refs), settings.run.batch_size)
         ]
-        fetch_batch = connector.fetch_many if args.fetch == "many" else fetch_one_by_one(connector)
+        fetch_batch = (
+            connector.fetch_many
+            if args.fetch == "many"
+            else functools.partial(fetch_each, connector.fetch)
+        )
         with ThreadPoolExecutor(max_workers=conf.max_concurrency) as pool:
             results = [doc for batch in pool.map(fetch_batch, batches) for doc in batch]
         full_s = time.monotonic() - started

@@ -30,7 +30,8 @@ from typing import Any
 
 from config.errors import ErrorCode, IngestError
 from config.settings import LimitsSettings
-from normalizers.base import NormalizedDocument, normalize_bytes
+from normalizers.base import normalize_bytes
+from normalizers.model import NormalizedDocument
 from tests.corpus import DOCLING
 
 CORPUS = DOCLING

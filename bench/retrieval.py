@@ -39,12 +39,12 @@ from typing import Any
 
 from bench.retrieval_questions import QUESTIONS, Question
 from chunking import Chunk, DocumentInfo, chunk_document, compute_chunk_id
-from chunking.text import Anchor
 from config.settings import ChunkingSettings, EmbedderSettings, QdrantSettings, load_settings
 from indexing.embedders import BgeM3Embedder, Embedding
 from indexing.lexical import LexicalEncoder
 from indexing.qdrant_store import CollectionSchema, QdrantConnection, QdrantStore
 from indexing.search import SearchMode, search
+from markdown_text import Anchor
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS_GLOBS = ("tests/corpus/docling/*/*", "samples/docs/*/*", "tests/corpus/seeds/*.txt")
@@ -126,13 +126,15 @@ def windows_of(documents: Sequence[Document], counter: Any) -> list[Chunk]:
                     block_start_idx=0,
                     block_end_idx=0,
                     token_count=counter.count(window),
-                    source_type="file",
-                    source_url=None,
-                    file_path=document.path,
-                    title=document.title,
-                    labels=(),
-                    updated_at=None,
-                    author=None,
+                    document={
+                        "source_type": "file",
+                        "source_url": None,
+                        "file_path": document.path,
+                        "title": document.title,
+                        "labels": [],
+                        "updated_at": None,
+                        "author": None,
+                    },
                 )
             )
     return pieces

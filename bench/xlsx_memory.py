@@ -25,7 +25,8 @@ INFLATED = Path(__file__).resolve().parents[1] / "tests/corpus/docling/xlsx/xlsx
 _MEASURE = """
 import json, resource, sys, time
 from pathlib import Path
-from normalizers.base import FORMATS, normalize_bytes
+from normalizers.base import normalize_bytes
+from normalizers.registry import FORMATS
 FORMATS["xlsx"].normalize  # import the format's module first: not part of the conversion
 path = Path(sys.argv[1])
 data = path.read_bytes()

@@ -5,12 +5,10 @@ parse -> blocks -> pieces -> pack -> validate, each a small module; plain Python
 
 from chunking.chunker import ChunkedDocument, chunk_document, chunk_markdown
 from chunking.record import Chunk, DocumentInfo, compute_chunk_id, point_id
-from chunking.text import Anchor, normalize_markdown
 from chunking.tokens import TokenCounter, get_token_counter
 from chunking.validate import ValidationReport, Violation, validate_chunks
 
 __all__ = [
-    "Anchor",
     "Chunk",
     "ChunkedDocument",
     "DocumentInfo",
@@ -21,7 +19,6 @@ __all__ = [
     "chunk_markdown",
     "compute_chunk_id",
     "get_token_counter",
-    "normalize_markdown",
     "point_id",
     "validate_chunks",
 ]

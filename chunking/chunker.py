@@ -29,10 +29,10 @@ from chunking.prose import split_head, split_tail
 from chunking.record import Chunk, DocumentInfo, compute_chunk_id, compute_section_id
 from chunking.registry import SPLITTERS
 from chunking.split import Budget, SplitContext
-from chunking.text import Anchor, NormalizedText, decode_utf8, normalize_markdown
 from chunking.tokens import TokenCounter, get_token_counter
 from config.errors import ErrorCode, IngestError
 from config.settings import ChunkingSettings
+from markdown_text import Anchor, NormalizedText, decode_utf8, normalize_markdown
 
 _LINK = re.compile(r"\[[^\]\n]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)|<(https?://[^>\s]+)>")
 _NOT_ALNUM = re.compile(r"[\W_]+")
@@ -84,7 +84,7 @@ def chunk_document(
     the shared pass, front matter included where the input was Markdown), so it is
     chunked as it is: a second pass would cost a tenth of the chunking time and take a
     `---` block at the top of a PDF's or a Word file's text for front matter."""
-    subject = metadata.file_path or metadata.source_url or metadata.document_id
+    subject = metadata.subject
     if isinstance(text, bytes):
         text = decode_utf8(text, subject=subject)
     try:
@@ -226,103 +226,122 @@ def _drafts(
 ) -> tuple[list[_Draft], dict[int, str]]:
     """Walk the blocks: section runs are split, bound and packed into groups; stretches
     between horizontal rules are merged into drafts, each laid out and counted exactly."""
-    budget = Budget(
-        config.target_tokens, config.pack_max_tokens, config.max_tokens, config.oversize_block_limit
-    )
-    ctx = SplitContext(text, counter, budget, SPLITTERS)
-    lists = ListSplitter()
+    walk = _DraftWalk(text, config, counter)
+    for block in blocks:
+        if block.type is BlockType.HEADING:
+            walk.heading(block)
+        elif block.type is BlockType.RULE:
+            walk.flush_stretch()
+        else:
+            walk.run.append(block)
+    walk.flush_stretch()
+    return walk.out, walk.names
 
-    def head(piece: Piece, room: int) -> tuple[Piece, Piece] | None:
+
+class _DraftWalk:
+    """The state of `_drafts`' walk: the open section run, the heading stack, the
+    stretch being merged, and the drafts so far."""
+
+    def __init__(self, text: str, config: ChunkingSettings, counter: TokenCounter) -> None:
+        self.text, self.config, self.counter = text, config, counter
+        budget = Budget(
+            config.target_tokens,
+            config.pack_max_tokens,
+            config.max_tokens,
+            config.oversize_block_limit,
+        )
+        self.ctx = SplitContext(text, counter, budget, SPLITTERS)
+        self.lists = ListSplitter()
+        self.limit = config.pack_max_tokens
+        self.packer = Packer(
+            config.min_tokens,
+            config.target_tokens,
+            self.limit,
+            self.head,
+            self.tail,
+            self.exact,
+            text,
+            config.table_group_max_gap_lines if config.group_related_tables else None,
+        )
+        self.names: dict[int, str] = {}
+        self.stack: list[Entry] = []
+        self.headings: dict[Entry, Heading] = {}
+        self.stretch = self.new_stretch()
+        self.run: list[Block] = []
+        self.out: list[_Draft] = []
+        self.stretches = 0
+
+    def new_stretch(self) -> Stretch:
+        config = self.config
+        return Stretch(config.min_tokens, config.target_tokens, self.limit, self.headings)
+
+    def head(self, piece: Piece, room: int) -> tuple[Piece, Piece] | None:
         if piece.kind in PROSE_KINDS:
-            return split_head(piece, text, room, counter)
+            return split_head(piece, self.text, room, self.counter)
         if piece.kind == "list" and piece.cuts:
-            return lists.split_head(piece, text, room, counter)
+            return self.lists.split_head(piece, self.text, room, self.counter)
         return None
 
-    def tail(piece: Piece, least: int, most: int) -> tuple[Piece, Piece] | None:
+    def tail(self, piece: Piece, least: int, most: int) -> tuple[Piece, Piece] | None:
         if piece.kind in PROSE_KINDS:
-            return split_tail(piece, text, least, most, counter)
+            return split_tail(piece, self.text, least, most, self.counter)
         return None
 
-    def exact(pieces: list[Piece]) -> int:
-        return _joined_tokens(pieces, text, counter)
+    def exact(self, pieces: list[Piece]) -> int:
+        return _joined_tokens(pieces, self.text, self.counter)
 
-    limit = config.pack_max_tokens
-    packer = Packer(
-        config.min_tokens,
-        config.target_tokens,
-        limit,
-        head,
-        tail,
-        exact,
-        text,
-        config.table_group_max_gap_lines if config.group_related_tables else None,
-    )
-    names: dict[int, str] = {}
-    stack: list[Entry] = []
-    headings: dict[Entry, Heading] = {}
-    stretch = Stretch(config.min_tokens, config.target_tokens, limit, headings)
-    run: list[Block] = []
-    out: list[_Draft] = []
-    stretches = 0
+    def heading(self, block: Block) -> None:
+        self.flush_run()
+        stack = self.stack
+        before = tuple(stack)
+        while stack and stack[-1][0] >= block.level:
+            stack.pop()
+        entry = (block.level, len(self.names) + 1)
+        self.names[entry[1]] = block.heading_text
+        stack.append(entry)
+        piece = Piece(HEADING, block.start, block.end, block.text, block.token_count, block.index)
+        self.stretch.heading(Heading(piece, entry, before, tuple(stack)))
 
-    def flush_run() -> None:
-        if not run:
+    def flush_run(self) -> None:
+        if not self.run:
             return
-        pieces = run_pieces(run, ctx, config.bind_before_tokens, config.bind_after_tokens)
-        run.clear()
-        carry = stretch.carry(tuple(stack), pieces[0])
+        config, stack, stretch = self.config, tuple(self.stack), self.stretch
+        pieces = run_pieces(self.run, self.ctx, config.bind_before_tokens, config.bind_after_tokens)
+        self.run.clear()
+        carry = stretch.carry(stack, pieces[0])
         if carry is not None:
             carried, skip = carry
             pinned = carried.pieces(skip)
             head_group = Group(pinned, sum(p.tokens for p in pinned) + len(pinned) - 1, exact=False)
-            groups = _exact(packer.pack(pieces, head_group), text, counter, limit)
+            groups = self.exact_groups(self.packer.pack(pieces, head_group))
             if len(groups[0].pieces) > len(pinned) and groups[0].pieces[: len(pinned)] == pinned:
-                stretch.add(groups, tuple(stack), carried, skip)
+                stretch.add(groups, stack, carried, skip)
                 return
             stretch.uncarry(carried)  # the next section's first block did not fit
-        stretch.add(_exact(packer.pack(pieces), text, counter, limit), tuple(stack))
+        stretch.add(self.exact_groups(self.packer.pack(pieces)), stack)
 
-    def flush_stretch() -> None:
-        nonlocal stretch, stretches
-        flush_run()
-        drafts = stretch.finish()
-        stretch = Stretch(config.min_tokens, config.target_tokens, limit, headings)
-        stretches += 1
+    def exact_groups(self, groups: list[Group]) -> list[Group]:
+        return _exact(groups, self.text, self.counter, self.limit)
+
+    def flush_stretch(self) -> None:
+        self.flush_run()
+        drafts = self.stretch.finish()
+        self.stretch = self.new_stretch()
+        self.stretches += 1
         queue = list(reversed(drafts))
         laid: list[tuple[Draft, Layout, Group]] = []
         while queue:
             draft = queue.pop()
             layout = draft.layout()
             assert layout is not None  # merging only builds drafts that lay out
-            group = _counted_group(draft.pieces(layout.skip), text, counter)
-            if group.tokens > limit and len(draft.contents) > 1:
+            group = _counted_group(draft.pieces(layout.skip), self.text, self.counter)
+            if group.tokens > self.limit and len(draft.contents) > 1:
                 queue.extend(reversed(split_back(draft)))  # the estimate was wrong
                 continue
             laid.append((draft, layout, group))
         for index, (draft, layout, group) in enumerate(laid):
             following = laid[index + 1][0] if index + 1 < len(laid) else None
-            out.append(_Draft(group, layout, following, not draft.contents, stretches))
-
-    for block in blocks:
-        if block.type is BlockType.HEADING:
-            flush_run()
-            before = tuple(stack)
-            while stack and stack[-1][0] >= block.level:
-                stack.pop()
-            entry = (block.level, len(names) + 1)
-            names[entry[1]] = block.heading_text
-            stack.append(entry)
-            piece = Piece(
-                HEADING, block.start, block.end, block.text, block.token_count, block.index
-            )
-            stretch.heading(Heading(piece, entry, before, tuple(stack)))
-        elif block.type is BlockType.RULE:
-            flush_stretch()
-        else:
-            run.append(block)
-    flush_stretch()
-    return out, names
+            self.out.append(_Draft(group, layout, following, not draft.contents, self.stretches))
 
 
 def _counted_group(pieces: list[Piece], text: str, counter: TokenCounter) -> Group:
@@ -405,15 +424,6 @@ def _make_chunk(
         block_start_idx=pieces[0].block_index,
         block_end_idx=max(p.last_block for p in pieces),
         token_count=shape.tokens,
-        source_type=info.source_type,
-        source_url=info.source_url,
-        file_path=info.file_path,
-        title=info.title,
-        labels=info.labels,
-        updated_at=info.updated_at,
-        author=info.author,
-        space_key=info.space_key,
-        page_id=info.page_id,
         page_start=page_start if isinstance(page_start, int) else None,
         page_end=page_end if isinstance(page_end, int) else None,
         sheet=str(sheet) if sheet is not None else None,
@@ -430,7 +440,7 @@ def _make_chunk(
         code_role=_code_role(pieces, shape.chunk_type),
         table_group_count=_table_count(pieces),
         table_header=next((p.header for p in pieces if p.header), None),
-        extra=dict(info.extra),
+        document={**info.metadata, "title": info.title},
     )
 
 

@@ -6,10 +6,17 @@ import copy
 import hashlib
 import re
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 ChunkType = Literal["paragraph", "list", "table", "code", "quote", "mixed"]
+
+# The payload names of a document's container and locator (`SourceDocument.container`,
+# `.locator`): payloads, search filters and users have named them so since every source
+# was Confluence (a space key, a page id), and keep doing so.
+CONTAINER_FIELD = "space_key"
+LOCATOR_FIELD = "page_id"
 
 _WHITESPACE_RUN = re.compile(r"\s+")
 
@@ -21,17 +28,18 @@ class DocumentInfo:
     document_id: str
     tenant_id: str = "default"
     source_version_id: str = ""
-    source_type: str = "file"  # the connector's (SPEC §3.6: confluence | file)
-    source_url: str | None = None
-    file_path: str | None = None
+    # Heads every chunk's embed_text; None: the Markdown's front matter title, if any.
     title: str | None = None
-    labels: tuple[str, ...] = ()
-    updated_at: str | None = None
-    author: str | None = None
-    space_key: str | None = None
-    page_id: str | None = None
-    # Carried into every chunk's payload unchanged (acl, parent_document_id, link counts...).
-    extra: dict[str, Any] = field(default_factory=dict)
+    # The document's payload fields (source type, URL, labels, ACL, ...): every chunk's
+    # record holds them as they are, beside its own (which win).
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def subject(self) -> str:
+        """What names the document in messages."""
+        return str(
+            self.metadata.get("file_path") or self.metadata.get("source_url") or self.document_id
+        )
 
 
 @dataclass(frozen=True)
@@ -52,15 +60,6 @@ class Chunk:
     block_start_idx: int
     block_end_idx: int
     token_count: int
-    source_type: str
-    source_url: str | None
-    file_path: str | None
-    title: str | None
-    labels: tuple[str, ...]
-    updated_at: str | None
-    author: str | None
-    space_key: str | None = None
-    page_id: str | None = None
     page_start: int | None = None
     page_end: int | None = None
     sheet: str | None = None
@@ -86,16 +85,18 @@ class Chunk:
     table_group_count: int | None = None
     # The header of a table too wide to repeat in every piece, beside `md_text`.
     table_header: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    # Its document's payload fields (`DocumentInfo.metadata`, with the title).
+    document: dict[str, Any] = field(default_factory=dict)
 
     @property
     def point_id(self) -> str:
         return point_id(self.chunk_id)
 
     def to_record(self) -> dict[str, Any]:
-        """The JSON record (`ingest chunk --format jsonl`, Qdrant payload): lists, not tuples;
-        `extra` flattened in so payload filters can reach e.g. `acl`."""
-        record: dict[str, Any] = copy.deepcopy(self.extra)
+        """The JSON record (`ingest chunk --format jsonl`, Qdrant payload): its document's
+        fields joined with its own, flat, so payload filters reach e.g. `acl`; lists, not
+        tuples."""
+        record: dict[str, Any] = copy.deepcopy(self.document)
         for name in _RECORD_FIELDS:
             value = getattr(self, name)
             record[name] = list(value) if isinstance(value, tuple) else value
@@ -104,15 +105,15 @@ class Chunk:
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Chunk:
         """Inverse of `to_record` (the stage cache stores chunks as records)."""
-        known = {f.name for f in fields(cls)} - {"extra"}
         values: dict[str, Any] = {
-            k: tuple(v) if isinstance(v, list) else v for k, v in record.items() if k in known
+            k: tuple(v) if isinstance(v, list) else v for k, v in record.items() if k in _OWN_FIELDS
         }
-        extra = {k: v for k, v in record.items() if k not in known}
-        return cls(**values, extra=extra)
+        document = {k: v for k, v in record.items() if k not in _OWN_FIELDS}
+        return cls(**values, document=document)
 
 
-_RECORD_FIELDS = tuple(f.name for f in fields(Chunk) if f.name != "extra")
+_RECORD_FIELDS = tuple(f.name for f in fields(Chunk) if f.name != "document")
+_OWN_FIELDS = frozenset(_RECORD_FIELDS)
 
 
 def canonical_chunk_text(md_text: str, chunk_type: str) -> str:

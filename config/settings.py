@@ -23,11 +23,13 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    create_model,
     field_validator,
     model_validator,
 )
 
 from config.errors import ConfigError
+from config.sources import settings_models
 
 DEFAULT_CONFIG_PATH = Path(__file__).with_name("config.yaml")
 ENV_PREFIX = "INGEST_"
@@ -158,42 +160,6 @@ class ChunkingSettings(StrictModel):
         return self.soft_max_tokens if self.soft_max_tokens is not None else self.max_tokens
 
 
-class ConfluenceSettings(StrictModel):
-    url: str | None = None
-    username: str | None = None
-    token: SecretStr | None = None
-    # Name of a Prefect Secret block holding the token (used when `token` is unset).
-    token_secret_block: str | None = None
-    cloud: bool | None = None
-    spaces: list[str] = Field(default_factory=list)
-    include_blogposts: bool = True
-    include_attachments: bool = True
-    # Footer comments as a final "## Comments" section of their page (SPEC §2.1).
-    include_comments: bool = True
-    # Inline comments in the same section, quoting the text each is on, open or resolved.
-    include_inline_comments: bool = True
-    # Archived pages and blog posts too, marked `archived: true` in their payload.
-    include_archived: bool = False
-    # Cloud whiteboards, databases and smart links as title + link + breadcrumb records.
-    include_whiteboards: bool = False
-    attachment_max_bytes: int = Field(50 * 1024 * 1024, gt=0)
-    page_size: int = Field(100, gt=0, le=250)
-    max_concurrency: int = Field(8, gt=0)
-    requests_per_second: float = Field(20.0, gt=0)
-    timeout_s: float = Field(30.0, gt=0)
-    max_retries: int = Field(6, ge=0)
-    backoff_base_s: float = Field(1.0, ge=0)
-    backoff_max_s: float = Field(60.0, gt=0)
-    incremental_overlap_minutes: int = Field(10, ge=0)
-    verify_ssl: bool = True
-
-
-class FilesSettings(StrictModel):
-    paths: list[str] = Field(default_factory=list)
-    include: list[str] = Field(default_factory=lambda: ["**/*"])
-    exclude: list[str] = Field(default_factory=lambda: ["**/.*", "**/~$*"])
-
-
 class LimitsSettings(StrictModel):
     max_file_bytes: int = Field(100 * 1024 * 1024, gt=0)
     max_pdf_pages: int = Field(2000, gt=0)
@@ -300,10 +266,16 @@ class RunSettings(StrictModel):
 
 
 class Settings(StrictModel):
+    """Every setting. Beside the sections below, one section per source kind (`confluence`,
+    `files`, a kind the `sources` setting adds) whose connector class declares a
+    `settings_model` (config/sources.py): `section(kind)`. Build it with `load_settings`,
+    which validates each source section by its model."""
+
+    # Source sections are the extra entries; `load_settings` refuses any other.
+    model_config = ConfigDict(extra="allow", validate_assignment=True, frozen=True)
+
     tenant_id: str = Field("default", min_length=1)
     chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)  # type: ignore[arg-type]
-    confluence: ConfluenceSettings = Field(default_factory=ConfluenceSettings)  # type: ignore[arg-type]
-    files: FilesSettings = Field(default_factory=FilesSettings)
     limits: LimitsSettings = Field(default_factory=LimitsSettings)  # type: ignore[arg-type]
     qdrant: QdrantSettings = Field(default_factory=QdrantSettings)  # type: ignore[arg-type]
     embedder: EmbedderSettings = Field(default_factory=EmbedderSettings)  # type: ignore[arg-type]
@@ -312,7 +284,7 @@ class Settings(StrictModel):
     cache: CacheSettings = Field(default_factory=CacheSettings)
     reconcile: ReconcileSettings = Field(default_factory=ReconcileSettings)  # type: ignore[arg-type]
     run: RunSettings = Field(default_factory=RunSettings)  # type: ignore[arg-type]
-    # More source kinds: kind -> "module:Class" of its connector (connectors/registry.py).
+    # More source kinds: kind -> "module:Class" of its connector (config/sources.py).
     sources: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("sources")
@@ -323,6 +295,32 @@ class Settings(StrictModel):
             if not (kind and module and name):
                 raise ValueError(f"{kind!r}: {target!r} is no 'module:Class'")
         return sources
+
+    def section(self, kind: str) -> Any:
+        """The settings section of source kind `kind` (an instance of its connector's
+        `settings_model`), None where the kind has none."""
+        return (self.__pydantic_extra__ or {}).get(kind)
+
+    def value(self, dotted: str) -> Any:
+        """The setting named `dotted` (`run.batch_size`, `confluence.spaces`), None where
+        there is none."""
+        head, *rest = dotted.split(".")
+        node: Any = self.section(head) if head not in type(self).model_fields else None
+        if node is None:
+            node = getattr(self, head, None)
+        for part in rest:
+            node = getattr(node, part, None)
+        return node
+
+
+def _validating_model(sections: Mapping[str, type[BaseModel]]) -> type[Settings]:
+    """`Settings` with a typed field per source section and no other extra key: what the
+    merged layers are validated against, so errors and environment variables name a
+    source's settings as they name the others."""
+    fields: dict[str, Any] = {
+        kind: (model, Field(default_factory=model)) for kind, model in sections.items()
+    }
+    return create_model("Settings", __base__=Settings, __cls_kwargs__={"extra": "forbid"}, **fields)
 
 
 # --- loading -------------------------------------------------------------------------
@@ -347,10 +345,12 @@ def load_settings(
     user_file = config_file or env.get(CONFIG_FILE_ENV)
     if user_file:
         layers.append((str(user_file), _aliased(_read_yaml(Path(user_file)))))
-    env_values, env_names = _env_layer(env)
+    parameters = _aliased(_nest(overrides or {}))
+    model = _validating_model(settings_models(_registered_sources(layers, env, parameters)))
+    env_values, env_names = _env_layer(env, model)
     layers.append(("environment", env_values))
-    if overrides:
-        layers.append(("parameters", _aliased(_nest(overrides))))
+    if parameters:
+        layers.append(("parameters", parameters))
 
     profile = next(
         (
@@ -376,9 +376,31 @@ def load_settings(
         if origin.get(path) == "environment":
             origin[path] = f"environment variable {name}"
     try:
-        return Settings.model_validate(merged)
+        validated = model.model_validate(merged)
     except ValidationError as exc:
         raise _config_error(exc, origin) from None
+    values = {name: getattr(validated, name) for name in model.model_fields}
+    return Settings.model_construct(validated.model_fields_set, **values)
+
+
+def _registered_sources(
+    layers: list[Layer], env: Mapping[str, str], parameters: Mapping[str, Any]
+) -> dict[str, str]:
+    """The `sources` setting as the layers, `INGEST_SOURCES` and the parameters set it,
+    well-formed entries only (validation reports the others): whose sections to read."""
+    found: dict[str, Any] = {}
+    raw = env.get(f"{ENV_PREFIX}SOURCES")
+    from_env = _parse_env_value(raw, dict[str, str]) if raw is not None else None
+    for values in [*(values.get("sources") for _, values in layers), from_env]:
+        if isinstance(values, Mapping):
+            found.update(values)
+    if isinstance(parameters.get("sources"), Mapping):
+        found.update(parameters["sources"])
+    return {
+        str(kind): target
+        for kind, target in found.items()
+        if isinstance(target, str) and all(target.partition(":")[::2])
+    }
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -418,7 +440,9 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
     return ", ".join(parts) or "malformed"
 
 
-def _env_layer(env: Mapping[str, str]) -> tuple[dict[str, Any], dict[tuple[str, ...], str]]:
+def _env_layer(
+    env: Mapping[str, str], model: type[Settings]
+) -> tuple[dict[str, Any], dict[tuple[str, ...], str]]:
     """The settings the environment sets, and the variable that set each of them."""
     values: dict[str, Any] = {}
     names: dict[tuple[str, ...], str] = {}
@@ -431,7 +455,7 @@ def _env_layer(env: Mapping[str, str]) -> tuple[dict[str, Any], dict[tuple[str, 
             continue
         path = tuple(part.lower() for part in name[len(ENV_PREFIX) :].split("__"))
         path = ALIASES.get(path, path)
-        field = _field_for(path)
+        field = _field_for(path, model)
         if field is None:
             raise ConfigError(
                 "unknown setting in the environment; see the configuration reference in "
@@ -443,8 +467,7 @@ def _env_layer(env: Mapping[str, str]) -> tuple[dict[str, Any], dict[tuple[str, 
     return values, names
 
 
-def _field_for(path: tuple[str, ...]) -> Any | None:
-    model: type[BaseModel] = Settings
+def _field_for(path: tuple[str, ...], model: type[BaseModel]) -> Any | None:
     for i, part in enumerate(path):
         info = model.model_fields.get(part)
         if info is None:
@@ -539,6 +562,8 @@ def _config_error(exc: ValidationError, origin: Mapping[tuple[str, ...], str]) -
     setting = ".".join(path) or "settings"
     where = _origins(path, first["msg"], origin)
     if first["type"] == "extra_forbidden":
+        # an unknown section is named with the layer that brought it, whatever it holds
+        where = f" (from {origin[path]})" if path in origin else where
         message = f"unknown setting{where}; check its spelling against config/config.yaml"
     else:
         message = f"{first['msg'].removeprefix('Value error, ')}{where}"

@@ -5,8 +5,9 @@ Plain Python: no Prefect here. A full load is `list_refs()` followed by `fetch()
 ref whose version is new; deletion is decided only from a `Listing` with `complete=True`.
 
 A connector is built from a `ConnectorContext` (`from_context`) and may offer
-capabilities the pipeline asks for by protocol, never by class: `LinkResolver`,
-`HeadingCitation`, `IndexedCheck`, `IdMigration`, `ScopedDeletion`, `Closeable`.
+capabilities the pipeline asks for by protocol, never by class: `BatchFetch`, `Polling`,
+`LinkResolver`, `HeadingCitation`, `IndexedCheck`, `IdMigration`, `ScopedDeletion`,
+`Closeable`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel
 
 from config.errors import ErrorCode, IngestError
 from config.settings import LimitsSettings
@@ -100,7 +103,8 @@ PUBLIC = Access(public=True)
 
 @dataclass
 class SourceDocument:
-    """A fetched document: bytes to normalize plus the metadata chunks will carry."""
+    """A fetched document: bytes to normalize plus what its chunks will say of it. The
+    fields are what any source may know; `metadata` holds what only its source knows."""
 
     ref: DocumentRef
     data: bytes
@@ -112,15 +116,21 @@ class SourceDocument:
     author: str | None = None
     updated_at: str | None = None
     labels: tuple[str, ...] = ()
-    space_key: str | None = None
-    page_id: str | None = None
+    # What holds the document in its source (a Confluence space, a toy shelf): what a
+    # source's deletion scopes and link resolution narrow by, and a search filters by.
+    container: str | None = None
+    # Where the source itself finds the document, where its id does not say (a
+    # Confluence page's id; an attachment's: its page's).
+    locator: str | None = None
     # What the document's relative links resolve against (a Confluence site's base URL).
     base_url: str | None = None
     # Who may read it; None where it is unknown: its chunks carry no `acl`, and a search
     # filtered by user or group never returns them.
     acl: Access | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    # The normalizer's format (normalizers.base.FORMATS) when the connector knows it, as
+    # What else the connector says of it, carried into every chunk's payload as it is
+    # (a page's content type and ancestors, a file's root).
+    metadata: dict[str, Any] = field(default_factory=dict)
+    # The normalizer's format (normalizers.registry.FORMATS) when the connector knows it, as
     # for a Confluence page's storage XHTML; None: detected from the bytes.
     format: str | None = None
     # Where the document sits, outermost first, itself last (a space, its ancestor pages
@@ -135,9 +145,9 @@ class SourceDocument:
 class ConnectorContext:
     """What a connector is built from, for one run's source."""
 
-    kind: str  # the source kind's name (connectors.registry)
-    targets: tuple[str, ...]  # space keys, paths, ...: what the run names
-    section: Any  # the settings section named after the kind (settings.confluence), or None
+    kind: str  # the source kind's name (config/sources.py)
+    targets: tuple[str, ...]  # what the run names: containers, paths, ...
+    section: Any  # the kind's settings section (its `settings_model`), or None
     limits: LimitsSettings
     state_path: Path  # a file the connector may keep between runs, one per source scope
     document_extensions: frozenset[str]  # formats the normalizers read (".pdf", ...)
@@ -151,17 +161,8 @@ class Connector(Protocol):
         """Every document of the source, ids and versions only; follows pagination to the end."""
         ...
 
-    def poll(self, since: datetime) -> Iterator[DocumentRef]:
-        """Documents changed since `since` (with the connector's safety overlap)."""
-        ...
-
     def fetch(self, ref: DocumentRef) -> SourceDocument:
         """The document's bytes and metadata; raises IngestError(FETCH_FAILED, ...)."""
-        ...
-
-    def fetch_many(self, refs: Sequence[DocumentRef]) -> list[SourceDocument | IngestError]:
-        """`fetch` for a batch, in the order of `refs`, a failure in place of its document;
-        Confluence fetches a batch of pages in a few requests instead of one per page."""
         ...
 
 
@@ -181,6 +182,8 @@ class DocumentGone(IngestError):
 class ConnectorClass(Protocol):
     """A connector class as the registry names it."""
 
+    # The model of the kind's settings section (config/sources.py), None: it has none.
+    settings_model: type[BaseModel] | None
     # The setting holding the targets a run uses when it names none ("confluence.spaces").
     targets_setting: str
     # Targets are paths on this machine: the command line makes them absolute.
@@ -192,8 +195,50 @@ class ConnectorClass(Protocol):
 # --- capabilities the pipeline asks a connector for ----------------------------------
 
 
+@runtime_checkable
+class BatchFetch(Protocol):
+    """A connector that fetches a batch in fewer requests than one per document
+    (Confluence: a few requests per hundred pages)."""
+
+    def fetch_many(self, refs: Sequence[DocumentRef]) -> list[SourceDocument | IngestError]:
+        """`fetch` for a batch, in the order of `refs`, a failure in place of its document."""
+        ...
+
+
+def fetch_each(
+    fetch: Callable[[DocumentRef], SourceDocument], refs: Sequence[DocumentRef]
+) -> list[SourceDocument | IngestError]:
+    """`fetch` of each ref in order, a failure in place of its document."""
+    fetched: list[SourceDocument | IngestError] = []
+    for ref in refs:
+        try:
+            fetched.append(fetch(ref))
+        except IngestError as exc:
+            fetched.append(exc)
+    return fetched
+
+
+def fetch_many(
+    connector: Connector, refs: Sequence[DocumentRef]
+) -> list[SourceDocument | IngestError]:
+    """A batch of documents: through the connector's own `fetch_many` where it has one
+    (`BatchFetch`), else one `fetch` per ref."""
+    if isinstance(connector, BatchFetch):
+        return connector.fetch_many(refs)
+    return fetch_each(connector.fetch, refs)
+
+
+@runtime_checkable
+class Polling(Protocol):
+    """A connector that finds what changed since a time more cheaply than a listing."""
+
+    def poll(self, since: datetime) -> Iterator[DocumentRef]:
+        """Documents changed since `since` (with the connector's safety overlap)."""
+        ...
+
+
 class LinkTarget(Protocol):
-    """What a link record (normalizers.base.LinkRecord) says about its target."""
+    """What a link record (normalizers.model.LinkRecord) says about its target."""
 
     @property
     def target_url(self) -> str: ...
@@ -280,10 +325,11 @@ class IdMigration(Protocol):
 @dataclass(frozen=True)
 class DeletionScope:
     """The indexed documents a complete listing speaks for: of `source_type`, in
-    `space_key` when given, and among those `owns` accepts when given."""
+    `container` (`SourceDocument.container`) when given, and among those `owns` accepts
+    when given."""
 
     source_type: str
-    space_key: str | None = None
+    container: str | None = None
     owns: Callable[[str], bool] | None = None
 
 

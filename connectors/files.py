@@ -50,9 +50,11 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
 
+from pydantic import Field
+
 from config.errors import ConfigError, ErrorCode, IngestError
 from config.limits import within_time_limit
-from config.settings import FilesSettings
+from config.settings import StrictModel
 from connectors.base import (
     PUBLIC,
     ConnectorContext,
@@ -105,6 +107,14 @@ def _segment_regex(part: str) -> str:
             out.append(re.escape(char))
         i += 1
     return "".join(out)
+
+
+class FilesSettings(StrictModel):
+    """The `files` settings section (README "Configuration")."""
+
+    paths: list[str] = Field(default_factory=list)
+    include: list[str] = Field(default_factory=lambda: ["**/*"])
+    exclude: list[str] = Field(default_factory=lambda: ["**/.*", "**/~$*"])
 
 
 @dataclass(frozen=True)
@@ -168,6 +178,7 @@ class _Seen:
 
 class FilesConnector:
     source_type = "file"
+    settings_model = FilesSettings
     targets_are_paths = True
     targets_setting = "files.paths"
 
@@ -396,18 +407,9 @@ class FilesConnector:
             title=path.name,
             updated_at=updated_at,
             acl=PUBLIC,
-            extra={"root": root.label, "relative_path": relative},
+            metadata={"root": root.label, "relative_path": relative},
             breadcrumbs=(root.label, *PurePosixPath(relative).parts),
         )
-
-    def fetch_many(self, refs: Sequence[DocumentRef]) -> list[SourceDocument | IngestError]:
-        results: list[SourceDocument | IngestError] = []
-        for ref in refs:
-            try:
-                results.append(self.fetch(ref))
-            except IngestError as exc:
-                results.append(exc)
-        return results
 
     def _resolve(self, document_id: str) -> tuple[Root, Path]:
         """The file of an id, refusing anything that would leave its root."""

@@ -42,14 +42,29 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import requests
+from pydantic import Field
 from requests.adapters import HTTPAdapter
 
 from config.errors import ErrorCode, IngestError
-from config.settings import ConfluenceSettings
+from config.settings import StrictModel
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+
+class HttpSettings(StrictModel):
+    """The settings of a source read over HTTP that pace and retry its requests (a
+    connector's settings model extends it; `PolicySession.from_settings`)."""
+
+    max_concurrency: int = Field(8, gt=0)
+    requests_per_second: float = Field(20.0, gt=0)
+    timeout_s: float = Field(30.0, gt=0)
+    max_retries: int = Field(6, ge=0)
+    backoff_base_s: float = Field(1.0, ge=0)
+    backoff_max_s: float = Field(60.0, gt=0)
+    verify_ssl: bool = True
+
 
 # 501 (not implemented) and 505 (version not supported) will not get better by waiting.
 _PERMANENT_5XX = frozenset({501, 505})
@@ -252,7 +267,7 @@ class PolicySession(requests.Session):
         self.mount("https://", adapter)
 
     @classmethod
-    def from_settings(cls, settings: ConfluenceSettings) -> PolicySession:
+    def from_settings(cls, settings: HttpSettings) -> PolicySession:
         return cls(
             RetryPolicy(settings.max_retries, settings.backoff_base_s, settings.backoff_max_s),
             requests_per_second=settings.requests_per_second,

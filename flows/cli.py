@@ -364,7 +364,7 @@ def _search(args: argparse.Namespace, settings: Settings) -> int:
             return 1
         filters = SearchFilters(
             tenant_id=args.tenant or settings.tenant_id,
-            space_keys=tuple(args.space),
+            containers=tuple(args.space),
             labels=tuple(args.label),
             user=args.user,
             groups=tuple(args.group),

@@ -3,7 +3,7 @@ reconcile -> report. Parameters are typed so the Prefect UI renders a form."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
@@ -24,8 +24,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from config.errors import ConfigError, ErrorCode
 from config.settings import Settings, load_settings
+from config.sources import DEFAULT_SOURCE
 from connectors.base import DocumentRef, Listing
 from flows.report import RunSummary, status_message, summary_markdown
+from flows.sync import sync
 from tasks import pipeline
 from tasks.pipeline import BatchOutcome, Plan, PreparedBatch, SourceSpec
 from tasks.prefect_tasks import (
@@ -111,7 +113,7 @@ def _configured_task_runner() -> Any:
 
 @flow(name="ingest", task_runner=_configured_task_runner(), log_prints=True)
 def ingest(
-    source: str = "confluence",
+    source: str = DEFAULT_SOURCE,
     targets: tuple[str, ...] = (),
     tenant_id: str = "",
     mode: Literal["incremental", "full"] = "incremental",
@@ -176,32 +178,16 @@ class _Run:
     def sync(
         self, mode: Literal["incremental", "full"], since: datetime | None, force_delete: bool
     ) -> dict[str, Any] | State[Any]:
-        started = datetime.now().astimezone()
-        listing = self.discover()
-        plan = self.plan(listing, mode, since)
-        total = _BatchRunner(self).run(plan.to_process)
-        # Documents that failed for now are still listed, so they are never deleted here.
-        deleted, refused = pipeline.reconcile_into(
-            total,
-            self.spec,
-            self.settings,
-            listing,
-            self.resources,
-            force_delete,
-            reconcile_task.with_options(**self.retrying),
-        )
-        summary = RunSummary.build(
-            spec=self.spec,
-            settings=self.settings,
-            mode=mode,
-            listing=listing,
-            plan=plan,
-            outcome=total,
-            deleted=deleted,
-            started=started,
-            deletion_refused=refused,
-        )
+        summary = sync(self, mode, since, force_delete)
+        assert summary is not None, "the flow's steps never stop a run"
         return _report(summary)
+
+    def process(self, plan: Plan) -> BatchOutcome:
+        return _BatchRunner(self).run(plan.to_process)
+
+    @property
+    def reconciler(self) -> Callable[..., list[str]]:
+        return reconcile_task.with_options(**self.retrying)
 
     def reindex(self) -> None:
         result = reindex_task.with_options(**self.retrying)(self.settings, self.resources)

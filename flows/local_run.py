@@ -35,7 +35,7 @@ _EPHEMERAL_FAILURE = "Timed out while attempting to connect to ephemeral Prefect
 
 @dataclass(frozen=True)
 class RunRequest:
-    source: str  # a source kind of connectors.registry
+    source: str  # a source kind (config/sources.py)
     targets: list[str]
     tenant_id: str | None
     mode: Literal["incremental", "full"]
@@ -68,49 +68,29 @@ def prepare_environment(settings: Settings, *, verbose: bool) -> None:
 
 def summary_without_flow(request: RunRequest, settings: Settings) -> dict[str, Any] | None:
     """The run's summary when the source needs no document processed, else None (the
-    flow must run). Listing, planning and reconciling are the pipeline's own steps."""
+    flow must run). The run's steps are the flow's (flows/sync.py), each the pipeline's
+    own function run here."""
     if request.always_flow:
         return None
-    from flows.report import RunSummary
+    from flows.sync import StepsHere, sync
     from tasks import pipeline
     from tasks.resources import Resources, in_secret_block
 
     spec = pipeline.SourceSpec.of(request.source, request.targets, settings)
-    section = getattr(settings, spec.kind, None)
+    section = settings.section(spec.kind)
     if in_secret_block(section, "token") or in_secret_block(settings.qdrant, "api_key"):
         return None  # a secret is in a Prefect Secret block: the flow reads it
-    started = datetime.now().astimezone()
     resources = Resources(settings)
     try:
-        listing = pipeline.discover(spec, settings, resources)
-        if not listing.complete:
-            return None  # the flow retries and reports it
-        plan = pipeline.plan(
-            spec, settings, listing, resources, mode=request.mode, since=request.since
-        )
-        if plan.to_process:
-            return None
-        outcome = pipeline.BatchOutcome()
-        deleted, refused = pipeline.reconcile_into(
-            outcome, spec, settings, listing, resources, request.force_delete
-        )
+        steps = StepsHere(spec, settings, resources)
+        summary = sync(steps, request.mode, request.since, request.force_delete)
     except IngestError as exc:
         if exc.transient:
             return None  # the flow's tasks retry transient failures
         raise
     finally:
         resources.close()
-    return RunSummary.build(
-        spec=spec,
-        settings=settings,
-        mode=request.mode,
-        listing=listing,
-        plan=plan,
-        outcome=outcome,
-        deleted=deleted,
-        started=started,
-        deletion_refused=refused,
-    ).as_dict()
+    return summary.as_dict() if summary is not None else None
 
 
 def run_flow(request: RunRequest, settings: Settings, progress: Any) -> dict[str, Any]:

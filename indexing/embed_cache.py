@@ -5,17 +5,15 @@ weights by `(encoder id, embed_text)` (SPEC §4.1)."""
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Sequence
-from typing import NamedTuple, TypeVar
+from collections.abc import Sequence
 
 import numpy as np
 
 from indexing.embedders import Embedder, Embedding
 from indexing.lexical import LexicalEncoder, SparseWeights
+from stage_cache.cached import CachedValues, Codec, cached_each
 from stage_cache.keys import CacheKey, sha256_hex
 from stage_cache.store import StageCache
-
-V = TypeVar("V")
 
 
 def embed_key(model_id: str, embed_text: str) -> CacheKey:
@@ -74,77 +72,32 @@ def decode_weights(data: bytes) -> SparseWeights:
     return _sparse_from(data, entries, _SPARSE_HEADER.size)
 
 
-class EmbedResult(NamedTuple):
-    """Unpacks as `(embeddings, hits, misses)`; hits and misses count distinct texts."""
-
-    embeddings: list[Embedding]
-    hits: int
-    misses: int
+EMBEDDING = Codec(encode_embedding, decode_embedding)
+WEIGHTS = Codec(encode_weights, decode_weights)
 
 
-class LexicalResult(NamedTuple):
-    """Unpacks as `(weights, hits, misses)`; hits and misses count distinct texts."""
-
-    weights: list[SparseWeights]
-    hits: int
-    misses: int
-
-
-def _per_text(
-    texts: Sequence[str],
-    key_of: Callable[[str], CacheKey],
-    compute: Callable[[list[str]], list[V]],
-    encode: Callable[[V], bytes],
-    decode: Callable[[bytes], V],
-    cache: StageCache,
-) -> tuple[list[V], int, int]:
-    """Values of `texts` in order: cached ones read, the others computed (each distinct
-    text once) and cached. Returns them with the distinct texts found and computed."""
-    keys = [key_of(text) for text in texts]
-    found: dict[str, V] = {}
-    for key in keys:
-        if key.digest not in found:
-            raw = cache.get(key)
-            if raw is not None:
-                found[key.digest] = decode(raw)
-    hits = len(found)
-    pending = {key.digest: (key, text) for key, text in zip(keys, texts, strict=True)}
-    pending = {digest: item for digest, item in pending.items() if digest not in found}
-    if pending:
-        fresh = compute([text for _, text in pending.values()])
-        for (digest, (key, _)), value in zip(pending.items(), fresh, strict=True):
-            found[digest] = value
-            cache.put(key, encode(value))
-    return [found[key.digest] for key in keys], hits, len(pending)
-
-
-def embed_with_cache(embedder: Embedder, texts: Sequence[str], cache: StageCache) -> EmbedResult:
+def embed_with_cache(
+    embedder: Embedder, texts: Sequence[str], cache: StageCache
+) -> CachedValues[Embedding]:
     """Embeddings of `texts` in order; only texts never embedded by this model are sent
     to the embedder (each distinct text once), and their results are cached."""
-    values, hits, misses = _per_text(
-        texts,
-        lambda text: embed_key(embedder.model_id, text),
-        lambda pending: embedder.embed(pending),
-        encode_embedding,
-        decode_embedding,
+    return cached_each(
         cache,
+        [embed_key(embedder.model_id, text) for text in texts],
+        lambda missing: embedder.embed([texts[i] for i in missing]),
+        EMBEDDING,
     )
-    return EmbedResult(values, hits, misses)
 
 
 def lexical_with_cache(
     encoder: LexicalEncoder, texts: Sequence[str], cache: StageCache
-) -> LexicalResult:
+) -> CachedValues[SparseWeights]:
     """Lexical weights of `texts` in order, each text encoded once by these settings.
     Written without fsync: a torn entry is a checked miss, and recomputing one costs less
     than syncing it."""
-    unsynced = StageCache(cache.root, enabled=cache.enabled, fsync=False)
-    values, hits, misses = _per_text(
-        texts,
-        lambda text: lexical_key(encoder.id, text),
-        lambda pending: [encoder.encode(text) for text in pending],
-        encode_weights,
-        decode_weights,
-        unsynced,
+    return cached_each(
+        StageCache(cache.root, enabled=cache.enabled, fsync=False),
+        [lexical_key(encoder.id, text) for text in texts],
+        lambda missing: [encoder.encode(texts[i]) for i in missing],
+        WEIGHTS,
     )
-    return LexicalResult(values, hits, misses)

@@ -35,7 +35,7 @@ import httpx
 from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from chunking.record import Chunk, point_id
+from chunking.record import CONTAINER_FIELD, Chunk, point_id
 from config.errors import ConfigError, ErrorCode, IngestError
 from config.settings import QdrantSettings
 from indexing.embedders import Embedding
@@ -69,7 +69,7 @@ PAYLOAD_INDEXES: Mapping[
             type=models.IntegerIndexType.INTEGER, lookup=False, range=True
         ),
         "source_type": models.PayloadSchemaType.KEYWORD,
-        "space_key": models.PayloadSchemaType.KEYWORD,
+        CONTAINER_FIELD: models.PayloadSchemaType.KEYWORD,
         "labels": models.PayloadSchemaType.KEYWORD,
         "updated_at": models.PayloadSchemaType.DATETIME,
         "source_version_id": models.PayloadSchemaType.KEYWORD,
@@ -169,12 +169,12 @@ class SearchFilters:
     written before space permissions were read) has no space level."""
 
     tenant_id: str | None = None
-    space_keys: tuple[str, ...] = ()
+    containers: tuple[str, ...] = ()  # spaces, shelves: `SourceDocument.container`
     labels: tuple[str, ...] = ()
     source_types: tuple[str, ...] = ()
     user: str | None = None
     groups: tuple[str, ...] = ()
-    # Archived Confluence content (`archived: true`, with confluence.include_archived):
+    # Archived documents (`archived: true`, where a source lists them):
     # None finds it with the rest, False leaves it out, True finds only it.
     archived: bool | None = None
 
@@ -198,8 +198,8 @@ def search_filter(filters: SearchFilters) -> models.Filter | None:
     must: list[models.Condition] = []
     if filters.tenant_id is not None:
         must.append(_match("tenant_id", filters.tenant_id))
-    if filters.space_keys:
-        must.append(_match_any("space_key", filters.space_keys))
+    if filters.containers:
+        must.append(_match_any(CONTAINER_FIELD, filters.containers))
     if filters.labels:
         must.append(_match_any("labels", filters.labels))
     if filters.source_types:
@@ -721,25 +721,26 @@ class QdrantStore:
         }
 
     def document_ids(
-        self, tenant_id: str, *, source_type: str | None = None, space_key: str | None = None
+        self, tenant_id: str, *, source_type: str | None = None, container: str | None = None
     ) -> set[str]:
-        """The tenant's document ids (optionally of one source), from a payload-only scroll."""
-        return set(self.document_field(tenant_id, "document_id", source_type, space_key))
+        """The tenant's document ids (optionally of one source type, in one container),
+        from a payload-only scroll."""
+        return set(self.document_field(tenant_id, "document_id", source_type, container))
 
     def document_field(
         self,
         tenant_id: str,
         field: str,
         source_type: str | None = None,
-        space_key: str | None = None,
+        container: str | None = None,
     ) -> dict[str, Any]:
         """{document_id: the payload `field` of one of its points} for the tenant's
         documents (optionally of one source), from a payload-only scroll."""
         must: list[models.Condition] = [_match("tenant_id", tenant_id)]
         if source_type is not None:
             must.append(_match("source_type", source_type))
-        if space_key is not None:
-            must.append(_match("space_key", space_key))
+        if container is not None:
+            must.append(_match(CONTAINER_FIELD, container))
         found: dict[str, Any] = {}
         for record in self._scroll(models.Filter(must=must), ["document_id", field]):
             payload = record.payload or {}

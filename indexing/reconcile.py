@@ -97,7 +97,7 @@ def sync_documents(
             raise ValueError(f"collection {store.collection!r} holds lexical vectors: no encoder")
         weights = lexical_with_cache(lexical, texts, cache)
     upserted = (
-        store.upsert(pending, embedded.embeddings, weights.weights if weights else None)
+        store.upsert(pending, embedded.values, weights.values if weights else None)
         if pending
         else 0
     )
@@ -112,7 +112,7 @@ def sync_documents(
         lexical_encoded=weights.misses if weights else 0,
         over_window=tuple(
             (chunk.document_id, chunk.ordinal, embedding.windows)
-            for chunk, embedding in zip(pending, embedded.embeddings, strict=True)
+            for chunk, embedding in zip(pending, embedded.values, strict=True)
             if embedding.windows > 1
         ),
     )
@@ -126,7 +126,7 @@ def delete_missing_documents(
     listing_complete: bool,
     max_delete_share: float,
     source_type: str | None = None,
-    space_key: str | None = None,
+    container: str | None = None,
     owned: Callable[[str], bool] | None = None,
     force: bool = False,
 ) -> list[str]:
@@ -134,7 +134,7 @@ def delete_missing_documents(
     `owned` narrows the source further (a files run owns only what its roots can list)."""
     if not listing_complete:
         return []
-    indexed = store.document_ids(tenant_id, source_type=source_type, space_key=space_key)
+    indexed = store.document_ids(tenant_id, source_type=source_type, container=container)
     if owned is not None:
         indexed = {d for d in indexed if owned(d)}
     missing = sorted(indexed - set(listed_document_ids))
@@ -143,7 +143,7 @@ def delete_missing_documents(
     share = len(missing) / len(indexed)
     if share > max_delete_share and not force:
         source = " ".join(
-            part for part in (source_type, f"space {space_key}" if space_key else None) if part
+            part for part in (source_type, f"in {container}" if container else None) if part
         )
         raise MassDeletionRefused(
             f"refusing to delete {len(missing)} of {len(indexed)} indexed documents "

@@ -155,11 +155,11 @@ def _fill(
                 embeddings = [_copied(record.vector, build.schema.sparse) for record in stale]
             else:
                 result = embed_with_cache(embedder, texts, cache)
-                embeddings, embedded = result.embeddings, embedded + result.misses
+                embeddings, embedded = result.values, embedded + result.misses
             weights = None
             if build.holds.lexical and lexical is not None:
                 found = lexical_with_cache(lexical, texts, cache)
-                weights, encoded = found.weights, encoded + found.misses
+                weights, encoded = found.values, encoded + found.misses
             build.upsert(chunks, embeddings, weights)
             written += len(stale)
         done += len(page)

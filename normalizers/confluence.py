@@ -29,9 +29,8 @@ from types import MappingProxyType
 
 from lxml import etree
 
-from chunking.text import decode_utf8
 from config.errors import ErrorCode
-from normalizers.base import LinkRecord, NormalizeContext, NormalizedDocument
+from markdown_text import decode_utf8
 from normalizers.html import (
     Kind,
     MarkdownWalker,
@@ -52,6 +51,7 @@ from normalizers.links import (
     page_url,
     space_url,
 )
+from normalizers.model import LinkRecord, NormalizeContext, NormalizedDocument
 
 NAMESPACES = MappingProxyType(
     {
@@ -305,7 +305,7 @@ class ConfluenceWalker(MarkdownWalker):
         if resource is None:
             return LinkRecord(f"#{anchor}", ANCHOR, anchor) if anchor else None
         tag = self.tag(resource)
-        space = _attr(resource, "ri:space-key") or self.ctx.space_key or ""
+        space = _attr(resource, "ri:space-key") or self.ctx.container or ""
         title = _attr(resource, "ri:content-title")
         if tag == "ri:page":
             if not title:  # a link to an anchor of this very page
@@ -339,7 +339,7 @@ class ConfluenceWalker(MarkdownWalker):
         holder = next((c for c in resource if self.tag(c) in ("ri:page", "ri:blogpost")), None)
         if holder is not None and _attr(holder, "ri:content-title"):
             title = _attr(holder, "ri:content-title") or ""
-            space = _attr(holder, "ri:space-key") or self.ctx.space_key or ""
+            space = _attr(holder, "ri:space-key") or self.ctx.container or ""
             day = _attr(holder, "ri:posting-day")
             container = (blogpost_url(self.base_url, space, title, day) if day
                          else page_url(self.base_url, space, title))  # fmt: skip
@@ -348,8 +348,8 @@ class ConfluenceWalker(MarkdownWalker):
                 url, ATTACHMENT, filename, target_filename=filename,
                 target_title=title, target_space_key=space,
             )  # fmt: skip
-        page_id = self.ctx.page_id or None
-        space = self.ctx.space_key or ""
+        page_id = self.ctx.locator or None
+        space = self.ctx.container or ""
         url = attachment_url(self.base_url, filename, page_id=page_id)
         return LinkRecord(
             url, ATTACHMENT, filename, target_filename=filename, target_page_id=page_id,
@@ -462,9 +462,9 @@ def normalize_confluence(
     root, warnings = parse_storage(decode_utf8(data, subject=ctx.filename), ctx)
     walker = ConfluenceWalker(ctx, resolve_user)
     markdown = walker.render(root)
-    metadata = {"space_key": ctx.space_key} if ctx.space_key else {}
-    if ctx.page_id:
-        metadata["page_id"] = ctx.page_id
+    metadata = {"space_key": ctx.container} if ctx.container else {}
+    if ctx.locator:
+        metadata["page_id"] = ctx.locator
     return NormalizedDocument(
         markdown=markdown,
         metadata=metadata,

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from config.errors import ErrorCode, IngestError
-from normalizers.base import NormalizeContext, NormalizedDocument, Normalizer
 from normalizers.legacy import Conversion, convert_with_libreoffice, find_soffice
+from normalizers.model import NormalizeContext, NormalizedDocument, Normalizer
 from normalizers.ooxml import check_true_sizes, without_doctypes
 
 _MESSAGE_CHARS = 300  # of each failed reader's message, in the final one

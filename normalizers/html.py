@@ -36,8 +36,8 @@ from types import MappingProxyType
 from lxml import etree
 
 from config.errors import ErrorCode
-from normalizers.base import LinkRecord, NormalizeContext, NormalizedDocument
 from normalizers.links import classify_href
+from normalizers.model import LinkRecord, NormalizeContext, NormalizedDocument
 from normalizers.selfcheck import loss_warning, word_loss
 from normalizers.tables import gfm_table
 

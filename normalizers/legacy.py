@@ -18,12 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from config.errors import ErrorCode
-from normalizers.base import (
-    FORMATS,
-    NormalizeContext,
-    NormalizedDocument,
-    Normalizer,
-)
+from normalizers.model import NormalizeContext, NormalizedDocument, Normalizer
+from normalizers.registry import FORMATS
 
 LIBREOFFICE_APT_INSTALL = (
     "apt-get install -y --no-install-recommends "

@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from urllib.parse import parse_qs, quote, quote_plus, unquote, unquote_plus, urljoin, urlsplit
 
-from normalizers.base import LinkRecord
+from normalizers.model import LinkRecord
 
 PAGE = "page"
 ATTACHMENT = "attachment"

@@ -18,11 +18,12 @@ import re
 import struct
 import zipfile
 import zlib
+from datetime import datetime
 from html import unescape
 from xml.sax.saxutils import escape
 
 from config.errors import ErrorCode
-from normalizers.base import NormalizeContext
+from normalizers.model import NormalizeContext
 
 _XML_SUFFIXES = (".xml", ".rels", ".vml")
 _DOCTYPE = re.compile(rb"<!DOCTYPE\b(?:[^\[>]|\[.*?\])*>", re.IGNORECASE | re.DOTALL)
@@ -159,3 +160,22 @@ def _compressed(data: bytes, info: zipfile.ZipInfo) -> bytes:
         return b""
     start = header + _LOCAL_HEADER.size + name_length + extra_length
     return data[start : start + info.compress_size]
+
+
+def check_zip_limits(data: bytes, ctx: NormalizeContext) -> None:
+    """Refuse OOXML zips whose declared decompressed size passes the limit (zip bombs)."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            total = sum(info.file_size for info in archive.infolist())
+    except (zipfile.BadZipFile, ValueError, OSError, NotImplementedError) as exc:
+        raise ctx.fail(ErrorCode.CORRUPT, f"broken ZIP container ({exc})") from None
+    if total > ctx.limits.max_decompressed_bytes:
+        raise ctx.fail(
+            ErrorCode.TOO_LARGE,
+            f"decompresses to {total:,} bytes, over limits.max_decompressed_bytes "
+            f"({ctx.limits.max_decompressed_bytes:,})",
+        )
+
+
+def iso_datetime(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None

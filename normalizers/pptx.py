@@ -36,17 +36,11 @@ from pptx.oxml.ns import qn
 from pptx.shapes.group import GroupShape
 from pptx.shapes.picture import Picture
 
-from normalizers.base import (
-    AnchoredMarkdown,
-    NormalizeContext,
-    NormalizedDocument,
-    check_zip_limits,
-    iso_datetime,
-)
 from normalizers.charts import chart_markdown, parse_xml_part
 from normalizers.fallback import Reader, first_that_reads, office_round_trip
 from normalizers.legacy import PPTX_ROUND_TRIP
-from normalizers.ooxml import without_doctypes
+from normalizers.model import AnchoredMarkdown, NormalizeContext, NormalizedDocument
+from normalizers.ooxml import check_zip_limits, iso_datetime, without_doctypes
 from normalizers.selfcheck import loss_warning, word_loss
 from normalizers.tables import comment_line, escape_block_start, gfm_table, one_line
 

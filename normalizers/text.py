@@ -7,8 +7,8 @@ paragraphs.
 
 from __future__ import annotations
 
-from chunking.text import decode_utf8
-from normalizers.base import NormalizeContext, NormalizedDocument
+from markdown_text import decode_utf8
+from normalizers.model import NormalizeContext, NormalizedDocument
 
 
 def normalize_markdown_file(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:

@@ -59,17 +59,11 @@ from openpyxl.utils import (
 from openpyxl.utils.datetime import from_excel, from_ISO8601
 
 from config.errors import ErrorCode
-from normalizers.base import (
-    AnchoredMarkdown,
-    NormalizeContext,
-    NormalizedDocument,
-    check_zip_limits,
-    iso_datetime,
-)
 from normalizers.charts import chart_markdown, parse_xml_part
 from normalizers.fallback import Reader, first_that_reads, office_round_trip
 from normalizers.legacy import XLSX_ROUND_TRIP
-from normalizers.ooxml import without_doctypes
+from normalizers.model import AnchoredMarkdown, NormalizeContext, NormalizedDocument
+from normalizers.ooxml import check_zip_limits, iso_datetime, without_doctypes
 from normalizers.selfcheck import loss_warning, word_loss
 from normalizers.tables import (
     comment_line,

@@ -122,7 +122,7 @@ class StageCache:
         return None if raw is None else json.loads(raw)
 
     def put_json(self, key: CacheKey, value: Any) -> None:
-        self.put(key, json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+        self.put(key, json_bytes(value))
 
     def entry_keys(self) -> list[CacheKey]:
         """Every entry's key (temporary files of writers excluded)."""
@@ -191,6 +191,11 @@ class StageCache:
                         continue
                     found.append((path, stage_dir.name, stat.st_size, stat.st_mtime))
         return found
+
+
+def json_bytes(value: Any) -> bytes:
+    """A JSON value as an entry's bytes: compact UTF-8."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def _unwrap(raw: bytes) -> bytes | None:

@@ -25,7 +25,7 @@ from connectors.registry import connector_class
 from indexing.embedders import Embedder, make_embedder
 from indexing.lexical import LexicalEncoder
 from indexing.qdrant_store import CollectionSchema, QdrantConnection, QdrantStore
-from normalizers.base import supported_extensions
+from normalizers.registry import supported_extensions
 from stage_cache.keys import config_hash, sha256_hex
 
 
@@ -88,7 +88,7 @@ class Resources:
 
     def _build_connector(self, kind: str, targets: tuple[str, ...], scope: str) -> Connector:
         settings = self.settings
-        section = getattr(settings, kind, None)
+        section = settings.section(kind)
         context = ConnectorContext(
             kind=kind,
             targets=targets,

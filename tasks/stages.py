@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Any
 
 from chunking import ChunkedDocument, DocumentInfo, chunk_document
-from config.settings import ChunkingSettings, LimitsSettings
+from chunking.record import CONTAINER_FIELD, LOCATOR_FIELD
+from config.settings import ChunkingSettings, LimitsSettings, Settings
 from connectors.base import DocumentRef, HeadingCitation, SourceDocument
-from normalizers.base import NormalizedDocument, normalize_bytes
+from normalizers.base import normalize_bytes
+from normalizers.model import NormalizedDocument
+from stage_cache.store import StageCache
 from tasks.citations import cite
 
 
@@ -24,6 +28,12 @@ def local_file_source(path: Path) -> SourceDocument:
     return SourceDocument(ref=ref, data=data, filename=path.name, file_path=path.as_posix())
 
 
+def handoff_cache(settings: Settings) -> StageCache:
+    """The stage cache. Always written, because prepared chunks reach the index step
+    through it; `cache.enabled: false` only stops results from being reused."""
+    return StageCache(settings.cache.dir, fsync=settings.cache.fsync)
+
+
 def normalize_source(source: SourceDocument, limits: LimitsSettings) -> NormalizedDocument:
     return normalize_bytes(
         source.data,
@@ -31,8 +41,8 @@ def normalize_source(source: SourceDocument, limits: LimitsSettings) -> Normaliz
         mime=source.mime,
         limits=limits,
         base_url=source.base_url,
-        space_key=source.space_key,
-        page_id=source.page_id,
+        container=source.container,
+        locator=source.locator,
         fmt=source.format,
     )
 
@@ -46,8 +56,8 @@ def normalize_input(source: SourceDocument) -> bytes:
             source.filename.encode(),
             (source.mime or "").encode(),
             (source.base_url or "").encode(),
-            (source.space_key or "").encode(),
-            (source.page_id or "").encode(),
+            (source.container or "").encode(),
+            (source.locator or "").encode(),
         ]
     )
 
@@ -55,29 +65,33 @@ def normalize_input(source: SourceDocument) -> bytes:
 def document_info(
     source: SourceDocument, normalized: NormalizedDocument, tenant_id: str
 ) -> DocumentInfo:
-    """Chunk metadata: what the source says wins over what the file itself claims."""
-    extra = dict(source.extra)
+    """What its chunks say of the document: the connector's metadata, then what any
+    source may know (which wins), where the source's word wins over what the file itself
+    claims."""
+    metadata: dict[str, Any] = {
+        **source.metadata,
+        "source_type": source.ref.source_type,
+        "source_url": source.source_url,
+        "file_path": source.file_path,
+        "labels": list(source.labels),
+        "updated_at": source.updated_at or normalized.updated_at,
+        "author": source.author or normalized.author,
+        CONTAINER_FIELD: source.container,
+        LOCATOR_FIELD: source.locator,
+    }
     if source.acl is not None:
-        extra["acl"] = source.acl.payload()
+        metadata["acl"] = source.acl.payload()
     if source.ref.parent_document_id:
-        extra["parent_document_id"] = source.ref.parent_document_id
+        metadata["parent_document_id"] = source.ref.parent_document_id
     return DocumentInfo(
         document_id=source.ref.document_id,
         tenant_id=tenant_id,
         source_version_id=source.ref.version,
-        source_type=source.ref.source_type,
-        source_url=source.source_url,
-        file_path=source.file_path,
         # A page's (or attachment's) title is the one its source gives; a file's own title
         # (PDF/Office properties, HTML <title>, front matter) beats its file name.
         title=(source.title if source.ref.kind != "file" else normalized.title or source.title)
         or source.filename,
-        labels=source.labels,
-        updated_at=source.updated_at or normalized.updated_at,
-        author=source.author or normalized.author,
-        space_key=source.space_key,
-        page_id=source.page_id,
-        extra=extra,
+        metadata=metadata,
     )
 
 

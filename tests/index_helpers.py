@@ -31,15 +31,21 @@ def make_chunk(
     title = fields.pop("title", f"Title of {document_id}")
     headings = tuple(fields.pop("headings_path", ("Intro",)))
     chunk_type = fields.pop("chunk_type", "paragraph")
-    values: dict[str, Any] = {
+    document: dict[str, Any] = {
         "source_type": "file",
         "source_url": None,
         "file_path": f"/share/{document_id}.docx",
-        "labels": (),
+        "labels": [],
         "updated_at": "2026-01-02T03:04:05Z",
         "author": "A. Author",
+        "title": title,
+        **fields.pop("extra", {}),
     }
-    values.update(fields)
+    own = {name for name in Chunk.__dataclass_fields__ if name != "document"}
+    values = {k: v for k, v in fields.items() if k in own}
+    document |= {
+        k: list(v) if isinstance(v, tuple) else v for k, v in fields.items() if k not in own
+    }
     return Chunk(
         chunk_id=compute_chunk_id(tenant_id, document_id, version, ordinal, text, chunk_type),
         tenant_id=tenant_id,
@@ -57,7 +63,7 @@ def make_chunk(
         block_start_idx=ordinal,
         block_end_idx=ordinal,
         token_count=len(text.split()),
-        title=title,
+        document=document,
         **values,
     )
 

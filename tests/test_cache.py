@@ -1,5 +1,5 @@
 """The content-addressed stage cache: keys, atomic and verified entries, concurrency,
-report and prune, the embedding codec and `embed_with_cache`."""
+report and prune, the embedding codec, `cached` and `embed_with_cache`."""
 
 from __future__ import annotations
 
@@ -13,15 +13,11 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from config.settings import (
-    CacheSettings,
-    ConfluenceSettings,
-    EmbedderSettings,
-    Settings,
-    load_settings,
-)
+from config.settings import CacheSettings, EmbedderSettings, Settings, load_settings
+from connectors.confluence.settings import ConfluenceSettings
 from indexing.embed_cache import decode_embedding, embed_key, embed_with_cache, encode_embedding
 from indexing.embedders import Embedding
+from stage_cache.cached import JSON, cached
 from stage_cache.keys import CacheKey, config_hash, stage_key
 from stage_cache.store import StageCache
 
@@ -293,12 +289,12 @@ def test_embed_with_cache_embeds_each_new_text_once(cache):
     first = embed_with_cache(embedder, ["aa", "bbb", "aa"], cache)
     assert embedder.calls == [["aa", "bbb"]]
     assert (first.hits, first.misses) == (0, 2)
-    assert [e.dense for e in first.embeddings] == [[2.0, 97.0], [3.0, 98.0], [2.0, 97.0]]
+    assert [e.dense for e in first.values] == [[2.0, 97.0], [3.0, 98.0], [2.0, 97.0]]
 
     second = embed_with_cache(embedder, ["bbb", "cccc", "aa"], cache)
     assert embedder.calls[1:] == [["cccc"]]
     assert (second.hits, second.misses) == (2, 1)
-    assert [e.dense[0] for e in second.embeddings] == [3.0, 4.0, 2.0]
+    assert [e.dense[0] for e in second.values] == [3.0, 4.0, 2.0]
 
     other_model = LengthEmbedder("length-v2")
     embed_with_cache(other_model, ["aa"], cache)
@@ -311,6 +307,19 @@ def test_embed_with_cache_hit_path_makes_no_call(cache):
     embeddings, hits, misses = embed_with_cache(embedder, ["y", "x"], cache)
     assert len(embedder.calls) == 1 and (hits, misses) == (2, 0)
     assert [e.dense for e in embeddings] == [[1.0, 121.0], [1.0, 120.0]]
+
+
+def test_cached_computes_once_and_a_forced_stage_reads_nothing_but_writes(cache):
+    computed: list[str] = []
+
+    def compute() -> dict[str, str]:
+        computed.append("x")
+        return {"value": str(len(computed))}
+
+    assert cached(cache, KEY, compute, JSON) == ({"value": "1"}, False)
+    assert cached(cache, KEY, compute, JSON) == ({"value": "1"}, True)
+    assert cached(cache, KEY, compute, JSON, reuse=False) == ({"value": "2"}, False)
+    assert cache.get_json(KEY) == {"value": "2"} and len(computed) == 2
 
 
 def test_stage_keys_follow_only_their_own_configuration():

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from chunking import Chunk, DocumentInfo, chunk_markdown, normalize_markdown
-from chunking.text import Anchor
+from chunking import Chunk, DocumentInfo, chunk_markdown
 from chunking.tokens import TokenCounter
 from config.errors import ErrorCode, IngestError
 from config.settings import ChunkingSettings, load_settings
+from markdown_text import Anchor, normalize_markdown
 from tasks.stages import chunk_normalized, local_file_source, normalize_source
 from tests.chunk_helpers import chunked, paragraph, types
 
@@ -164,9 +164,7 @@ def test_case6_confluence_like_page(
         "## Contacts\n\n"
         "Ask <https://chat.example.com/ops> or the [on-call page](/pages/viewpage.action?pageId=77).\n"
     )
-    chunks = chunked(
-        text, chunking_settings, source_type="confluence", space_key="OPS", page_id="9"
-    ).chunks
+    chunks = chunked(text, chunking_settings, metadata={"space_key": "OPS", "page_id": "9"}).chunks
     # The small first section merges with Steps (its child); Contacts would pass
     # max_tokens joined to that chunk, so it stays alone at the end of its section.
     assert types(chunks) == ["mixed", "paragraph"]
@@ -176,7 +174,10 @@ def test_case6_confluence_like_page(
         "/wiki/spaces/ENG/pages/42/Tags",
     )
     assert chunks[1].links == ("https://chat.example.com/ops", "/pages/viewpage.action?pageId=77")
-    assert all(c.space_key == "OPS" and c.page_id == "9" for c in chunks)
+    # the document's payload fields join every chunk's record
+    assert all(
+        (c.to_record()["space_key"], c.to_record()["page_id"]) == ("OPS", "9") for c in chunks
+    )
     assert [c.undersize_reason for c in chunks] == [None, "section_end"]
 
 
@@ -334,7 +335,7 @@ def test_front_matter_moves_to_metadata(chunking_settings: ChunkingSettings) -> 
     text = "---\ntitle: From front matter\nlabels: [a, b]\n---\n\nBody text here.\n"
     document = chunked(text, chunking_settings)
     assert [c.md_text for c in document.chunks] == ["Body text here."]
-    assert document.chunks[0].title == "From front matter"
+    assert document.chunks[0].document["title"] == "From front matter"
 
 
 def test_a_dashed_block_opening_a_text_file_is_kept(tmp_path: Path) -> None:

@@ -11,11 +11,12 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from config.settings import ChunkingSettings, ConfluenceSettings, LimitsSettings
+from config.settings import ChunkingSettings, LimitsSettings
 from connectors.base import DocumentRef, SourceDocument
 from connectors.confluence import ConfluenceConnector
 from connectors.confluence.anchors import PageHeading, match_headings, page_headings
 from connectors.confluence.comments import COMMENTS_OPENING
+from connectors.confluence.settings import ConfluenceSettings
 from tasks.stages import chunk_normalized, local_file_source, normalize_source
 from tests.confluence_api import FakeConfluence, build_fixture, confluence_api, rendered_anchors
 from tests.fixtures_pdf import plain_pdf

@@ -9,6 +9,7 @@ import pytest
 from pydantic import BaseModel
 
 from config.settings import Settings
+from config.sources import settings_models
 from flows.cli import main
 
 RECORD_FIELDS = {
@@ -107,8 +108,8 @@ def test_bad_setting_exits_2_naming_it(tmp_path: Path, capsys: pytest.CaptureFix
 
 def test_readme_documents_every_setting_and_its_env_var() -> None:
     readme = (ROOT / "README.md").read_text("utf-8")
-    for name, info in Settings.model_fields.items():
-        annotation = info.annotation
+    sections = {name: info.annotation for name, info in Settings.model_fields.items()}
+    for name, annotation in (sections | settings_models({})).items():
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             for key in annotation.model_fields:
                 assert f"`{name}.{key}`" in readme

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import pickle
 from pathlib import Path
 
@@ -9,6 +10,11 @@ import pytest
 
 from config.errors import ConfigError
 from config.settings import PROFILES, Settings, load_settings
+from config.sources import settings_models
+from tests.toy_source import ToySettings
+
+# The toy source kind (tests/toy_source.py), registered through the `sources` setting.
+TOY_SOURCE = json.dumps({"toy": "tests.toy_source:ToyConnector"})
 
 
 def test_defaults_come_from_config_yaml() -> None:
@@ -28,6 +34,11 @@ def test_every_field_has_its_default_written_in_config_yaml() -> None:
 
     written = yaml.safe_load(DEFAULT_CONFIG_PATH.read_text("utf-8"))
     model_defaults = Settings().model_dump()  # type: ignore[call-arg]
+    # A source's section holds its defaults in its connector's settings model; written in
+    # config.yaml (the built-in ones are), it must say every one of them.
+    sources = {kind: model().model_dump() for kind, model in settings_models({}).items()}
+    model_defaults |= {kind: values for kind, values in sources.items() if kind in written}
+    assert set(model_defaults) >= {"confluence", "files"}
     for section, values in model_defaults.items():
         if isinstance(values, dict):
             assert set(written[section]) == set(values), section
@@ -65,7 +76,7 @@ def test_adr_names_and_nested_env_names() -> None:
     assert (c.min_tokens, c.target_tokens, c.max_tokens, c.overlap_tokens) == (120, 200, 280, 40)
     assert c.oversize_block_limit == 500
     assert settings.qdrant.url == "http://127.0.0.1:6333"
-    assert settings.confluence.spaces == ["ENG", "OPS"]
+    assert settings.section("confluence").spaces == ["ENG", "OPS"]
 
 
 def test_ingest_name_wins_over_adr_name() -> None:
@@ -82,6 +93,12 @@ def test_ingest_name_wins_over_adr_name() -> None:
         ({"CHUNK_OVERLAP_BASE": "150"}, "chunking", "chunking.overlap_tokens (150) must be <"),
         ({"INGEST_EMBEDDER__KIND": "word2vec"}, "embedder.kind", "bge-m3"),
         ({"INGEST_CHUNKING__PROFILE": "huge"}, "chunking.profile", "unknown profile"),
+        # a source's section, validated by its connector's settings model
+        ({"INGEST_CONFLUENCE__URLL": "x"}, "INGEST_CONFLUENCE__URLL", "unknown setting"),
+        ({"INGEST_CONFLUENCE__PAGE_SIZE": "900"}, "confluence.page_size", "less than or equal"),
+        ({"INGEST_FILES__PATH": "/x"}, "INGEST_FILES__PATH", "unknown setting"),
+        ({"INGEST_WIKI__URL": "x"}, "INGEST_WIKI__URL", "unknown setting"),
+        ({"INGEST_SOURCES": '{"wiki": "no_such.module:Wiki"}'}, "sources", "cannot import"),
     ],
 )
 def test_bad_settings_are_refused_naming_the_setting(
@@ -93,12 +110,20 @@ def test_bad_settings_are_refused_naming_the_setting(
     assert fragment in str(error.value)
 
 
-def test_unknown_key_in_a_file_names_key_and_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("text", "setting"),
+    [
+        ("qdrant:\n  colection: typo\n", "qdrant.colection"),
+        ("confluence:\n  spaces: [ENG]\n  space: OPS\n", "confluence.space"),
+        ("wiki:\n  url: x\n", "wiki"),
+    ],
+)
+def test_unknown_key_in_a_file_names_key_and_file(tmp_path: Path, text: str, setting: str) -> None:
     user = tmp_path / "bad.yaml"
-    user.write_text("qdrant:\n  colection: typo\n")
+    user.write_text(text)
     with pytest.raises(ConfigError) as error:
         load_settings(config_file=user, environ={})
-    assert error.value.subject == "qdrant.colection"
+    assert error.value.subject == setting
     assert str(user) in str(error.value)
 
 
@@ -124,8 +149,8 @@ def test_secrets_print_masked_and_survive_pickling() -> None:
     )
     for text in (repr(settings), str(settings), settings.model_dump_json()):
         assert "s3cret" not in text
-    assert settings.confluence.token is not None
-    assert settings.confluence.token.get_secret_value() == "tok-s3cret"
+    assert settings.section("confluence").token is not None
+    assert settings.section("confluence").token.get_secret_value() == "tok-s3cret"
     assert pickle.loads(pickle.dumps(settings)) == settings
 
 
@@ -175,3 +200,16 @@ def test_a_config_file_that_is_not_utf8_gets_one_clear_error(tmp_path: Path) -> 
         load_settings(config_file=user, environ={})
     assert error.value.subject == str(user)
     assert "not UTF-8" in error.value.message and "0xe9" in error.value.message
+
+
+def test_a_plugin_source_setting_is_validated_by_its_own_model() -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_settings(environ={"INGEST_SOURCES": TOY_SOURCE, "INGEST_TOY__SHELFS": "toys"})
+    assert refused.value.subject == "INGEST_TOY__SHELFS"
+    with pytest.raises(ConfigError) as refused:
+        load_settings(
+            {"toy": {"base_url": ["not", "text"]}}, environ={"INGEST_SOURCES": TOY_SOURCE}
+        )
+    assert refused.value.subject == "toy.base_url"
+    settings = load_settings(environ={"INGEST_SOURCES": TOY_SOURCE, "INGEST_TOY__SHELVES": "a, b"})
+    assert settings.section("toy") == ToySettings(shelves=["a", "b"])

@@ -329,7 +329,7 @@ def test_folders_are_ancestors_and_breadcrumbs_never_documents(confluence_api: F
         "Databases",
         "Failover",
     )
-    assert [a["title"] for a in page.extra["ancestors"]] == [
+    assert [a["title"] for a in page.metadata["ancestors"]] == [
         "Engineering Home",
         "Runbook shelf",
         "Databases",

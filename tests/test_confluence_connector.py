@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 
 from config.errors import ErrorCode, IngestError
-from config.settings import ConfluenceSettings
 from connectors.base import DocumentGone, DocumentRef, SourceDocument
 from connectors.confluence import (
     PAGE_MIME,
@@ -26,6 +25,7 @@ from connectors.confluence import (
     ContentIndex,
     resolve_links,
 )
+from connectors.confluence.settings import ConfluenceSettings
 from connectors.http import (
     SLOWEST_INTERVAL_S,
     HttpStatusError,
@@ -35,7 +35,8 @@ from connectors.http import (
     Throttled,
     wait_seconds,
 )
-from normalizers.base import LinkRecord, normalize_bytes
+from normalizers.base import normalize_bytes
+from normalizers.model import LinkRecord
 from tests.confluence_api import (
     FakeConfluence,
     FakeUser,
@@ -262,7 +263,7 @@ def test_batch_fetch_does_not_take_search_index_lag_for_deletion(
     api.delete(fx["deep"])
     docs = conn.fetch_many([refs[fx["guide"]], refs[fx["notes"]], refs[fx["deep"]]])
     assert isinstance(docs[0], SourceDocument) and isinstance(docs[1], SourceDocument)
-    assert docs[1].page_id == fx["notes"]
+    assert docs[1].locator == fx["notes"]
     assert isinstance(docs[2], DocumentGone)
 
 
@@ -564,11 +565,11 @@ def test_page_fetch_carries_storage_body_and_metadata(confluence_api: Factory, l
     doc = conn.fetch(refs[fx["guide"]])
     assert doc.mime == PAGE_MIME and doc.filename == "Install Guide.confluence"
     assert b"ri:content-title" in doc.data  # storage format, not rendered HTML
-    assert doc.title == "Install Guide" and doc.space_key == "ENG" and doc.page_id == fx["guide"]
+    assert doc.title == "Install Guide" and doc.container == "ENG" and doc.locator == fx["guide"]
     assert doc.labels == ("install", "howto")
     assert doc.author == "Alice Liddell"
     assert doc.updated_at and doc.updated_at.endswith("+00:00")
-    assert doc.extra["ancestors"] == [{"id": fx["eng_home"], "title": "Engineering Home"}]
+    assert doc.metadata["ancestors"] == [{"id": fx["eng_home"], "title": "Engineering Home"}]
     assert doc.source_url and doc.source_url.startswith(api.base_url + "/")
     if layout == "cloud":
         assert doc.source_url.startswith(f"{api.host_url}/wiki/spaces/ENG/pages/{fx['guide']}/")
@@ -588,8 +589,8 @@ def test_attachments_download_through_the_context_path(
     for name in ("pdf", "docx"):
         doc = conn.fetch(refs[fx[name]])
         assert doc.data == api.content[fx[name]].data
-        assert doc.page_id == fx["guide"] and doc.ref.parent_document_id == fx["guide"]
-        assert doc.space_key == "ENG"
+        assert doc.locator == fx["guide"] and doc.ref.parent_document_id == fx["guide"]
+        assert doc.container == "ENG"
     assert doc.filename == "Руководство.docx"
     assert doc.mime and "wordprocessingml" in doc.mime
     downloads = [p for p in api.paths if "/download/attachments/" in p]
@@ -777,12 +778,12 @@ def test_fetched_page_normalizes_and_its_links_resolve(confluence_api: Factory) 
         doc.filename,
         mime=doc.mime,
         base_url=doc.base_url,
-        space_key=doc.space_key,
-        page_id=doc.page_id,
+        container=doc.container,
+        locator=doc.locator,
     )
     assert normalized.metadata["format"] == "confluence"
     resolved = resolve_links(
-        normalized.links, conn.index, space_key=doc.space_key or "", page_id=doc.page_id
+        normalized.links, conn.index, space_key=doc.container or "", page_id=doc.locator
     )
     assert {fx["notes"], fx["vacation"]} <= set(resolved)
 
@@ -979,9 +980,9 @@ def test_archived_pages_are_skipped_unless_asked_for_then_marked(
     refs = {ref.document_id: ref for ref in listing.refs}
     notes, changelog = conn.fetch_many([refs[fx["notes"]], refs[fx["txt"]]])
     assert isinstance(notes, SourceDocument) and isinstance(changelog, SourceDocument)
-    assert notes.extra["archived"] is True and changelog.extra["archived"] is True
+    assert notes.metadata["archived"] is True and changelog.metadata["archived"] is True
     assert notes.ref.version == refs[fx["notes"]].version
-    assert "archived" not in conn.fetch(refs[fx["guide"]]).extra
+    assert "archived" not in conn.fetch(refs[fx["guide"]]).metadata
     api.archive(fx["notes"], archived=False)  # restoring bumps no version: the page and
     after = {ref.document_id: ref.version for ref in conn.list_refs().refs}  # its files relist
     assert {d for d in refs if refs[d].version != after[d]} == {fx["notes"], fx["txt"], fx["xlsx"]}

@@ -9,7 +9,7 @@ import pytest
 
 from config.errors import ErrorCode, IngestError
 from flows.cli import main
-from normalizers.base import detect_format
+from normalizers.detection import detect_format
 
 STORAGE = (
     b'<?xml version="1.0" encoding="UTF-8"?>\n'

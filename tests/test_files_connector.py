@@ -16,9 +16,8 @@ from pathlib import Path
 import pytest
 
 from config.errors import ConfigError, ErrorCode, IngestError
-from config.settings import FilesSettings
-from connectors.base import PUBLIC, DocumentGone, DocumentRef, SourceDocument
-from connectors.files import FilesConnector, glob_regex, root_label
+from connectors.base import PUBLIC, DocumentGone, DocumentRef, SourceDocument, fetch_many
+from connectors.files import FilesConnector, FilesSettings, glob_regex, root_label
 from tests.corpus import DOCLING
 
 REPO = Path(__file__).resolve().parents[1]
@@ -113,8 +112,8 @@ def test_roots_are_labelled_and_clashing_labels_refused(tmp_path: Path) -> None:
         settings(paths=[f"hr={tmp_path / 'x' / 'docs'}", f"eng={tmp_path / 'y' / 'docs'}"])
     )
     assert ids(conn) == {"hr/one.txt", "eng/one.txt"}
-    docs = conn.fetch_many(
-        [DocumentRef("hr/one.txt", "", "file"), DocumentRef("eng/one.txt", "", "file")]
+    docs = fetch_many(
+        conn, [DocumentRef("hr/one.txt", "", "file"), DocumentRef("eng/one.txt", "", "file")]
     )
     assert [d.data for d in docs if isinstance(d, SourceDocument)] == [b"1", b"2"]
 
@@ -175,7 +174,7 @@ def test_fetch_returns_bytes_metadata_and_the_version_read(share: Path) -> None:
     assert doc.data == b"%PDF-1.4 tiny" and doc.filename == "c.pdf"
     assert doc.file_path == str(share / "sub" / "deeper" / "c.pdf")
     assert doc.ref.version == refs[f"{label}/sub/deeper/c.pdf"].version
-    assert doc.extra == {"root": label, "relative_path": "sub/deeper/c.pdf"}
+    assert doc.metadata == {"root": label, "relative_path": "sub/deeper/c.pdf"}
     assert doc.acl == PUBLIC
     write(share / "a.md", "# newer\n")
     assert conn.fetch(refs[f"{label}/a.md"]).ref.version != refs[f"{label}/a.md"].version
@@ -234,8 +233,7 @@ def test_glob_regex() -> None:
 UNREADABLE_SCRIPT = """
 import json, sys
 sys.path.insert(0, {repo!r})
-from config.settings import FilesSettings
-from connectors.files import FilesConnector
+from connectors.files import FilesConnector, FilesSettings
 from connectors.base import DocumentRef
 from config.errors import IngestError
 conn = FilesConnector(FilesSettings(), ["share=" + {root!r}])
@@ -313,7 +311,7 @@ def test_a_listed_file_swapped_for_a_fifo_fails_fast_instead_of_blocking(share: 
     os.mkfifo(target)  # nobody ever writes to it: a blocking open would wait forever
     outcome: list[list[SourceDocument | IngestError]] = []
     worker = threading.Thread(
-        target=lambda: outcome.append(conn.fetch_many([refs[f"{root_label(share)}/sub/b.txt"]])),
+        target=lambda: outcome.append(fetch_many(conn, [refs[f"{root_label(share)}/sub/b.txt"]])),
         daemon=True,
     )
     worker.start()

@@ -21,13 +21,15 @@ import pytest
 
 from bench.fuzz import CORPUS, SEED_FILES, cases, run_case
 from chunking import DocumentInfo, chunk_document
-from chunking.text import normalize_markdown
 from config.errors import ErrorCode, IngestError
-from config.settings import ChunkingSettings, ConfluenceSettings, FilesSettings, LimitsSettings
-from connectors.base import DocumentRef
+from config.settings import ChunkingSettings, LimitsSettings
+from connectors.base import DocumentRef, fetch_many
 from connectors.confluence import PAGE_MIME, ConfluenceConnector
-from connectors.files import FilesConnector
-from normalizers.base import NormalizedDocument, normalize_bytes
+from connectors.confluence.settings import ConfluenceSettings
+from connectors.files import FilesConnector, FilesSettings
+from markdown_text import normalize_markdown
+from normalizers.base import normalize_bytes
+from normalizers.model import NormalizedDocument
 from tests.confluence_api import FakeConfluence, confluence_api, tiny_pdf
 
 __all__ = ["confluence_api"]  # the fixture factory, used by name below
@@ -433,7 +435,7 @@ def test_files_connector_with_hostile_names(hostile_tree: tuple[Path, Path]) -> 
     assert not any(i.startswith("share/escape_dir") for i in ids)
     assert any("escape.txt" in e and "outside the root" in e for e in listing.errors)
     assert any("escape_dir" in e for e in listing.errors)
-    for doc in conn.fetch_many(list(listing.refs)):
+    for doc in fetch_many(conn, list(listing.refs)):
         assert not isinstance(doc, IngestError), doc
         assert doc.file_path is not None
         assert Path(doc.file_path).resolve().is_relative_to(root)

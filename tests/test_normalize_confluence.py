@@ -11,9 +11,10 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from config.errors import ErrorCode, IngestError
-from normalizers.base import LinkRecord, NormalizeContext, NormalizedDocument, normalize_bytes
+from normalizers.base import normalize_bytes
 from normalizers.confluence import UserRef, normalize_confluence
 from normalizers.links import classify_href
+from normalizers.model import LinkRecord, NormalizeContext, NormalizedDocument
 
 STORAGE_MIME = "application/vnd.atlassian.confluence.storage+xml"
 BASE = "https://wiki.example.com/confluence"
@@ -151,8 +152,8 @@ def storage(body: str, *, page_id: str = "98765") -> NormalizedDocument:
         "Service overview.page",
         mime=STORAGE_MIME,
         base_url=BASE,
-        space_key="ENG",
-        page_id=page_id,
+        container="ENG",
+        locator=page_id,
     )
 
 
@@ -347,7 +348,7 @@ def test_user_mentions_use_the_resolver_when_given() -> None:
         seen.append(user)
         return "Jane Doe" if user.account_id == "abc-123" else None
 
-    ctx = NormalizeContext("page", base_url=BASE, space_key="ENG")
+    ctx = NormalizeContext("page", base_url=BASE, container="ENG")
     doc = normalize_confluence(body.encode(), ctx, resolve_user=resolver)
     assert doc.markdown == "Ask @Jane Doe.\n"
     assert seen == [UserRef(account_id="abc-123")]
@@ -465,7 +466,7 @@ _STORAGE_SOUP = [
 @given(st.lists(st.sampled_from(_STORAGE_SOUP), max_size=50))
 def test_storage_soup_converts_or_fails_as_corrupt(pieces: list[str]) -> None:
     # Called directly: normalize_bytes would turn a bug of ours into CORRUPT and hide it.
-    ctx = NormalizeContext("soup", base_url=BASE, space_key="ENG")
+    ctx = NormalizeContext("soup", base_url=BASE, container="ENG")
     try:
         doc = normalize_confluence("".join(pieces).encode(), ctx)
     except IngestError as exc:

@@ -6,7 +6,8 @@ import pytest
 
 from config.errors import ErrorCode, IngestError
 from config.settings import LimitsSettings
-from normalizers.base import detect_format, normalize_bytes
+from normalizers.base import normalize_bytes
+from normalizers.detection import detect_format
 
 OLE2 = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 

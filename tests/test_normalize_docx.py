@@ -13,7 +13,8 @@ import pytest
 
 from config.errors import ErrorCode, IngestError
 from config.settings import LimitsSettings
-from normalizers.base import NormalizedDocument, normalize_bytes
+from normalizers.base import normalize_bytes
+from normalizers.model import NormalizedDocument
 from tests import fixtures_docx
 from tests.corpus import DOCLING
 from tests.word_recall import word_recall

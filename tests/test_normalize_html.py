@@ -12,10 +12,11 @@ from hypothesis import strategies as st
 from lxml import etree
 from markdown_it import MarkdownIt
 
-from chunking.text import normalize_markdown
 from config.errors import ErrorCode, IngestError
-from normalizers.base import NormalizeContext, NormalizedDocument, normalize_bytes
+from markdown_text import normalize_markdown
+from normalizers.base import normalize_bytes
 from normalizers.html import normalize_html, visible_text
+from normalizers.model import NormalizeContext, NormalizedDocument
 from normalizers.selfcheck import loss_warning, word_loss
 from tests.corpus import DOCLING
 from tests.word_recall import word_recall

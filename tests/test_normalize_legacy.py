@@ -16,8 +16,9 @@ import pytest
 
 from config.errors import ErrorCode, IngestError
 from config.settings import LimitsSettings
-from normalizers.base import NormalizeContext, NormalizedDocument, normalize_bytes
+from normalizers.base import normalize_bytes
 from normalizers.legacy import LIBREOFFICE_APT_INSTALL, Conversion, convert_with_libreoffice
+from normalizers.model import NormalizeContext, NormalizedDocument
 from tests import fixtures_docx
 
 _TO_BINARY = {

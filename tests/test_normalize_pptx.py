@@ -19,8 +19,8 @@ from pptx.oxml import parse_xml
 from pptx.oxml.ns import qn
 from pptx.util import Inches
 
-from chunking.text import Anchor
 from config.errors import ErrorCode, IngestError
+from markdown_text import Anchor
 from normalizers.base import normalize_bytes
 from tests.corpus import DOCLING
 from tests.word_recall import word_recall

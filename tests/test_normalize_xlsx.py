@@ -15,9 +15,9 @@ import pytest
 from openpyxl.chart import BarChart, Reference
 from openpyxl.styles import Font
 
-from chunking.text import Anchor
 from config.errors import ErrorCode, IngestError
 from config.settings import LimitsSettings
+from markdown_text import Anchor
 from normalizers.base import normalize_bytes
 from normalizers.legacy import find_soffice
 from tests.corpus import DOCLING

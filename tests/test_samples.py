@@ -14,7 +14,7 @@ import pytest
 from chunking import validate_chunks
 from config.errors import ErrorCode, IngestError
 from config.settings import Settings, load_settings
-from normalizers.base import NormalizedDocument
+from normalizers.model import NormalizedDocument
 from tasks.stages import chunk_normalized, local_file_source, normalize_source
 
 ROOT = Path(__file__).resolve().parents[1]

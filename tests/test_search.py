@@ -129,7 +129,7 @@ def test_filters_by_tenant_space_labels_source_type_and_archived(indexed, tiny_e
         "globex/handbook",
     }
     assert documents_found(indexed, tiny_embedder, tenant_id="globex") == {"globex/handbook"}
-    assert documents_found(indexed, tiny_embedder, tenant_id="acme", space_keys=("FIN",)) == {
+    assert documents_found(indexed, tiny_embedder, tenant_id="acme", containers=("FIN",)) == {
         "acme/finance"
     }
     assert documents_found(indexed, tiny_embedder, labels=("howto", "nothing")) == {"acme/handbook"}

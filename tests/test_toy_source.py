@@ -1,6 +1,7 @@
 """A source kind added from tests/ alone (tests/toy_source.py, registered through the
-`sources` setting) runs through the real `ingest` flow end to end: deterministic point
-ids, its ACL in the payload and in the search filter, links resolved by its own
+`sources` setting) runs through the real `ingest` flow end to end: its own settings
+section (the shelves a run without targets reads, where its links point), deterministic
+point ids, its ACL in the payload and in the search filter, links resolved by its own
 `LinkResolver`, a document dropped from the source deleted by the next run. Same harness
 as test_flow.py (Prefect API on SQLite, local-mode Qdrant, the tiny model)."""
 
@@ -67,15 +68,20 @@ def visible_documents(space: Workspace, user: str, groups: tuple[str, ...] = ())
 def test_a_toy_source_runs_through_the_flow_end_to_end(
     workspace: Callable[..., Workspace], shelf: ToyShelf
 ) -> None:
-    space = workspace(INGEST_SOURCES=TOY)
-    state, summary = space.run(source="toy", targets=["toys"])
+    # its own settings section, validated by its settings model: the shelves a run
+    # without targets reads, and where its documents' links point
+    space = workspace(
+        INGEST_SOURCES=TOY, INGEST_TOY__SHELVES="toys", INGEST_TOY__BASE_URL="https://toys/"
+    )
+    state, summary = space.run(source="toy")
     assert state.is_completed() and summary["failed"] == [], summary
-    assert summary["seen"] == summary["new"] == 2
+    assert summary["source"] == "toy:toys" and summary["seen"] == summary["new"] == 2
 
     points = space.points()
     assert {p["document_id"] for p in points.values()} == {"toy-a", "toy-b"}
     for pid, payload in points.items():
         assert payload["source_type"] == "toy" and payload["space_key"] == "toys"
+        assert payload["source_url"].startswith("https://toys/toys/")
         chunk_id = compute_chunk_id(
             "default",
             payload["document_id"],

@@ -2,7 +2,10 @@
 setting (`{"toy": "tests.toy_source:ToyConnector"}`) without touching tasks/ or flows/.
 
 A target names a `ToyShelf` of `SHELVES`; each document is an HTML file whose relative
-links (`<a href="b.html">`) the connector resolves to the linked document's id.
+links (`<a href="b.html">`) the connector resolves to the linked document's id. Its
+settings section `toy` (`ToySettings`, declared as the class's `settings_model`) names
+the shelves a run reads when it names none (`toy.shelves`, `INGEST_TOY__SHELVES`) and
+where its documents' links point (`toy.base_url`).
 """
 
 from __future__ import annotations
@@ -10,10 +13,11 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
-from config.errors import IngestError
+from pydantic import Field
+
+from config.settings import StrictModel
 from connectors.base import (
     Access,
     ConnectorContext,
@@ -47,18 +51,25 @@ class ToyShelf:
 SHELVES: dict[str, ToyShelf] = {}  # target name -> its documents, set up by the test
 
 
+class ToySettings(StrictModel):
+    shelves: list[str] = Field(default_factory=list)
+    base_url: str = "toy://"
+
+
 class ToyConnector:
     source_type = "toy"
-    targets_setting = "toy.shelves"  # no such setting: a run names its shelves
+    settings_model = ToySettings
+    targets_setting = "toy.shelves"
     targets_are_paths = False
 
-    def __init__(self, shelves: Sequence[str]) -> None:
+    def __init__(self, shelves: Sequence[str], settings: ToySettings) -> None:
         self.shelves = tuple(shelves)
+        self.settings = settings
         self.closed = False
 
     @classmethod
     def from_context(cls, context: ConnectorContext) -> ToyConnector:
-        return cls(context.targets)
+        return cls(context.targets, context.section)
 
     def _documents(self) -> Iterator[tuple[str, str, ToyDocument]]:
         for shelf in self.shelves:
@@ -78,9 +89,6 @@ class ToyConnector:
         )
         return Listing(refs, complete=True)
 
-    def poll(self, since: datetime) -> Iterator[DocumentRef]:
-        return iter(self.list_refs().refs)
-
     def fetch(self, ref: DocumentRef) -> SourceDocument:
         for shelf, document_id, document in self._documents():
             if document_id == ref.document_id:
@@ -88,9 +96,9 @@ class ToyConnector:
                     ref=ref,
                     data=document.html.encode(),
                     filename=document.filename,
-                    source_url=f"toy://{shelf}/{document.filename}",
+                    source_url=f"{self.settings.base_url}{shelf}/{document.filename}",
                     title=document.filename,
-                    space_key=shelf,
+                    container=shelf,
                     acl=Access(
                         public=False,
                         readers=Principals(tuple(document.users), tuple(document.groups)),
@@ -98,15 +106,6 @@ class ToyConnector:
                     ),
                 )
         raise DocumentGone("no longer on its shelf", subject=ref.document_id)
-
-    def fetch_many(self, refs: Sequence[DocumentRef]) -> list[SourceDocument | IngestError]:
-        fetched: list[SourceDocument | IngestError] = []
-        for ref in refs:
-            try:
-                fetched.append(self.fetch(ref))
-            except IngestError as exc:
-                fetched.append(exc)
-        return fetched
 
     # --- capabilities -------------------------------------------------------------------
 
@@ -122,7 +121,7 @@ class ToyConnector:
         return resolve
 
     def deletion_scopes(self, retired: frozenset[str]) -> list[DeletionScope]:
-        return [DeletionScope(self.source_type, space_key=shelf) for shelf in self.shelves]
+        return [DeletionScope(self.source_type, container=shelf) for shelf in self.shelves]
 
     def close(self) -> None:
         self.closed = True

@@ -25,8 +25,8 @@ from urllib.parse import urlsplit
 import requests
 
 from config.errors import ConfigError, ErrorCode, IngestError
-from config.settings import ConfluenceSettings
 from connectors.base import DocumentGone
+from connectors.confluence.settings import ConfluenceSettings
 from connectors.http import HttpStatusError, PolicySession, url_path
 
 log = logging.getLogger(__name__)

@@ -56,8 +56,8 @@ from connectors.confluence.comments import (
     Comment,
     CommentState,
     Location,
+    comment_from,
     comment_states,
-    inline_properties,
 )
 from connectors.confluence.links import ContentIndex
 from connectors.confluence.source import (
@@ -65,14 +65,14 @@ from connectors.confluence.source import (
     PAGE_FORMAT,
     PAGE_MIME,
     AccessUnknown,
+    AttachmentFacts,
     ConfluenceSource,
-    archived_extra,
+    PageFacts,
     breadcrumbs,
     is_unoffered,
     iso,
     restriction_from,
     safe_filename,
-    v1_comment_state,
     v1_labels,
 )
 from connectors.http import HttpStatusError
@@ -168,20 +168,10 @@ class CloudSource(ConfluenceSource):
             items = self._list_space(key, errors)
             for item in items:
                 index.add_page(key, str(item["title"]), str(item["id"]))
-            try:
-                self._search_space(key)
-            except IngestError as exc:
-                if is_auth(exc):
-                    raise self.http.auth_error() from None
-                if not is_unoffered(exc):
-                    errors.append(f"restrictions and comments of space {key}: {exc}")
-                    continue
-                log.warning(
-                    "space %s: CQL search is not available (%s); reading restrictions page "
-                    "by page and comments through REST v2",
-                    key,
-                    exc,
-                )
+            searched = self._searched(key, errors)
+            if searched is None:
+                continue
+            if not searched:
                 unsearched.append(key)
             listed[key] = items
             if self.settings.include_whiteboards:
@@ -202,24 +192,52 @@ class CloudSource(ConfluenceSource):
             for items in listed.values():
                 refs += pool.map(self._page_ref, items)
         if self._attachments_wanted():
-            owners = {str(item["id"]) for items in listed.values() for item in items}
-            try:
-                for attachment in self.http.paged(
-                    "api/v2/attachments", {"status": "current", "limit": V2_MAX}
-                ):
-                    owner = str(attachment.get("pageId") or attachment.get("blogPostId") or "")
-                    title = str(attachment.get("title") or "")
-                    if owner in owners and self._wanted(title):
-                        ref = self._attachment_ref(attachment)
-                        refs.append(ref)
-                        index.attachments[(owner, title)] = ref.document_id
-            except IngestError as exc:
-                spaces = ", ".join(listed)
-                errors.append(
-                    f"listing attachments of spaces {spaces}: {self.http.listing_error(exc)}"
-                )
+            refs += self._list_attachments(listed, index, errors)
         self.index = index
         return self._finish_listing(refs, errors)
+
+    def _searched(self, key: str, errors: list[str]) -> bool | None:
+        """Whether the space's restrictions, labels and comments came through CQL search
+        (False: it is not offered, so they are read page by page and comments through
+        v2); None where the search failed otherwise (the error is recorded)."""
+        try:
+            self._search_space(key)
+        except IngestError as exc:
+            if is_auth(exc):
+                raise self.http.auth_error() from None
+            if not is_unoffered(exc):
+                errors.append(f"restrictions and comments of space {key}: {exc}")
+                return None
+            log.warning(
+                "space %s: CQL search is not available (%s); reading restrictions page "
+                "by page and comments through REST v2",
+                key,
+                exc,
+            )
+            return False
+        return True
+
+    def _list_attachments(
+        self, listed: dict[str, list[dict[str, Any]]], index: ContentIndex, errors: list[str]
+    ) -> list[DocumentRef]:
+        """The refs of the listed pages' attachments (one site-wide v2 listing), each
+        also in `index`."""
+        owners = {str(item["id"]) for items in listed.values() for item in items}
+        refs: list[DocumentRef] = []
+        try:
+            for attachment in self.http.paged(
+                "api/v2/attachments", {"status": "current", "limit": V2_MAX}
+            ):
+                owner = str(attachment.get("pageId") or attachment.get("blogPostId") or "")
+                title = str(attachment.get("title") or "")
+                if owner in owners and self._wanted(title):
+                    ref = self._attachment_ref(attachment)
+                    refs.append(ref)
+                    index.attachments[(owner, title)] = ref.document_id
+        except IngestError as exc:
+            spaces = ", ".join(listed)
+            errors.append(f"listing attachments of spaces {spaces}: {self.http.listing_error(exc)}")
+        return refs
 
     def _find_spaces(self, keys: Sequence[str]) -> set[str]:
         """Look the spaces up by key (their ids); the keys found."""
@@ -274,10 +292,7 @@ class CloudSource(ConfluenceSource):
                     restrictions[content_id] = restriction
                 labels[content_id] = v1_labels(content)
             elif kind == "comment":
-                state = v1_comment_state(content)
-                if state.location in self._comment_locations:
-                    owner = str((content.get("container") or {}).get("id") or "")
-                    comments.setdefault(owner, []).append(state)
+                self._listed_comment(content, comments)
         with self._lock:
             self._restrictions.update(restrictions)
             self._labels.update(labels)
@@ -522,11 +537,8 @@ class CloudSource(ConfluenceSource):
         known = self._known_access(owner_id)
         if known is not None:
             return known
-        try:
-            item = self.http.get_json(f"api/v2/{KIND_PATH[kind]}/{owner_id}")
-        except HttpStatusError as exc:
-            what = f"{kind} {owner_id} (owner of the attachment)"
-            raise self.http.content_error(exc, what) from None
+        what = f"{kind} {owner_id} (owner of the attachment)"
+        item = self._content(f"api/v2/{KIND_PATH[kind]}/{owner_id}", what)
         item = {**item, "type": kind}
         with self._lock:
             self._pages[owner_id] = item
@@ -662,47 +674,32 @@ class CloudSource(ConfluenceSource):
             return self._fetch_container(ref)
         kind = ref.kind if ref.kind in KIND_PATH else "page"
         params = {"body-format": "storage", "include-labels": "true"}
-        try:
-            item = self.http.get_json(f"api/v2/{KIND_PATH[kind]}/{ref.document_id}", params)
-        except HttpStatusError as exc:
-            raise self.http.content_error(exc, f"{kind} {ref.document_id}") from None
+        path = f"api/v2/{KIND_PATH[kind]}/{ref.document_id}"
+        item = self._content(path, f"{kind} {ref.document_id}", params)
         return self._page_document(ref, {**item, "type": kind})
 
     def fetch_many(self, refs: Sequence[DocumentRef]) -> list[SourceDocument | IngestError]:
         """Pages and blog posts in batches through v2 `pages?id=` (one request per
         `page_size` pages), one by one where a batch lacks one (only the page itself may
         say it is gone); attachments one by one (each is a download)."""
-        results: dict[int, SourceDocument | IngestError] = {}
-        for kind in KIND_PATH:
-            group = [(i, r) for i, r in enumerate(refs) if r.kind == kind]
-            size = min(self.settings.page_size, V2_MAX)
-            for start in range(0, len(group), size):
-                batch = group[start : start + size]
-                try:
-                    found = {
-                        str(item["id"]): item
-                        for item in self._items(kind, [r.document_id for _, r in batch], body=True)
-                    }
-                except IngestError as exc:
-                    for i, ref in batch:
-                        results[i] = self.http.batch_error(exc, f"{ref.kind} {ref.document_id}")
-                    continue
-                self._display_names(item.get("authorId") for item in found.values())
-                for i, ref in batch:
-                    item = found.get(ref.document_id)
-                    try:
-                        results[i] = (
-                            self.fetch(ref) if item is None else self._page_document(ref, item)
-                        )
-                    except IngestError as exc:
-                        results[i] = exc
-        for i, ref in enumerate(refs):
-            if i not in results:
-                try:
-                    results[i] = self.fetch(ref)
-                except IngestError as exc:
-                    results[i] = exc
-        return [results[i] for i in range(len(refs))]
+        size = min(self.settings.page_size, V2_MAX)
+        batches = [
+            group[start : start + size]
+            for kind in KIND_PATH
+            if (group := [(i, r) for i, r in enumerate(refs) if r.kind == kind])
+            for start in range(0, len(group), size)
+        ]
+        return self._fetch_in_batches(refs, batches, self._bodies)
+
+    def _bodies(self, refs: Sequence[DocumentRef]) -> dict[str, dict[str, Any]]:
+        """Pages or blog posts (one kind) with their bodies, by id, and their authors'
+        names looked up together."""
+        found = {
+            str(item["id"]): item
+            for item in self._items(refs[0].kind, [r.document_id for r in refs], body=True)
+        }
+        self._display_names(item.get("authorId") for item in found.values())
+        return found
 
     def _items(self, kind: str, ids: Sequence[str], *, body: bool) -> Iterator[dict[str, Any]]:
         """Pages or blog posts by id, `V2_MAX` per request."""
@@ -717,46 +714,28 @@ class CloudSource(ConfluenceSource):
     def _page_document(self, ref: DocumentRef, item: dict[str, Any]) -> SourceDocument:
         page_id = str(item["id"])
         kind = str(item["type"])
-        title = str(item.get("title") or "")
-        version = item.get("version") or {}
         with self._lock:  # its attachments' fetches name it (without its body)
             self._pages.setdefault(page_id, {k: v for k, v in item.items() if k != "body"})
         comments = self._page_comments(page_id, kind)
         access = self._item_access(item, self._comments_digest(page_id, comments))
-        updated_at = iso(version.get("createdAt"))
-        number = version.get("number", version_number(ref.version))
-        fresh = replace(
-            ref, version=listed_version(number, access.digest), title=title, updated_at=updated_at
-        )
-        body = ((item.get("body") or {}).get("storage") or {}).get("value", "")
         ancestors = self._ancestors(item)
-        data, warnings = self._page_content(body, title, comments)
         with self._lock:
             tree = self._tree_warnings.get(page_id)
-        return SourceDocument(
-            ref=fresh,
-            data=data,
-            filename=safe_filename(title) + PAGE_EXTENSION,
-            mime=PAGE_MIME,
-            format=PAGE_FORMAT,
-            source_url=self.http.url((item.get("_links") or {}).get("webui", "")),
-            title=title,
-            author=self._display_names([item.get("authorId")]).get(str(item.get("authorId"))),
-            updated_at=updated_at,
+        author_id = str(item.get("authorId"))
+        page = PageFacts(
+            kind=kind,
+            author=self._display_names([item.get("authorId")]).get(author_id),
+            updated_at=iso((item.get("version") or {}).get("createdAt")),
+            created_at=iso(item.get("createdAt")),
             labels=self._labels_of(page_id, kind, item),
             space_key=access.space_key,
-            page_id=page_id,
-            acl=access.acl,
-            base_url=self.http.base_url,
-            extra={
-                "content_type": kind,
-                "ancestors": [{"id": a.id, "title": a.title} for a in ancestors],
-                "created_at": iso(item.get("createdAt")),
-                **archived_extra(access),
-            },
-            breadcrumbs=breadcrumbs(self._space_name(access.space_key), ancestors, title),
-            warnings=(*warnings, *([tree] if tree else [])),
+            space_name=self._space_name(access.space_key),
+            ancestors=ancestors,
+            comments=comments,
+            access=access,
+            warnings=(tree,) if tree else (),
         )
+        return self._page_source(ref, item, page)
 
     def _space_name(self, key: str | None) -> str | None:
         with self._lock:
@@ -823,32 +802,21 @@ class CloudSource(ConfluenceSource):
         comments: list[Comment] = []
         for comment, answered in found:
             version = comment.get("version") or {}
-            state = _v2_comment_state(comment, location)
-            marker, selection = inline_properties(comment)
             comments.append(
-                Comment(
-                    id=state.id,
-                    version=state.version,
-                    body=((comment.get("body") or {}).get("storage") or {}).get("value", ""),
+                comment_from(
+                    comment,
+                    _v2_comment_state(comment, location),
                     author=names.get(str(version.get("authorId"))),
                     created_at=iso(version.get("createdAt")),
                     reply_to=str(comment.get("parentCommentId") or answered or "") or None,
-                    location=location,
-                    resolution=state.resolution,
-                    marker=marker,
-                    selection=selection,
                 )
             )
         return comments
 
     def _fetch_attachment(self, ref: DocumentRef) -> SourceDocument:
         what = f"attachment {ref.title or ref.document_id}"
-        try:
-            data = self.http.get_json(
-                f"api/v2/attachments/{ref.document_id}", {"include-labels": "true"}
-            )
-        except HttpStatusError as exc:
-            raise self.http.content_error(exc, what) from None
+        path = f"api/v2/attachments/{ref.document_id}"
+        data = self._content(path, what, {"include-labels": "true"})
         filename = str(data["title"])
         self._check_size(data.get("fileSize"), filename)
         links = data.get("_links") or {}
@@ -862,51 +830,34 @@ class CloudSource(ConfluenceSource):
         owner = owner or (ref.parent_document_id or "")
         access = self._owner_access(owner, kind) if owner else None
         version = data.get("version") or {}
-        updated_at = iso(version.get("createdAt"))
-        number = version.get("number", version_number(ref.version))
         with self._lock:
             page = dict(self._pages.get(owner) or {})
-        page_title = page.get("title")
-        trail = self._ancestors({**page, "type": kind}) if page else []
         author_id = str(version.get("authorId"))
-        return SourceDocument(
-            ref=replace(
-                ref,
-                version=listed_version(number, access.inherited if access else None),
-                title=filename,
-                updated_at=updated_at,
-                parent_document_id=owner or ref.parent_document_id,
-            ),
-            data=body,
+        space_key = access.space_key if access else None
+        attachment = AttachmentFacts(
             filename=filename,
+            number=version.get("number", version_number(ref.version)),
             mime=data.get("mediaType"),
             source_url=self.http.url(data.get("webuiLink") or links.get("webui") or str(link)),
-            title=filename,
             author=self._display_names([author_id]).get(author_id),
-            updated_at=updated_at,
+            updated_at=iso(version.get("createdAt")),
             labels=tuple(
                 str(label.get("name")) for label in (data.get("labels") or {}).get("results") or []
             ),
-            space_key=access.space_key if access else None,
-            page_id=owner,
-            acl=access.acl if access else None,
-            extra={"content_type": "attachment", "page_title": page_title} | archived_extra(access),
-            breadcrumbs=breadcrumbs(
-                self._space_name(access.space_key if access else None),
-                trail,
-                str(page_title or ""),
-                filename,
-            ),
+            owner=owner,
+            page_title=page.get("title"),
+            access=access,
+            space_key=space_key,
+            space_name=self._space_name(space_key),
+            ancestors=self._ancestors({**page, "type": kind}) if page else [],
         )
+        return self._attachment_source(ref, body, attachment)
 
     def _fetch_container(self, ref: DocumentRef) -> SourceDocument:
         """A whiteboard, database or smart link: the API gives no text body, so its record
         is its title, where it sits and its link, for a search for its name to find."""
         what = f"{ref.kind} {ref.document_id}"
-        try:
-            data = self.http.get_json(f"api/v2/{CONTAINER_PATH[ref.kind]}/{ref.document_id}")
-        except HttpStatusError as exc:
-            raise self.http.content_error(exc, what) from None
+        data = self._content(f"api/v2/{CONTAINER_PATH[ref.kind]}/{ref.document_id}", what)
         item = {**data, "type": ref.kind}
         access = self._item_access(item)
         title = str(item.get("title") or "")
@@ -932,11 +883,11 @@ class CloudSource(ConfluenceSource):
             title=title,
             author=self._display_names([item.get("authorId")]).get(str(item.get("authorId"))),
             updated_at=updated_at,
-            space_key=access.space_key,
-            page_id=ref.document_id,
+            container=access.space_key,
+            locator=ref.document_id,
             acl=access.acl,
             base_url=self.http.base_url,
-            extra={"content_type": ref.kind},
+            metadata={"content_type": ref.kind},
             breadcrumbs=trail,
             warnings=(tree,) if tree else (),
         )

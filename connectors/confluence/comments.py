@@ -61,6 +61,36 @@ class Comment:
         return CommentState(self.id, self.version, self.location, self.resolution)
 
 
+def storage_body(content: dict[str, Any]) -> str:
+    """The storage-format body of content either API answered with its body expanded."""
+    return str(((content.get("body") or {}).get("storage") or {}).get("value", ""))
+
+
+def comment_from(
+    content: dict[str, Any],
+    state: CommentState,
+    *,
+    author: str | None,
+    created_at: str | None,
+    reply_to: str | None,
+) -> Comment:
+    """A comment from either API's answer (its body, its inline properties) and its state;
+    where the two shapes name the rest apart, the caller reads it."""
+    marker, selection = inline_properties(content)
+    return Comment(
+        id=state.id,
+        version=state.version,
+        body=storage_body(content),
+        author=author,
+        created_at=created_at,
+        reply_to=reply_to,
+        location="inline" if state.location == "inline" else "footer",
+        resolution=state.resolution,
+        marker=marker,
+        selection=selection,
+    )
+
+
 def comment_states(comments: Sequence[Comment]) -> list[CommentState]:
     return [c.state for c in comments]
 

@@ -6,7 +6,7 @@ resolution) and `close()`.
 
 Cloud is `*.atlassian.net`, or `confluence.cloud: true` (a custom domain). Attachments
 are listed only for the extensions given to the constructor (pass
-`normalizers.base.supported_extensions()`): the normalizer registry stays the one list
+`normalizers.registry.supported_extensions()`): the normalizer registry stays the one list
 of formats, and connectors do not import normalizers.
 """
 
@@ -18,7 +18,6 @@ from datetime import datetime
 from typing import Any
 
 from config.errors import IngestError
-from config.settings import ConfluenceSettings
 from connectors.base import (
     ConnectorContext,
     DeletionScope,
@@ -32,6 +31,7 @@ from connectors.confluence.client import ConfluenceHttp
 from connectors.confluence.cloud import CloudSource
 from connectors.confluence.datacenter import DataCenterSource
 from connectors.confluence.links import ContentIndex, resolve_links
+from connectors.confluence.settings import ConfluenceSettings
 from connectors.confluence.source import ConfluenceSource
 
 log = logging.getLogger(__name__)
@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 
 class ConfluenceConnector:
     source_type = "confluence"
+    settings_model = ConfluenceSettings
     targets_are_paths = False
     targets_setting = "confluence.spaces"
 
@@ -95,14 +96,14 @@ class ConfluenceConnector:
 
         def resolve(links: Sequence[LinkTarget], source: SourceDocument) -> list[str | None]:
             return resolve_links(
-                links, content, space_key=source.space_key or "", page_id=source.page_id
+                links, content, space_key=source.container or "", page_id=source.locator
             )
 
         return resolve
 
     def deletion_scopes(self, retired: frozenset[str]) -> list[DeletionScope]:
         """A run owns its spaces' documents."""
-        return [DeletionScope(self.source_type, space_key=s) for s in self.settings.spaces]
+        return [DeletionScope(self.source_type, container=s) for s in self.settings.spaces]
 
     def close(self) -> None:
         self._http.close()

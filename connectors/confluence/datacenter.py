@@ -23,7 +23,6 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any
@@ -35,28 +34,23 @@ from connectors.confluence.access import (
     Ancestor,
     PageAccess,
     SpaceAccess,
-    listed_version,
     version_number,
 )
 from connectors.confluence.client import is_auth
 from connectors.confluence.comments import (
     Comment,
     CommentState,
+    comment_from,
     comment_states,
-    inline_properties,
 )
 from connectors.confluence.links import ContentIndex
 from connectors.confluence.source import (
-    PAGE_EXTENSION,
-    PAGE_FORMAT,
-    PAGE_MIME,
+    AttachmentFacts,
     ConfluenceSource,
-    archived_extra,
-    breadcrumbs,
+    PageFacts,
     is_unoffered,
     iso,
     restriction_from,
-    safe_filename,
     v1_comment_state,
     v1_labels,
 )
@@ -184,10 +178,7 @@ class DataCenterSource(ConfluenceSource):
         cql = f'space = "{space}" and type = comment'
         found: dict[str, list[CommentState]] = {}
         for item in self._search(cql, "version,container,extensions.resolution"):
-            state = v1_comment_state(item)
-            if state.location in self._comment_locations:
-                container = str((item.get("container") or {}).get("id") or "")
-                found.setdefault(container, []).append(state)
+            self._listed_comment(item, found)
         with self._lock:
             self._comments.update(found)
 
@@ -227,91 +218,44 @@ class DataCenterSource(ConfluenceSource):
     def fetch(self, ref: DocumentRef) -> SourceDocument:
         if ref.kind == "attachment":
             return self._fetch_attachment(ref)
-        try:
-            data = self.http.get_json(
-                f"rest/api/content/{ref.document_id}", {"expand": PAGE_EXPAND}
-            )
-        except HttpStatusError as exc:
-            raise self.http.content_error(exc, f"{ref.kind} {ref.document_id}") from None
+        path = f"rest/api/content/{ref.document_id}"
+        data = self._content(path, f"{ref.kind} {ref.document_id}", {"expand": PAGE_EXPAND})
         return self._page_document(ref, data)
 
     def fetch_many(self, refs: Sequence[DocumentRef]) -> list[SourceDocument | IngestError]:
         """Pages and blog posts in batches of `page_size` through CQL `id in (...)`, one by
         one where the search index lags; attachments one by one (each is a download)."""
-        results: dict[int, SourceDocument | IngestError] = {}
         pages = [(i, r) for i, r in enumerate(refs) if r.kind != "attachment"]
         size = self.settings.page_size
-        for start in range(0, len(pages), size):
-            batch = pages[start : start + size]
-            ids = ", ".join(ref.document_id for _, ref in batch)
-            try:
-                found = {
-                    str(item["id"]): item for item in self._search(f"id in ({ids})", PAGE_EXPAND)
-                }
-            except IngestError as exc:
-                for i, ref in batch:
-                    results[i] = self.http.batch_error(exc, f"{ref.kind} {ref.document_id}")
-                continue
-            for i, ref in batch:
-                item = found.get(ref.document_id)
-                try:
-                    if item is None or _older(item, ref):
-                        # CQL answers from the search index, which lags behind edits and
-                        # new pages: only the content endpoint may say a page is gone.
-                        results[i] = self.fetch(ref)
-                    else:
-                        results[i] = self._page_document(ref, item)
-                except IngestError as exc:
-                    results[i] = exc
-        for i, ref in enumerate(refs):
-            if ref.kind == "attachment":
-                try:
-                    results[i] = self._fetch_attachment(ref)
-                except IngestError as exc:
-                    results[i] = exc
-        return [results[i] for i in range(len(refs))]
+        batches = [pages[start : start + size] for start in range(0, len(pages), size)]
+        # CQL answers from the search index, which lags behind edits and new pages: a
+        # page it holds an older version of is fetched alone.
+        return self._fetch_in_batches(
+            refs, batches, self._bodies, lambda item, ref: not _older(item, ref)
+        )
 
-    def _page_document(self, ref: DocumentRef, data: dict[str, Any]) -> SourceDocument:
-        page_id = str(data["id"])
-        space_key = str(data["space"]["key"])
-        title = str(data["title"])
-        version = data.get("version") or {}
-        history = data.get("history") or {}
-        author = (history.get("createdBy") or version.get("by") or {}).get("displayName")
-        updated_at = iso(version.get("when"))
+    def _bodies(self, refs: Sequence[DocumentRef]) -> dict[str, dict[str, Any]]:
+        ids = ", ".join(ref.document_id for ref in refs)
+        return {str(item["id"]): item for item in self._search(f"id in ({ids})", PAGE_EXPAND)}
+
+    def _page_document(self, ref: DocumentRef, item: dict[str, Any]) -> SourceDocument:
+        page_id = str(item["id"])
+        version = item.get("version") or {}
+        history = item.get("history") or {}
         comments = self._page_comments(page_id)
-        access = self._access(data, self._comments_digest(page_id, comments))
-        number = version.get("number", version_number(ref.version))
-        fresh = replace(
-            ref, version=listed_version(number, access.digest), title=title, updated_at=updated_at
+        page = PageFacts(
+            kind=str(item.get("type", ref.kind)),
+            author=(history.get("createdBy") or version.get("by") or {}).get("displayName"),
+            updated_at=iso(version.get("when")),
+            created_at=iso(history.get("createdDate")),
+            labels=v1_labels(item),
+            space_key=str(item["space"]["key"]),
+            space_name=item["space"].get("name"),
+            ancestors=_ancestors(item),
+            comments=comments,
+            access=self._access(item, self._comments_digest(page_id, comments)),
         )
-        body = ((data.get("body") or {}).get("storage") or {}).get("value", "")
-        ancestors = _ancestors(data)
-        content, warnings = self._page_content(body, title, comments)
-        return SourceDocument(
-            ref=fresh,
-            data=content,
-            filename=safe_filename(title) + PAGE_EXTENSION,
-            mime=PAGE_MIME,
-            format=PAGE_FORMAT,
-            source_url=self.http.url((data.get("_links") or {}).get("webui", "")),
-            title=title,
-            author=author,
-            updated_at=updated_at,
-            labels=v1_labels(data),
-            space_key=space_key,
-            page_id=page_id,
-            acl=access.acl,
-            base_url=self.http.base_url,
-            extra={
-                "content_type": data.get("type", ref.kind),
-                "ancestors": [{"id": a.id, "title": a.title} for a in ancestors],
-                "created_at": iso(history.get("createdDate")),
-                **archived_extra(access),
-            },
-            breadcrumbs=breadcrumbs(data["space"].get("name"), ancestors, title),
-            warnings=warnings,
-        )
+        return self._page_source(ref, item, page)
 
     def _page_comments(self, page_id: str) -> list[Comment]:
         return self._fetch_comments(page_id, with_bodies=True)
@@ -343,32 +287,21 @@ class DataCenterSource(ConfluenceSource):
             history = item.get("history") or {}
             version = item.get("version") or {}
             parents = item.get("ancestors") or []
-            state = v1_comment_state(item)
-            marker, selection = inline_properties(item)
             comments.append(
-                Comment(
-                    id=state.id,
-                    version=state.version,
-                    body=((item.get("body") or {}).get("storage") or {}).get("value", ""),
+                comment_from(
+                    item,
+                    v1_comment_state(item),
                     author=(history.get("createdBy") or version.get("by") or {}).get("displayName"),
                     created_at=iso(history.get("createdDate") or version.get("when")),
                     reply_to=str(parents[-1]["id"]) if parents else None,
-                    location="inline" if state.location == "inline" else "footer",
-                    resolution=state.resolution,
-                    marker=marker,
-                    selection=selection,
                 )
             )
         return comments
 
     def _fetch_attachment(self, ref: DocumentRef) -> SourceDocument:
         what = f"attachment {ref.title or ref.document_id}"
-        try:
-            data = self.http.get_json(
-                f"rest/api/content/{ref.document_id}", {"expand": ATTACHMENT_EXPAND}
-            )
-        except HttpStatusError as exc:
-            raise self.http.content_error(exc, what) from None
+        path = f"rest/api/content/{ref.document_id}"
+        data = self._content(path, what, {"expand": ATTACHMENT_EXPAND})
         filename = str(data["title"])
         extensions = data.get("extensions") or {}
         self._check_size(extensions.get("fileSize"), filename)
@@ -377,37 +310,23 @@ class DataCenterSource(ConfluenceSource):
         container = data.get("container") or {}
         page_id = str(container.get("id") or ref.parent_document_id or "")
         version = data.get("version") or {}
-        updated_at = iso(version.get("when"))
-        access = self._page_access(page_id) if page_id else None
-        number = version.get("number", version_number(ref.version))
-        return SourceDocument(
-            ref=replace(
-                ref,
-                version=listed_version(number, access.inherited if access else None),
-                title=filename,
-                updated_at=updated_at,
-                parent_document_id=page_id or ref.parent_document_id,
-            ),
-            data=body,
+        space = data.get("space") or {}
+        attachment = AttachmentFacts(
             filename=filename,
+            number=version.get("number", version_number(ref.version)),
             mime=extensions.get("mediaType") or (data.get("metadata") or {}).get("mediaType"),
             source_url=self.http.url(links.get("webui") or links["download"]),
-            title=filename,
             author=(version.get("by") or {}).get("displayName"),
-            updated_at=updated_at,
+            updated_at=iso(version.get("when")),
             labels=v1_labels(data),
-            space_key=(data.get("space") or {}).get("key"),
-            page_id=page_id,
-            acl=access.acl if access else None,
-            extra={"content_type": "attachment", "page_title": container.get("title")}
-            | archived_extra(access),
-            breadcrumbs=breadcrumbs(
-                (data.get("space") or {}).get("name"),
-                _ancestors(container),
-                str(container.get("title") or ""),
-                filename,
-            ),
+            owner=page_id,
+            page_title=container.get("title"),
+            access=self._page_access(page_id) if page_id else None,
+            space_key=space.get("key"),
+            space_name=space.get("name"),
+            ancestors=_ancestors(container),
         )
+        return self._attachment_source(ref, body, attachment)
 
     # --- access ------------------------------------------------------------------------
 
@@ -437,13 +356,10 @@ class DataCenterSource(ConfluenceSource):
         known = self._known_access(page_id)
         if known is not None:
             return known
-        try:
-            data = self.http.get_json(f"rest/api/content/{page_id}", {"expand": PAGE_ACL_EXPAND})
-        except HttpStatusError as exc:
-            raise self.http.content_error(
-                exc, f"page {page_id} (owner of the attachment)"
-            ) from None
-        return self._access(data)
+        what = f"page {page_id} (owner of the attachment)"
+        return self._access(
+            self._content(f"rest/api/content/{page_id}", what, {"expand": PAGE_ACL_EXPAND})
+        )
 
     # --- HTTP --------------------------------------------------------------------------
 

@@ -11,19 +11,20 @@ it lacks, page by page.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import PurePath
 from typing import Any
 from urllib.parse import quote
 
 from config.errors import ErrorCode, IngestError
-from config.settings import ConfluenceSettings
-from connectors.base import DocumentRef, Listing, Principals, SourceDocument
+from connectors.base import DocumentRef, Listing, Principals, SourceDocument, fetch_each
 from connectors.confluence.access import (
     Ancestor,
     PageAccess,
@@ -31,6 +32,7 @@ from connectors.confluence.access import (
     effective_acl,
     listed_version,
     page_access,
+    version_number,
 )
 from connectors.confluence.anchors import match_headings, page_headings
 from connectors.confluence.client import ConfluenceHttp, is_status
@@ -44,15 +46,17 @@ from connectors.confluence.comments import (
     comments_section,
     lost_anchors,
     marked_texts,
+    storage_body,
 )
 from connectors.confluence.links import ContentIndex
+from connectors.confluence.settings import ConfluenceSettings
 from connectors.http import HttpStatusError
 
 log = logging.getLogger(__name__)
 
 PAGE_MIME = "application/vnd.atlassian.confluence.storage+xml"
 PAGE_EXTENSION = ".confluence"
-PAGE_FORMAT = "confluence"  # normalizers.base.FORMATS: storage XHTML
+PAGE_FORMAT = "confluence"  # normalizers.registry.FORMATS: storage XHTML
 PAGE_KINDS = frozenset({"page", "blogpost"})  # content with a body (and headings)
 RESTRICTION_EXPAND = "restrictions.user,restrictions.group"
 CQL_DATE_FORMAT = "%Y/%m/%d %H:%M"
@@ -74,6 +78,44 @@ class AccessUnknown(IngestError):
 
     def __reduce__(self) -> tuple[object, ...]:
         return (AccessUnknown, (self.message, self.subject, self.transient))
+
+
+@dataclass(frozen=True)
+class PageFacts:
+    """What Cloud (v2) and Data Center (v1) tell of a page or blog post in shapes of their
+    own, read by each source for the shared builder (`ConfluenceSource._page_source`)."""
+
+    kind: str  # page | blogpost: the payload's `content_type`
+    author: str | None
+    updated_at: str | None
+    created_at: str | None
+    labels: tuple[str, ...]
+    space_key: str | None
+    space_name: str | None
+    ancestors: Sequence[Ancestor]
+    comments: Sequence[Comment]
+    access: PageAccess
+    warnings: tuple[str, ...] = ()  # what is wrong with its place in the tree
+
+
+@dataclass(frozen=True)
+class AttachmentFacts:
+    """What Cloud and Data Center tell of an attachment, and of the page it is on, for
+    the shared builder (`ConfluenceSource._attachment_source`)."""
+
+    filename: str
+    number: object  # its version number, as the API gives it
+    mime: str | None
+    source_url: str
+    author: str | None
+    updated_at: str | None
+    labels: tuple[str, ...]
+    owner: str  # the page or blog post it is on ("" where the API does not say)
+    page_title: str | None
+    access: PageAccess | None  # its page's; None without a page
+    space_key: str | None
+    space_name: str | None
+    ancestors: Sequence[Ancestor]  # its page's
 
 
 class ConfluenceSource(ABC):
@@ -110,6 +152,10 @@ class ConfluenceSource(ABC):
 
     @abstractmethod
     def fetch_many(self, refs: Sequence[DocumentRef]) -> list[SourceDocument | IngestError]: ...
+
+    @abstractmethod
+    def _page_document(self, ref: DocumentRef, item: dict[str, Any]) -> SourceDocument:
+        """A page or blog post from the API's answer for it (body included)."""
 
     @abstractmethod
     def _read_space_access(self, space_key: str) -> SpaceAccess:
@@ -259,6 +305,16 @@ class ConfluenceSource(ABC):
                 return list(self._comments.get(page_id, []))
         return comment_states(fetched)
 
+    def _listed_comment(
+        self, content: dict[str, Any], found: dict[str, list[CommentState]]
+    ) -> None:
+        """A comment a v1 search listed, added under its page to `found` where its
+        location is synced."""
+        state = v1_comment_state(content)
+        if state.location in self._comment_locations:
+            owner = str((content.get("container") or {}).get("id") or "")
+            found.setdefault(owner, []).append(state)
+
     def _listed_comments(self, page_id: str, location: Location) -> int | None:
         """How many comments of `location` the listing saw on the page; None where it did
         not see the page (a fetch in a process that did not list)."""
@@ -323,6 +379,16 @@ class ConfluenceSource(ABC):
                 subject=filename,
             )
 
+    def _content(
+        self, path: str, what: str, params: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """One content item from the API; a failure names it (`what`), and says it is
+        gone only where the API says so."""
+        try:
+            return self.http.get_json(path, params)
+        except HttpStatusError as exc:
+            raise self.http.content_error(exc, what) from None
+
     def _download(self, link: str, filename: str, what: str) -> bytes:
         try:
             return self.http.download(
@@ -330,6 +396,113 @@ class ConfluenceSource(ABC):
             )
         except HttpStatusError as exc:
             raise self.http.content_error(exc, what) from None
+
+    # --- documents ---------------------------------------------------------------------
+
+    def _fetch_in_batches(
+        self,
+        refs: Sequence[DocumentRef],
+        batches: Iterable[Sequence[tuple[int, DocumentRef]]],
+        read: Callable[[Sequence[DocumentRef]], dict[str, dict[str, Any]]],
+        usable: Callable[[dict[str, Any], DocumentRef], bool] = lambda item, ref: True,
+    ) -> list[SourceDocument | IngestError]:
+        """`fetch_many`: the pages of each batch (positions in `refs` and refs) read in a
+        few requests (`read`: id -> the API's answer), each built from that answer where
+        the answer has it and it is `usable`, else fetched alone (only the page itself may
+        say it is gone); what no batch holds (attachments: each is a download) fetched
+        one by one."""
+        results: dict[int, SourceDocument | IngestError] = {}
+        for batch in batches:
+            try:
+                found = read([ref for _, ref in batch])
+            except IngestError as exc:
+                for i, ref in batch:
+                    results[i] = self.http.batch_error(exc, f"{ref.kind} {ref.document_id}")
+                continue
+            for i, ref in batch:
+                item = found.get(ref.document_id)
+                build = self.fetch
+                if item is not None and usable(item, ref):
+                    build = functools.partial(self._page_document, item=item)
+                results[i] = fetch_each(build, [ref])[0]
+        rest = [(i, ref) for i, ref in enumerate(refs) if i not in results]
+        fetched = fetch_each(self.fetch, [ref for _, ref in rest])
+        results.update((i, result) for (i, _), result in zip(rest, fetched, strict=True))
+        return [results[i] for i in range(len(refs))]
+
+    def _page_source(
+        self, ref: DocumentRef, item: dict[str, Any], page: PageFacts
+    ) -> SourceDocument:
+        """A page or blog post as a document: its storage body with its comments section.
+        What both APIs name alike is read from `item` (`id`, `title`, `version.number`,
+        `body.storage.value`, `_links.webui`); `page` holds what each reads its own way."""
+        page_id = str(item["id"])
+        title = str(item.get("title") or "")
+        number = (item.get("version") or {}).get("number", version_number(ref.version))
+        data, warnings = self._page_content(storage_body(item), title, page.comments)
+        return SourceDocument(
+            ref=replace(
+                ref,
+                version=listed_version(number, page.access.digest),
+                title=title,
+                updated_at=page.updated_at,
+            ),
+            data=data,
+            filename=safe_filename(title) + PAGE_EXTENSION,
+            mime=PAGE_MIME,
+            format=PAGE_FORMAT,
+            source_url=self.http.url((item.get("_links") or {}).get("webui", "")),
+            title=title,
+            author=page.author,
+            updated_at=page.updated_at,
+            labels=page.labels,
+            container=page.space_key,
+            locator=page_id,
+            acl=page.access.acl,
+            base_url=self.http.base_url,
+            metadata={
+                "content_type": page.kind,
+                "ancestors": [{"id": a.id, "title": a.title} for a in page.ancestors],
+                "created_at": page.created_at,
+                **archived_extra(page.access),
+            },
+            breadcrumbs=breadcrumbs(page.space_name, page.ancestors, title),
+            warnings=(*warnings, *page.warnings),
+        )
+
+    def _attachment_source(
+        self, ref: DocumentRef, data: bytes, attachment: AttachmentFacts
+    ) -> SourceDocument:
+        """An attachment as a document: its bytes, under its page's access and place."""
+        access, owner = attachment.access, attachment.owner
+        return SourceDocument(
+            ref=replace(
+                ref,
+                version=listed_version(attachment.number, access.inherited if access else None),
+                title=attachment.filename,
+                updated_at=attachment.updated_at,
+                parent_document_id=owner or ref.parent_document_id,
+            ),
+            data=data,
+            filename=attachment.filename,
+            mime=attachment.mime,
+            source_url=attachment.source_url,
+            title=attachment.filename,
+            author=attachment.author,
+            updated_at=attachment.updated_at,
+            labels=attachment.labels,
+            container=attachment.space_key,
+            locator=owner,
+            acl=access.acl if access else None,
+            metadata={"content_type": "attachment", "page_title": attachment.page_title}
+            | archived_extra(access),
+            breadcrumbs=breadcrumbs(
+                attachment.space_name,
+                attachment.ancestors,
+                str(attachment.page_title or ""),
+                attachment.filename,
+            ),
+        )
 
     def _listed_version(self, number: object, digest: Callable[[], str | None]) -> str:
         """The listed version of a page or attachment, `digest` telling its access. One

@@ -28,18 +28,13 @@ from docx.opc.coreprops import CoreProperties
 from docx.oxml import parse_xml as parse_docx_xml
 from lxml import etree
 
-from normalizers.base import (
-    NormalizeContext,
-    NormalizedDocument,
-    check_zip_limits,
-    iso_datetime,
-)
 from normalizers.docx.package import XML_PARSER, prepare_package, w
 from normalizers.docx.pandoc import pandoc_markdown
 from normalizers.docx.walk import walk_markdown
 from normalizers.fallback import Reader, first_that_reads, office_round_trip
 from normalizers.legacy import DOCX_ROUND_TRIP
-from normalizers.ooxml import without_doctypes
+from normalizers.model import NormalizeContext, NormalizedDocument
+from normalizers.ooxml import check_zip_limits, iso_datetime, without_doctypes
 from normalizers.selfcheck import loss_warning, word_loss
 
 # The parts whose text the document's Markdown holds (DOCTYPEs are removed from these).

@@ -25,7 +25,7 @@ from types import MappingProxyType
 from lxml import etree
 
 from config.errors import ErrorCode
-from normalizers.base import NormalizeContext
+from normalizers.model import NormalizeContext
 
 W_NS = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 _MC_NS = "http://schemas.openxmlformats.org/markup-compatibility/2006"

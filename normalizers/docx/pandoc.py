@@ -23,7 +23,7 @@ from typing import Any
 import pypandoc
 
 from config.errors import ErrorCode
-from normalizers.base import NormalizeContext
+from normalizers.model import NormalizeContext
 from normalizers.tables import NESTED_CELL_SEPARATOR, NESTED_ROW_SEPARATOR
 
 _WRITER = "gfm-raw_html-tex_math_gfm+tex_math_dollars"

@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 from config.errors import ErrorCode
-from normalizers.base import NormalizeContext, NormalizedDocument
+from normalizers.model import NormalizeContext, NormalizedDocument
 from normalizers.pdf.extraction import PYMUPDF, TEXT_FLAGS, Page, extract_page
 from normalizers.pdf.layout import document_styles, drop_running_lines
 from normalizers.pdf.rendering import render

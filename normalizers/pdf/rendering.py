@@ -8,8 +8,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from chunking.text import Anchor
-from normalizers.base import AnchoredMarkdown
+from markdown_text import Anchor
+from normalizers.model import AnchoredMarkdown
 from normalizers.pdf.extraction import BULLETS, Item, Line, Page
 from normalizers.pdf.layout import Styles, heading_text, page_items
 

@@ -16,8 +16,6 @@ from typing import Any
 
 import yaml
 
-from config.errors import ErrorCode, IngestError
-
 _FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _TABLE_DELIMITER = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
 _INNER_WHITESPACE = re.compile(r"[ \t\f\v\u00a0]{2,}|[\t\f\v]")
@@ -38,20 +36,6 @@ class NormalizedText:
     text: str
     anchors: tuple[Anchor, ...] = ()
     front_matter: dict[str, Any] | None = None
-
-
-def decode_utf8(data: bytes, *, subject: str | None = None) -> str:
-    """Strict UTF-8 decoding: invalid bytes fail the document, never silently replaced."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise IngestError(
-            ErrorCode.CHUNKING_FAILED,
-            f"not valid UTF-8 (byte {exc.object[exc.start]:#04x} at offset {exc.start}); "
-            "re-save the file as UTF-8",
-            subject=subject,
-        ) from None
-    return text.removeprefix("\ufeff")
 
 
 def split_front_matter(text: str) -> tuple[str, dict[str, Any] | None]:

@@ -1,0 +1,14 @@
+"""Markdown text as every stage after the normalizers sees it: the shared normalization
+pass, positional anchors (page, sheet, slide starts) and strict UTF-8 decoding. Plain
+Python on the bottom layer's errors only, so normalizers and chunking both import it
+without depending on each other."""
+
+from markdown_text.decode import decode_utf8
+from markdown_text.normalize import (
+    Anchor,
+    NormalizedText,
+    normalize_markdown,
+    split_front_matter,
+)
+
+__all__ = ["Anchor", "NormalizedText", "decode_utf8", "normalize_markdown", "split_front_matter"]

@@ -1,0 +1,104 @@
+"""Which format a document is, decided from its bytes; the extension and MIME type only
+break ties the content cannot (OLE2 containers, text flavours)."""
+
+from __future__ import annotations
+
+import io
+import re
+import zipfile
+from pathlib import PurePath
+from types import MappingProxyType
+
+from config.errors import ErrorCode, IngestError
+from normalizers.registry import FORMATS, supported_extensions
+
+_OLE2_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+_ENCRYPTED_PACKAGE = "EncryptedPackage".encode("utf-16-le")
+_OOXML_MAIN_PART = (("word/", "docx"), ("xl/", "xlsx"), ("ppt/", "pptx"))
+_LEGACY_BY_EXTENSION = MappingProxyType({".doc": "doc", ".xls": "xls", ".ppt": "ppt"})
+# An `ac:` or `ri:` element (`<ac:structured-macro`, `<ri:page`): Confluence storage format.
+_STORAGE_ELEMENT = re.compile(rb"<(?:ac|ri):[A-Za-z]")
+
+
+def detect_format(data: bytes, filename: str, mime: str | None = None) -> str:
+    """Decide the format from the bytes; the extension and MIME type only break ties
+    that the content cannot (OLE2 containers, text flavours)."""
+    ext = PurePath(filename).suffix.lower()
+    by_ext = next((e.name for e in FORMATS.values() if ext in e.extensions), None)
+    by_mime = next((e.name for e in FORMATS.values() if mime and mime in e.mimes), None)
+    head = data[:8]
+    # Markup (HTML, Confluence storage format) may mention "%PDF-" early; it is no PDF.
+    markup = data[:1024].lstrip()[:1] == b"<"
+    if head.startswith(b"%PDF") or (b"%PDF-" in data[:1024] and not markup):
+        return "pdf"
+    if head.startswith(b"PK\x03\x04"):
+        return _detect_zip(data, filename)
+    if head.startswith(_OLE2_MAGIC):
+        if _ENCRYPTED_PACKAGE in data:
+            # Password-protected .docx/.xlsx/.pptx are OLE2 containers around an
+            # EncryptedPackage stream (MS-OFFCRYPTO).
+            raise IngestError(
+                ErrorCode.ENCRYPTED,
+                "password-protected Office document; save a copy without the password",
+                subject=filename,
+            )
+        legacy = _LEGACY_BY_EXTENSION.get(ext) or (
+            by_mime if by_mime in ("doc", "xls", "ppt") else None
+        )
+        if legacy is None:
+            raise IngestError(
+                ErrorCode.UNSUPPORTED_FORMAT,
+                "an OLE2 (legacy Office) file whose extension is not .doc, .xls or .ppt",
+                subject=filename,
+            )
+        return legacy
+    if by_mime == "confluence":
+        return "confluence"
+    if by_ext in ("pdf", "docx", "xlsx", "pptx", "doc", "xls", "ppt"):
+        raise IngestError(
+            ErrorCode.CORRUPT,
+            f"the extension says {by_ext.upper()} but the content is not one (truncated or "
+            "mislabelled file)",
+            subject=filename,
+        )
+    if _looks_binary(data):
+        raise IngestError(
+            ErrorCode.UNSUPPORTED_FORMAT, "binary content of an unsupported type", subject=filename
+        )
+    sniff = data[:512].lstrip().lower()
+    if sniff.startswith((b"<!doctype html", b"<html")):
+        return "html"  # a full HTML page, whatever its name says
+    if markup and _STORAGE_ELEMENT.search(data):
+        return "confluence"  # storage format (an export, a saved body), whatever its name
+    if by_ext in ("html", "markdown", "text") or by_mime in ("html", "markdown", "text"):
+        return by_ext or by_mime or "text"
+    if by_ext is None and ext:
+        raise IngestError(
+            ErrorCode.UNSUPPORTED_FORMAT,
+            f"files with extension {ext!r} are not supported; supported: "
+            + ", ".join(sorted(supported_extensions())),
+            subject=filename,
+        )
+    return "text"
+
+
+def _detect_zip(data: bytes, filename: str) -> str:
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            names = archive.namelist()
+    except (zipfile.BadZipFile, ValueError, OSError, NotImplementedError) as exc:
+        raise IngestError(
+            ErrorCode.CORRUPT, f"broken ZIP container ({exc})", subject=filename
+        ) from None
+    for prefix, fmt in _OOXML_MAIN_PART:
+        if any(n.startswith(prefix) for n in names):
+            return fmt
+    raise IngestError(
+        ErrorCode.UNSUPPORTED_FORMAT,
+        "a ZIP archive that is not a Word, Excel or PowerPoint document",
+        subject=filename,
+    )
+
+
+def _looks_binary(data: bytes) -> bool:
+    return b"\x00" in data[:8192]

@@ -1,0 +1,125 @@
+"""What a normalizer gets and gives: the context it reads a document in, the Markdown
+document with its metadata, anchors and outgoing links, and the one signature every
+format module implements (`Normalizer`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from config.errors import ErrorCode, IngestError
+from config.settings import LimitsSettings
+from markdown_text import Anchor
+
+
+@dataclass(frozen=True)
+class LinkRecord:
+    """An outgoing link found while normalizing (SPEC §3.8)."""
+
+    target_url: str
+    link_type: str  # "page" | "attachment" | "external" | "anchor"
+    text: str = ""
+    # What identifies the target inside Confluence, when the source says so; the
+    # connector resolves these to a document id where the target is a synced page.
+    target_page_id: str | None = None
+    target_title: str | None = None
+    target_space_key: str | None = None
+    target_filename: str | None = None
+
+
+@dataclass
+class NormalizedDocument:
+    markdown: str
+    title: str | None = None
+    author: str | None = None
+    created_at: str | None = None  # ISO 8601
+    updated_at: str | None = None  # ISO 8601
+    page_count: int | None = None
+    language: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)  # source-specific, front matter
+    anchors: tuple[Anchor, ...] = ()
+    links: tuple[LinkRecord, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """The stage cache's form of the document (`from_json` reads it back)."""
+        return {
+            "markdown": self.markdown,
+            "title": self.title,
+            "author": self.author,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "page_count": self.page_count,
+            "language": self.language,
+            # front matter may hold dates and other YAML types: stored as their text
+            "metadata": json.loads(json.dumps(self.metadata, default=str)),
+            "anchors": [[a.offset, a.kind, a.value] for a in self.anchors],
+            "links": [asdict(link) for link in self.links],
+            "warnings": list(self.warnings),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> NormalizedDocument:
+        return cls(
+            markdown=data["markdown"],
+            title=data["title"],
+            author=data["author"],
+            created_at=data["created_at"],
+            updated_at=data["updated_at"],
+            page_count=data["page_count"],
+            language=data["language"],
+            metadata=data["metadata"],
+            anchors=tuple(Anchor(o, k, v) for o, k, v in data["anchors"]),
+            links=tuple(LinkRecord(**link) for link in data["links"]),
+            warnings=tuple(data["warnings"]),
+        )
+
+
+@dataclass(frozen=True)
+class NormalizeContext:
+    filename: str  # file name or page title: used in messages and as an extension hint
+    mime: str | None = None
+    limits: LimitsSettings = field(default_factory=LimitsSettings)  # type: ignore[arg-type]
+    # Where the document's relative links resolve (a base URL incl. context path), and
+    # its container and locator in its source (`SourceDocument`): a Confluence page's
+    # space, which its links to pages default to, and its id (attachment download URLs).
+    base_url: str | None = None
+    container: str | None = None
+    locator: str | None = None
+
+    def fail(self, code: ErrorCode, message: str) -> IngestError:
+        return IngestError(code, message, subject=self.filename)
+
+
+Normalizer = Callable[[bytes, NormalizeContext], NormalizedDocument]
+
+
+class AnchoredMarkdown:
+    """Markdown written section by section (pages, sheets, slides), each section's start
+    anchored so chunks can say which section they come from."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._parts: list[str] = []
+        self._anchors: list[Anchor] = []
+        self._length = 0
+
+    def add(self, value: int | str, text: str) -> None:
+        """Start section `value` here; `text` may be empty (the anchor still counts)."""
+        self._anchors.append(Anchor(self._length, self.kind, value))
+        self._parts.append(text)
+        self._length += len(text)
+
+    @property
+    def sections(self) -> int:
+        return len(self._anchors)
+
+    @property
+    def markdown(self) -> str:
+        return "".join(self._parts)
+
+    @property
+    def anchors(self) -> tuple[Anchor, ...]:
+        return tuple(self._anchors)

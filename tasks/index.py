@@ -1,0 +1,153 @@
+"""Index a prepared batch: embed only texts never embedded, upsert only missing points,
+drop the documents' other versions (indexing/reconcile.py `sync_documents`); and
+re-index a collection from the stage cache."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+from chunking.record import Chunk
+from config.errors import ErrorCode, IngestError
+from config.settings import Settings
+from indexing.embedders import Embedder, Embedding
+from indexing.qdrant_store import QdrantStore
+from indexing.reconcile import DocumentChunks, sync_documents
+from indexing.reindex import ReindexResult, reindex
+from stage_cache.keys import CacheKey
+from stage_cache.store import StageCache
+from tasks.links import LinkStore
+from tasks.outcome import (
+    BatchOutcome,
+    PreparedDocument,
+    StageCount,
+    cache_unwritable,
+)
+from tasks.plan import SourceSpec
+from tasks.resources import Resources
+from tasks.stages import handoff_cache
+from tasks.state import DocumentState, SyncState, pipeline_fingerprint
+
+
+class _TimedEmbedder:
+    """The embedder, with the time spent embedding counted (the rest of a sync is
+    cache lookups, upserts and deletes)."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.model_id = inner.model_id
+        self.vector_size = inner.vector_size
+        self.has_sparse = inner.has_sparse
+        self.seconds = 0.0
+
+    def embed(self, texts: Sequence[str]) -> list[Embedding]:
+        started = time.perf_counter()
+        try:
+            return self.inner.embed(texts)
+        except IngestError:
+            raise
+        except Exception as exc:  # the model broke on this batch: report, keep old points
+            raise IngestError(ErrorCode.EMBED_FAILED, f"{type(exc).__name__}: {exc}") from exc
+        finally:
+            self.seconds += time.perf_counter() - started
+
+
+def index_batch(
+    spec: SourceSpec,
+    settings: Settings,
+    documents: Sequence[PreparedDocument],
+    resources: Resources,
+    *,
+    force: bool = False,
+) -> BatchOutcome:
+    """Raises a transient IngestError (Qdrant or the embedder unavailable) for retry."""
+    outcome = BatchOutcome()
+    if not documents:
+        return outcome
+    cache = handoff_cache(settings)
+    embedder = resources.embedder()
+    store = resources.store(embedder)
+    batch: list[DocumentChunks] = []
+    for document in documents:
+        records = cache.get_json(CacheKey("chunk", document.chunk_key))
+        if records is None:
+            raise IngestError(
+                ErrorCode.UPSERT_FAILED,
+                "the chunks prepared for this document left the cache before indexing",
+                subject=document.document_id,
+                transient=True,
+            )
+        chunks = [Chunk.from_record(r) for r in records]
+        batch.append(DocumentChunks(document.document_id, document.version, chunks))
+    try:
+        return _sync(spec, settings, resources, store, embedder, batch, force=force)
+    except OSError as exc:
+        raise cache_unwritable(settings, exc, code=ErrorCode.EMBED_FAILED) from exc
+
+
+def _sync(
+    spec: SourceSpec,
+    settings: Settings,
+    resources: Resources,
+    store: QdrantStore,
+    embedder: Embedder,
+    batch: Sequence[DocumentChunks],
+    *,
+    force: bool,
+) -> BatchOutcome:
+    outcome = BatchOutcome()
+    # links_in is pushed after indexing; until then these documents' points lack it
+    LinkStore(settings.cache.dir, settings.tenant_id).mark_unpushed([d.document_id for d in batch])
+    started = time.perf_counter()
+    embed_cache = StageCache(
+        settings.cache.dir, enabled=settings.cache.enabled and not force, fsync=settings.cache.fsync
+    )
+    timed = _TimedEmbedder(embedder)
+    result = sync_documents(
+        store, timed, embed_cache, settings.tenant_id, batch, lexical=resources.lexical()
+    )
+    elapsed = time.perf_counter() - started
+    outcome.seconds["embed"] += timed.seconds
+    outcome.seconds["upsert"] += elapsed - timed.seconds
+    outcome.stages["embed"] = StageCount(done=result.embedded, cached=result.embed_cache_hits)
+    outcome.stages["upsert"] = StageCount(
+        done=result.documents_written, cached=result.documents_unchanged
+    )
+    outcome.indexed = [d.document_id for d in batch]
+    fingerprint = pipeline_fingerprint(settings)
+    SyncState.for_scope(settings, spec.scope).update(
+        {
+            d.document_id: DocumentState(
+                d.source_version_id, fingerprint, None, "no chunks" if not d.chunks else None
+            )
+            for d in batch
+        }
+    )
+    return outcome
+
+
+def reindex_collection(
+    settings: Settings,
+    resources: Resources,
+    *,
+    target: str | None = None,
+    drop_old: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> ReindexResult:
+    """Build the collection the settings make now from the one behind the alias (stage
+    cache and old points; nothing fetched or chunked) and move the alias to it (SPEC
+    §4.2). Nothing to do when the collection already holds what the settings make."""
+    embedder = resources.embedder()
+    try:
+        return reindex(
+            resources.store(embedder, check=False),
+            embedder,
+            resources.lexical(),
+            handoff_cache(settings),
+            target=target,
+            drop_old=drop_old,
+            keep_old_days=settings.qdrant.keep_old_days,
+            progress=progress,
+        )
+    except OSError as exc:
+        raise cache_unwritable(settings, exc, code=ErrorCode.EMBED_FAILED) from exc

@@ -1,0 +1,137 @@
+"""What a batch and a run did, in small records that travel between tasks (counts,
+failures, warnings, links, cache keys: chunks travel through the stage cache), and the
+run's progress records."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+
+from config.errors import ErrorCode, IngestError
+from config.settings import Settings
+from connectors.base import DocumentRef
+from tasks.state import DocumentState
+
+STAGES = ("fetch", "normalize", "chunk", "embed", "upsert")
+TOKEN_BINS = ((0, 49), (50, 149), (150, 300), (301, 600), (601, 10**9))
+
+
+# Progress of a run as DEBUG records (`progress_total`, `progress_done` in their extra):
+# the CLI's progress bar listens in the same process; deployments report through artifacts.
+progress = logging.getLogger("ingest.progress")
+
+
+def progress_start(total: int) -> None:
+    progress.debug("%d documents to process", total, extra={"progress_total": total})
+
+
+def report_progress(documents: int) -> None:
+    progress.debug("%d documents processed", documents, extra={"progress_done": documents})
+
+
+@dataclass(frozen=True)
+class Failure:
+    document_id: str
+    code: str
+    message: str
+    transient: bool = False
+
+
+@dataclass(frozen=True)
+class DocumentWarning:
+    """Something the run report should say about a document that was indexed anyway, e.g.
+    which fallback reader converted it; or, under the run's scope as `document_id`, about
+    the source (`Listing.notes`)."""
+
+    document_id: str
+    message: str
+
+
+@dataclass(frozen=True)
+class DocumentLink:
+    """A document a run prepared and where a reader finds it (its page, its file)."""
+
+    document_id: str
+    title: str | None
+    url: str | None
+
+
+# How many prepared documents a run's report links to.
+LINKS_SHOWN = 20
+
+
+@dataclass
+class StageCount:
+    done: int = 0
+    cached: int = 0
+
+
+@dataclass
+class BatchOutcome:
+    """What one batch did: counts, failures, time per stage; merged into the run summary."""
+
+    documents: int = 0
+    stages: dict[str, StageCount] = field(default_factory=lambda: {s: StageCount() for s in STAGES})
+    seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
+    failures: list[Failure] = field(default_factory=list)
+    warnings: list[DocumentWarning] = field(default_factory=list)
+    links: list[DocumentLink] = field(default_factory=list)  # the first LINKS_SHOWN
+    gone: list[str] = field(default_factory=list)
+    indexed: list[str] = field(default_factory=list)  # documents whose points were synced
+    chunks: int = 0
+    token_histogram: Counter[str] = field(default_factory=Counter)
+
+    def merge(self, other: BatchOutcome) -> None:
+        self.documents += other.documents
+        self.indexed += other.indexed
+        for stage in STAGES:
+            self.stages[stage].done += other.stages[stage].done
+            self.stages[stage].cached += other.stages[stage].cached
+            self.seconds[stage] += other.seconds[stage]
+        self.failures += other.failures
+        self.warnings += other.warnings
+        self.links = (self.links + other.links)[:LINKS_SHOWN]
+        self.gone += other.gone
+        self.chunks += other.chunks
+        self.token_histogram.update(other.token_histogram)
+
+
+@dataclass(frozen=True)
+class PreparedDocument:
+    document_id: str
+    version: str
+    chunk_key: str  # stage-cache digest of the chunk records
+    chunks: int
+
+
+@dataclass
+class PreparedBatch:
+    outcome: BatchOutcome
+    documents: list[PreparedDocument]
+
+
+def cache_unwritable(settings: Settings, exc: OSError, *, code: ErrorCode) -> IngestError:
+    """A write to the cache directory failed (disk full, permissions): transient, so the
+    documents are retried by the next run once there is room."""
+    return IngestError(
+        code,
+        f"the cache directory {settings.cache.dir} cannot be written: {exc.strerror or exc}",
+        subject=str(exc.filename or settings.cache.dir),
+        transient=True,
+    )
+
+
+def failure_of(document_id: str, error: IngestError) -> Failure:
+    return Failure(document_id, error.code.value, error.message, error.transient)
+
+
+def failed_state(ref: DocumentRef, fingerprint: str, error: IngestError) -> DocumentState:
+    return DocumentState(ref.version, fingerprint, error.code.value, error.message)
+
+
+def token_bin(tokens: int) -> str:
+    for low, high in TOKEN_BINS:
+        if low <= tokens <= high:
+            return f"{low}-{high}" if high < 10**9 else f">{low - 1}"
+    return "?"
