@@ -405,8 +405,9 @@ class QdrantStore:
                 connection.execute("PRAGMA journal_mode=WAL")
                 connection.execute("PRAGMA synchronous=NORMAL")
 
-    def _create(self, name: str, state: str = "live") -> str:
-        """A collection for `self.schema`, its metadata saying what made its vectors."""
+    def _create(self, name: str, state: str = "live", **recorded: str) -> str:
+        """A collection for `self.schema`, its metadata saying what made its vectors, its
+        `state` and any other `recorded` fields."""
         on_disk = self.settings.on_disk
         sparse: dict[str, models.SparseVectorParams] = {}
         if self.schema.sparse:
@@ -422,6 +423,7 @@ class QdrantStore:
                 "model_id": self.schema.model_id,
                 "lexical_id": self.schema.lexical_id if self.schema.lexical else None,
                 "state": state,
+                **recorded,
             }
         }
         self._call(
@@ -538,8 +540,7 @@ class QdrantStore:
     def create_build(self, name: str, source: str) -> None:
         """A collection for this store's schema, recorded as a re-index of `source`."""
         with self.connection.creating:
-            self._create(name, state="building")
-            self.record(name, source=source)
+            self._create(name, state="building", source=source)
         self._tune_local_storage(name)
         self.holds = self.schema
 
@@ -600,22 +601,25 @@ class QdrantStore:
             raise ValueError(f"{len(chunks)} chunks but {len(embeddings)} embeddings")
         if self.holds.lexical and (lexical is None or len(lexical) != len(chunks)):
             raise ValueError("the collection holds lexical vectors: give one per chunk")
+        weights: Sequence[SparseWeights | None] = (
+            lexical if lexical is not None else [None] * len(chunks)
+        )
         batch_size = self.settings.upsert_batch_size
         for start in range(0, len(chunks), batch_size):
-            end = start + batch_size
+            batch = chunks[start : start + batch_size]
             points = [
-                self._point(chunk, embedding, weights)
-                for chunk, embedding, weights in zip(
-                    chunks[start:end],
-                    embeddings[start:end],
-                    lexical[start:end] if lexical is not None else [None] * len(chunks[start:end]),
+                self._point(chunk, embedding, lexical_weights)
+                for chunk, embedding, lexical_weights in zip(
+                    batch,
+                    embeddings[start : start + batch_size],
+                    weights[start : start + batch_size],
                     strict=True,
                 )
             ]
             with self._lock:
                 self._call("upsert", partial(self.client.upsert, self.collection, points=points))
                 loaded = self._loaded_point_maps()
-                for chunk in chunks[start : start + batch_size]:
+                for chunk in batch:
                     known = loaded.get(chunk.tenant_id)
                     if known is not None:
                         document = known.setdefault(chunk.document_id, {})

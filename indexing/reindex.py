@@ -119,11 +119,11 @@ def _open_build(build: QdrantStore, source: str) -> None:
             setting="qdrant.collection",
         )
     held = build.describe(name)
-    if held.conflicts(build.schema) or held.lacks(build.schema):
+    unfit = [*held.conflicts(build.schema), *held.lacks(build.schema).values()]
+    if unfit:
         raise ConfigError(
             f"collection {name!r} does not hold what the settings make now "
-            f"({'; '.join([*held.conflicts(build.schema), *held.lacks(build.schema).values()])}): "
-            "pass another --to NAME",
+            f"({'; '.join(unfit)}): pass another --to NAME",
             setting="qdrant.collection",
         )
     build.record(name, state="building", source=source)
