@@ -162,7 +162,9 @@ def _bindings(
         spent = 0
         at = position + 1
         if block.type is BlockType.CODE:
-            stop = at + 2 if at + 1 < len(blocks) and is_output_block(blocks, at + 1) else at + 1
+            # the output block right after the code, or after a paragraph introducing it
+            introduced = at + 1 < len(blocks) and blocks[at].type is BlockType.PARAGRAPH
+            stop = at + 2 if introduced and is_output_block(blocks, at + 1) else at + 1
             if stop <= len(blocks) and is_output_block(blocks, stop - 1):
                 cost = sum(blocks[p].token_count for p in range(at, stop))
                 if cost <= after_tokens and fits(block, used + cost + stop - at + len(before)):

@@ -176,6 +176,22 @@ def test_an_output_block_and_its_explanation_bind_after_the_code(
     ]
 
 
+def test_an_output_block_binds_to_the_code_right_before_it_only(counter: TokenCounter) -> None:
+    """Two code samples and the second one's output, all within the binding budget: the
+    first sample is not bound to the second and its output as if they were its own (the
+    validator refuses a chunk of two code blocks). min_tokens under each sample keeps the
+    small-blocks rule out of it."""
+    first, second = _code(3), _code(3, seed=1)
+    text = f"{first}\n\n{second}\n\n```text\n4\n```\n"
+    settings = ChunkingSettings(min_tokens=40, overlap_tokens=10)  # type: ignore[call-arg]
+    chunks = chunked(text, settings).chunks
+    assert [c.md_text for c in chunks] == [first, f"{second}\n\n```text\n4\n```"]
+    assert [(c.bound_context, c.code_role) for c in chunks] == [
+        (None, "standalone"),
+        ("after", "output"),
+    ]
+
+
 def test_a_paragraph_binds_to_one_block_only(counter: TokenCounter) -> None:
     """Between two blocks: the explanation after the first binds to it, the lead-in
     (ending with `:`) and the prose right before the second bind to the second."""
