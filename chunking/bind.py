@@ -80,12 +80,9 @@ def run_pieces(
             continue
         binding = bindings.get(position)
         if binding is None:
-            split = ctx.splitters[block.type].split(block, ctx)
-            if block.type is BlockType.CODE:
-                split = [replace(p, code_role="standalone") for p in split]
-            pieces.extend(split)
-            continue
-        pieces.extend(_bound_pieces(blocks, block, binding, ctx))
+            pieces.extend(_alone([block], ctx))
+        else:
+            pieces.extend(_bound_pieces(blocks, block, binding, ctx))
     return pieces
 
 
@@ -118,6 +115,7 @@ def _room(context: Sequence[Block]) -> int:
 
 
 def _alone(context: Sequence[Block], ctx: SplitContext) -> list[Piece]:
+    """Blocks split on their own, nothing bound (code recorded as standalone)."""
     pieces = []
     for block in context:
         split = ctx.splitters[block.type].split(block, ctx)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from chunking.blocks import Block, ListItem
@@ -54,6 +55,12 @@ class _LineCounts:
         ):
             return self.sums[last + 1] - self.sums[first]
         return self.counter.count(self.document[start:end])
+
+    def count_many(self, spans: Sequence[tuple[int, int]]) -> list[int]:
+        """Counts of several spans: one batch for a counter that cannot sum lines."""
+        if not self.counter.additive:
+            return self.counter.count_many([self.document[a:b] for a, b in spans])
+        return [self.count(a, b) for a, b in spans]
 
 
 @dataclass(frozen=True)
@@ -128,7 +135,7 @@ class ListSplitter:
             if part is not None:
                 spans.append((part.start, part.end, part))
                 cursor = max(cursor, part.end)
-        counts = [lines.count(a, b) for a, b, _ in spans]
+        counts = lines.count_many([(a, b) for a, b, _ in spans])
         units: list[_Span | Piece] = []
         for (a, b, part), n in zip(spans, counts, strict=True):
             if isinstance(part, Block):

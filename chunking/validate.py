@@ -204,7 +204,12 @@ def _undersize_holds(reason: str, chunk: Chunk, following: Chunk | None, doc: _D
     # next (a next chunk that opens with a heading line starts at that heading).
     if following is None:
         return True
-    return any(chunk.block_end_idx < b <= following.block_start_idx for b in doc.boundaries)
+    return _section_break(chunk, following, doc)
+
+
+def _section_break(first: Chunk, second: Chunk, doc: _Document) -> bool:
+    """A heading or horizontal rule lies between two chunks."""
+    return any(first.block_end_idx < b <= second.block_start_idx for b in doc.boundaries)
 
 
 def _heading_only(chunk: Chunk, doc: _Document) -> bool:
@@ -257,14 +262,6 @@ def _check_markdown(chunk: Chunk, doc: _Document, fail: Fail) -> None:
         if (in_list or row) and doc.counter.count(line) <= doc.config.max_tokens:
             what = "a list line" if in_list else "a table row"
             fail("line_cut", chunk, f"chunk boundary cuts {what} that fits the budget")
-
-
-def _first_content_block(chunk: Chunk, doc: _Document) -> Block | None:
-    """The chunk's first block that is not a heading line of a merged section."""
-    index = chunk.block_start_idx
-    while index < len(doc.blocks) and doc.blocks[index].type is BlockType.HEADING:
-        index += 1
-    return doc.blocks[index] if index < len(doc.blocks) else None
 
 
 def _check_table_piece(chunk: Chunk, lines: list[str], fail: Fail) -> None:
@@ -420,7 +417,7 @@ def _check_joinable(chunks: Sequence[Chunk], doc: _Document, fail: Fail) -> None
             continue
         if any(_heading_only(c, doc) for c in small):
             continue
-        if any(first.block_end_idx < b <= second.block_start_idx for b in doc.boundaries):
+        if _section_break(first, second, doc):
             continue
         if doc.counter.additive:
             together = first.token_count + second.token_count
