@@ -251,6 +251,16 @@ class CollectionSchema:
             found.append(f"vectors of {wanted.model_id} (it has {self.model_id})")
         return found
 
+    def refuse_conflicts(self, wanted: CollectionSchema, name: str) -> None:
+        """Stop, naming the re-index, when collection `name` cannot hold `wanted`."""
+        conflicts = self.conflicts(wanted)
+        if conflicts:
+            raise ConfigError(
+                f"collection {name!r} cannot hold {conflicts[0]}: {REINDEX_ADVICE}, or "
+                "pick another qdrant.collection",
+                setting="qdrant.collection",
+            )
+
     def lacks(self, wanted: CollectionSchema) -> dict[str, str]:
         """Vectors of `wanted` this collection does not have (or has made otherwise):
         vector name -> in words."""
@@ -482,13 +492,7 @@ class QdrantStore:
         info = self._call("describe", lambda: self.client.get_collection(physical))
         self._add_missing_payload_indexes(physical, info)
         self.holds = _schema_of(info)
-        conflicts = self.holds.conflicts(self.schema)
-        if conflicts:
-            raise ConfigError(
-                f"collection {physical!r} cannot hold {conflicts[0]}: {REINDEX_ADVICE}, or "
-                "pick another qdrant.collection",
-                setting="qdrant.collection",
-            )
+        self.holds.refuse_conflicts(self.schema, physical)
         lacks = self.holds.lacks(self.schema)
         if lacks and physical not in self.connection.warned:
             self.connection.warned.add(physical)

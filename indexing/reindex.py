@@ -219,8 +219,11 @@ def _changed(what: str) -> IngestError:
 def drop_retired(live: QdrantStore, keep_old_days: float) -> tuple[str, ...]:
     """Drop what re-indexing left behind the alias: collections retired more than
     `keep_old_days` ago, and builds of a source the alias no longer names. Collections
-    without this project's records are never touched."""
+    without this project's records are never touched, nor anything before the alias
+    names a collection."""
     current = live.resolve()
+    if current is None:
+        return ()
     now = datetime.now(UTC)
     dropped: list[str] = []
     for name in live.collections():

@@ -127,12 +127,8 @@ def _collection_notes(resources: Resources, *, writes: bool) -> tuple[DocumentWa
         return ()
     held = store.describe()
     wanted = resources.schema(resources.embedder() if writes else None)
-    conflicts = held.conflicts(wanted) if writes else []
-    if conflicts:
-        raise ConfigError(
-            f"collection {store.alias!r} cannot hold {conflicts[0]}: {REINDEX_ADVICE}",
-            setting="qdrant.collection",
-        )
+    if writes:
+        held.refuse_conflicts(wanted, store.alias)
     lexical = held.lacks(wanted).get(LEXICAL)
     if lexical is None:
         return ()

@@ -13,7 +13,7 @@ from connectors.base import DeletionScope, IdMigration, Listing, ScopedDeletion
 from indexing.reconcile import MassDeletionRefused, delete_missing_documents
 from indexing.reindex import drop_retired
 from tasks.links import LinkStore
-from tasks.outcome import BatchOutcome, Failure, cache_unwritable
+from tasks.outcome import BatchOutcome, cache_unwritable, failure_of
 from tasks.plan import IndexedDocuments, SourceSpec
 from tasks.resources import Resources
 from tasks.state import SyncState
@@ -89,7 +89,7 @@ def reconcile_into(
         )
     except IngestError as exc:
         log.error("reconcile: %s", exc)
-        outcome.failures.append(Failure(spec.scope, exc.code.value, exc.message, exc.transient))
+        outcome.failures.append(failure_of(spec.scope, exc))
         return [], isinstance(exc, MassDeletionRefused)
     return deleted, False
 
@@ -110,9 +110,7 @@ def reconcile(
         push_incoming_link_counts(settings, indexed, resources)
     except OSError as exc:
         raise cache_unwritable(settings, exc, code=ErrorCode.UPSERT_FAILED) from exc
-    store = resources.store()
-    if store.resolve() is not None:
-        drop_retired(store, settings.qdrant.keep_old_days)
+    drop_retired(resources.store(), settings.qdrant.keep_old_days)
     return deleted
 
 
