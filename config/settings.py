@@ -303,12 +303,9 @@ class Settings(StrictModel):
 
     def value(self, dotted: str) -> Any:
         """The setting named `dotted` (`run.batch_size`, `confluence.spaces`), None where
-        there is none."""
-        head, *rest = dotted.split(".")
-        node: Any = self.section(head) if head not in type(self).model_fields else None
-        if node is None:
-            node = getattr(self, head, None)
-        for part in rest:
+        there is none. A source's section is an extra field: read by attribute too."""
+        node: Any = self
+        for part in dotted.split("."):
             node = getattr(node, part, None)
         return node
 

@@ -4,11 +4,6 @@ Python on the bottom layer's errors only, so normalizers and chunking both impor
 without depending on each other."""
 
 from markdown_text.decode import decode_utf8
-from markdown_text.normalize import (
-    Anchor,
-    NormalizedText,
-    normalize_markdown,
-    split_front_matter,
-)
+from markdown_text.normalize import Anchor, NormalizedText, normalize_markdown
 
-__all__ = ["Anchor", "NormalizedText", "decode_utf8", "normalize_markdown", "split_front_matter"]
+__all__ = ["Anchor", "NormalizedText", "decode_utf8", "normalize_markdown"]

@@ -43,6 +43,10 @@ class NormalizedDocument:
     links: tuple[LinkRecord, ...] = ()
     warnings: tuple[str, ...] = ()
 
+    def anchor_rows(self) -> list[list[int | str]]:
+        """The anchors as JSON rows `[offset, kind, value]` (stage cache and chunk key)."""
+        return [[a.offset, a.kind, a.value] for a in self.anchors]
+
     def to_json(self) -> dict[str, Any]:
         """The stage cache's form of the document (`from_json` reads it back)."""
         return {
@@ -55,7 +59,7 @@ class NormalizedDocument:
             "language": self.language,
             # front matter may hold dates and other YAML types: stored as their text
             "metadata": json.loads(json.dumps(self.metadata, default=str)),
-            "anchors": [[a.offset, a.kind, a.value] for a in self.anchors],
+            "anchors": self.anchor_rows(),
             "links": [asdict(link) for link in self.links],
             "warnings": list(self.warnings),
         }

@@ -22,14 +22,13 @@ from tasks.outcome import (
     DocumentWarning,
     Failure,
     PreparedBatch,
-    PreparedDocument,
     progress,
     progress_start,
     report_progress,
 )
 from tasks.plan import Plan, SourceSpec, batches, discover, plan
 from tasks.prepare import prepare_batch
-from tasks.reconcile import delete_missing, push_incoming_link_counts, reconcile, reconcile_into
+from tasks.reconcile import delete_missing, reconcile, reconcile_into
 
 __all__ = [
     "STAGES",
@@ -39,7 +38,6 @@ __all__ = [
     "Failure",
     "Plan",
     "PreparedBatch",
-    "PreparedDocument",
     "SourceSpec",
     "batches",
     "delete_missing",
@@ -49,7 +47,6 @@ __all__ = [
     "prepare_batch",
     "progress",
     "progress_start",
-    "push_incoming_link_counts",
     "reconcile",
     "reconcile_into",
     "reindex_collection",

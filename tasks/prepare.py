@@ -201,7 +201,7 @@ def _chunk_key(
     """The chunk stage's key: the normalized text and anchors, everything known of the
     source but its bytes, the chunking settings and the tenant."""
     chunk_input = json.dumps(
-        [normalized.markdown, normalized.to_json()["anchors"], _source_meta(source)],
+        [normalized.markdown, normalized.anchor_rows(), _source_meta(source)],
         sort_keys=True,
         default=str,
     )

@@ -175,7 +175,7 @@ class CloudSource(ConfluenceSource):
                 unsearched.append(key)
             listed[key] = items
             if self.settings.include_whiteboards:
-                refs += self._list_containers(key, searched=key not in unsearched, errors=errors)
+                refs += self._list_containers(key, searched=searched, errors=errors)
         if unsearched and self._comment_locations:
             owners = {str(item["id"]) for key in unsearched for item in listed[key]}
             try:
