@@ -6,13 +6,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from config.errors import ConfigError, ErrorCode, IngestError
-from config.settings import Settings, load_settings
-from flows.local_run import ApiStartFailed
+# A command's wall time counts from here, before the project's imports (pydantic, a
+# second on a busy machine).
+_LOADED = time.monotonic()
+
+from config.errors import ConfigError, ErrorCode, IngestError  # noqa: E402
+from config.settings import Settings, load_settings  # noqa: E402
+from flows.local_run import ApiStartFailed, telemetry_off  # noqa: E402
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -24,8 +29,12 @@ if TYPE_CHECKING:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # the command line's own call: from the module's import; a call from code: from here
+    started = _LOADED if argv is None else time.monotonic()
+    telemetry_off()
     parser = _parser()
     args = parser.parse_args(argv)
+    args.started = started
     try:
         settings = load_settings(config_file=args.config)
         code: int = args.handler(args, settings)
@@ -288,6 +297,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     from flows.local_run import (
         RunRequest,
         prepare_environment,
+        progress_records_to,
         run_flow,
         settings_for,
         summary_without_flow,
@@ -315,16 +325,16 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
     console = Console(stderr=True)
     with _progress_bar(console, disable=args.json) as progress:
-        bar = progress.add_task("listing", total=None)
-
-        class Hook:
-            def start(self, total: int) -> None:
-                progress.update(bar, description="documents", total=total)
-
-            def advance(self, documents: int) -> None:
-                progress.advance(bar, documents)
-
-        summary = summary_without_flow(request, settings) or run_flow(request, settings, Hook())
+        bar = _PhaseBar(progress)
+        with progress_records_to(bar):
+            summary = summary_without_flow(request, settings)
+            if summary is None:
+                bar.phase(STARTING_PREFECT)
+                flow_called = time.monotonic()
+                summary = run_flow(request, settings)
+                if bar.flow_started is not None:
+                    summary["prefect_startup_seconds"] = round(bar.flow_started - flow_called, 3)
+    summary["command_seconds"] = round(time.monotonic() - args.started, 3)
     if args.json:
         print(json.dumps(summary, ensure_ascii=False))
     else:
@@ -332,14 +342,56 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     return exit_code(summary)
 
 
+STARTING_PREFECT = "starting Prefect"
+
+
+class _PhaseBar:
+    """The progress bar of a run: a line naming the phase it is in (starting Prefect,
+    listing, reconciling), and a line per counted phase (documents processed, chunks
+    embedded) that moves as each is done. Notes when the flow's first record came, which
+    ends Prefect's start-up."""
+
+    def __init__(self, progress: Any) -> None:
+        self.progress = progress
+        self.status = progress.add_task("starting", total=None)
+        self.counted: dict[str, Any] = {}
+        self.current = ""
+        self.flow_started: float | None = None
+
+    def phase(self, name: str) -> None:
+        if self.current == STARTING_PREFECT and name != STARTING_PREFECT:
+            self.flow_started = time.monotonic()
+        self.current = name
+        self.progress.update(self.status, description=name)
+
+    def count(self, name: str, total: int, done: int) -> None:
+        self.phase(name)
+        row = self.counted.get(name)
+        if row is None:
+            row = self.counted[name] = self.progress.add_task(name, total=0)
+        if total:
+            self.progress.update(row, total=(self.progress.tasks[row].total or 0) + total)
+        if done:
+            self.progress.advance(row, done)
+
+
 def _progress_bar(console: Any, *, disable: bool = False) -> Any:
     """A progress bar on stderr that clears itself when done."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+    from rich.progress import BarColumn, Progress, ProgressColumn, TimeElapsedColumn
+    from rich.text import Text
+
+    class Count(ProgressColumn):
+        """`done/total` where there is a count; nothing for a phase without one."""
+
+        def render(self, task: Any) -> Text:
+            if task.total is None:
+                return Text("")
+            return Text(f"{int(task.completed)}/{int(task.total)}", style="progress.download")
 
     return Progress(
         "[progress.description]{task.description}",
         BarColumn(),
-        MofNCompleteColumn(),
+        Count(),
         TimeElapsedColumn(),
         console=console,
         transient=True,
@@ -506,22 +558,36 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
 def _print_summary(summary: dict[str, Any], console: Any) -> None:
     from rich.table import Table
 
-    from flows.report import status_message
+    from flows.report import STAGE_COLUMNS, chunks_line, stage_rows, status_message
 
     docs = Table(
-        "seen", "unchanged", "changed", "new", "deleted", "failed", title=summary["source"]
+        "documents",
+        "seen",
+        "unchanged",
+        "changed",
+        "new",
+        "deleted",
+        "failed",
+        title=summary["source"],
     )
     docs.add_row(
+        "",
         *(str(summary[k]) for k in ("seen", "unchanged", "changed", "new", "deleted")),
         str(len(summary["failed"])),
     )
     console.print(docs)
-    stages = Table("stage", "done", "cached", "seconds")
-    for stage, seconds in summary["seconds"].items():
-        counts = summary[stage]
-        stages.add_row(stage, str(counts["done"]), str(counts["cached"]), f"{seconds:.2f}")
+    stages = Table(*STAGE_COLUMNS)
+    for row in stage_rows(summary):
+        stages.add_row(*row)
     console.print(stages)
-    console.print(f"{summary['chunks']} chunks; {summary['wall_seconds']:.1f} s")
+    console.print(chunks_line(summary), highlight=False)
+    times = []
+    if "prefect_startup_seconds" in summary:
+        times.append(f"Prefect start-up {summary['prefect_startup_seconds']:.1f} s")
+    times.append(f"the run {summary['wall_seconds']:.1f} s")
+    console.print(
+        f"{summary['command_seconds']:.1f} s in all ({', '.join(times)})", highlight=False
+    )
     for failure in summary["failed"]:
         console.print(
             f"[red]{failure['code']}[/red] {failure['document_id']}: {failure['message']}",

@@ -53,6 +53,7 @@ def sync(
 ) -> RunSummary | None:
     """The run's summary, or None where a step stopped it."""
     started = datetime.now().astimezone()
+    pipeline.progress_phase(pipeline.LISTING)
     listing = steps.discover()
     if listing is None:
         return None
@@ -61,6 +62,7 @@ def sync(
     if outcome is None:
         return None
     # Documents that failed for now are still listed, so they are never deleted here.
+    pipeline.progress_phase(pipeline.RECONCILING)
     deleted, refused = pipeline.reconcile_into(
         outcome,
         steps.spec,
@@ -80,6 +82,7 @@ def sync(
         deleted=deleted,
         started=started,
         deletion_refused=refused,
+        points=pipeline.indexed_points(steps.settings, steps.resources),
     )
 
 

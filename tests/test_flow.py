@@ -39,6 +39,7 @@ from qdrant_client import models
 from config.settings import QdrantSettings, Settings, load_settings
 from connectors.files import root_label
 from flows.ingest import ingest, task_runner_for
+from flows.report import summary_of
 from indexing.qdrant_store import CollectionSchema, QdrantConnection, QdrantStore
 from indexing.search import search
 from tasks import resources
@@ -123,8 +124,8 @@ class Workspace:
         """One flow run in this workspace (of `flow`: `ingest` with other options): its
         final state and its summary (also when the run ended Failed after writing it)."""
         state = self.run_state(flow, **params)
-        summary = state.result(raise_on_failure=False)
-        assert isinstance(summary, dict), summary
+        summary = summary_of(state.result(raise_on_failure=False))
+        assert isinstance(summary, dict), state
         return state, summary
 
     def run_state(self, flow: Any = ingest, **params: Any) -> State[Any]:

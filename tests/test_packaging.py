@@ -11,8 +11,10 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGED = ("pyproject.toml", "README.md", "config", "markdown_text", "chunking", "normalizers")
-PACKAGED += ("connectors", "indexing", "stage_cache", "tasks", "flows")
+PACKAGED = (
+    *("pyproject.toml", "README.md", "config", "markdown_text", "chunking", "normalizers"),
+    *("connectors", "indexing", "stage_cache", "tasks", "flows"),
+)
 
 
 def test_the_wheel_builds_without_warnings_and_holds_the_package_data(tmp_path: Path) -> None:
