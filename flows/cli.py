@@ -83,7 +83,9 @@ def _normalize_command(commands: Commands, common: argparse.ArgumentParser) -> N
     normalize = commands.add_parser(
         "normalize", parents=[common], help="print the normalized Markdown of one file"
     )
-    normalize.add_argument("path", type=Path)
+    normalize.add_argument(
+        "path", type=Path, help="the file (PDF, DOC/DOCX, XLS/XLSX, PPT/PPTX, HTML, Markdown, text)"
+    )
     normalize.set_defaults(handler=_normalize)
 
 
@@ -91,8 +93,14 @@ def _chunk_command(commands: Commands, common: argparse.ArgumentParser) -> None:
     chunk = commands.add_parser(
         "chunk", parents=[common], help="normalize if needed, chunk, print the chunk records"
     )
-    chunk.add_argument("path", type=Path)
-    chunk.add_argument("--format", choices=("jsonl", "table"), default="jsonl")
+    chunk.add_argument("path", type=Path, help="the file: any format `normalize` reads")
+    chunk.add_argument(
+        "--format",
+        choices=("jsonl", "table"),
+        default="jsonl",
+        help="jsonl (default): one JSON chunk record a line; table: one line a chunk "
+        "(number, type, tokens, section, text) to read in a terminal",
+    )
     chunk.set_defaults(handler=_chunk)
 
 
@@ -102,7 +110,7 @@ def _validate_command(commands: Commands, common: argparse.ArgumentParser) -> No
         parents=[common],
         help="chunk and print the validation report (exit 1 on violations)",
     )
-    validate.add_argument("path", type=Path)
+    validate.add_argument("path", type=Path, help="the file: any format `normalize` reads")
     validate.set_defaults(handler=_validate)
 
 
@@ -115,7 +123,13 @@ def _run_command(commands: Commands, common: argparse.ArgumentParser) -> None:
     )
     run.add_argument("targets", nargs="*", help="directories, or Confluence space keys")
     run.add_argument("--tenant", help="tenant id (default: tenant_id setting)")
-    run.add_argument("--mode", choices=("incremental", "full"), default="incremental")
+    run.add_argument(
+        "--mode",
+        choices=("incremental", "full"),
+        default="incremental",
+        help="incremental (default): skip documents whose version is indexed; full: process "
+        "every listed document (the stage caches still apply unless --force)",
+    )
     run.add_argument("--since", help="also re-process documents updated since (ISO date)")
     run.add_argument("--force", action="store_true", help="ignore the stage caches")
     run.add_argument(
@@ -136,8 +150,8 @@ def _search_command(commands: Commands, common: argparse.ArgumentParser) -> None
     search = commands.add_parser(
         "search", parents=[common], help="embed a query and print the best chunks"
     )
-    search.add_argument("query")
-    search.add_argument("--limit", type=int, default=5)
+    search.add_argument("query", help="the question or the words to find")
+    search.add_argument("--limit", type=int, default=5, help="how many hits (default 5)")
     search.add_argument("--tenant", help="only this tenant (default: tenant_id setting)")
     search.add_argument("--space", action="append", default=[], help="only these space keys")
     search.add_argument("--label", action="append", default=[], help="only chunks with a label")
@@ -189,7 +203,7 @@ def _links_command(commands: Commands, common: argparse.ArgumentParser) -> None:
     links = commands.add_parser(
         "links", parents=[common], help="list a document's outgoing and incoming links"
     )
-    links.add_argument("document_id")
+    links.add_argument("document_id", help="the document's id (`document_id` in its chunks)")
     links.add_argument("--tenant", help="tenant id (default: tenant_id setting)")
     links.set_defaults(handler=_links)
 
@@ -198,7 +212,11 @@ def _cache_command(commands: Commands, common: argparse.ArgumentParser) -> None:
     cache = commands.add_parser(
         "cache", parents=[common], help="report the stage cache's size, or prune it"
     )
-    cache.add_argument("action", choices=("report", "prune"))
+    cache.add_argument(
+        "action",
+        choices=("report", "prune"),
+        help="report: entries and size per stage; prune: drop entries by age or size first",
+    )
     cache.add_argument("--max-age-days", type=float, help="prune: drop entries unused this long")
     cache.add_argument("--max-mb", type=float, help="prune: keep at most this many MB")
     cache.set_defaults(handler=_cache)
@@ -260,13 +278,22 @@ def _chunk(args: argparse.Namespace, settings: Settings) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("#", "type", "tokens", "section", "text")
+    from markdown_text.plain import plain_text
+
+    # One line a chunk at any width: the section and the text shrink, cut with an
+    # ellipsis; the text as it reads, without its Markdown marks.
+    table = Table("#", "type", "tokens", expand=True)
+    table.add_column("section", ratio=1, no_wrap=True, overflow="ellipsis", max_width=40)
+    table.add_column("text", ratio=3, no_wrap=True, overflow="ellipsis")
     for chunk in document.chunks:
-        preview = chunk.md_text[:70].replace("\n", " ⏎ ")
         table.add_row(
-            str(chunk.ordinal), chunk.chunk_type, str(chunk.token_count), chunk.chunk_path, preview
+            str(chunk.ordinal),
+            chunk.chunk_type,
+            str(chunk.token_count),
+            " › ".join(chunk.headings_path),
+            plain_text(chunk.md_text),
         )
-    Console().print(table)
+    Console(highlight=False).print(table)
     return 0
 
 
@@ -283,6 +310,19 @@ def _validate(args: argparse.Namespace, settings: Settings) -> int:
         f"{args.path}: {report.chunks} chunks, {within} within "
         f"[{budget.min_tokens}, {budget.max_tokens}] tokens, {len(report.violations)} violations"
     )
+    # Each chunk outside the budgets, with what allows it (or the violation below).
+    for chunk in document.chunks:
+        if chunk.token_count < budget.min_tokens:
+            why = chunk.undersize_reason or "no reason recorded"
+            print(f"  chunk {chunk.ordinal}: {chunk.token_count} tokens, under min: {why}")
+        elif chunk.token_count > budget.max_tokens:
+            why = (
+                f"oversize {chunk.chunk_type} kept whole (up to oversize_block_limit "
+                f"{budget.oversize_block_limit})"
+                if chunk.oversize
+                else "no reason recorded"
+            )
+            print(f"  chunk {chunk.ordinal}: {chunk.token_count} tokens, over max: {why}")
     for violation in report.violations:
         where = f"chunk {violation.ordinal}" if violation.ordinal is not None else "document"
         print(f"  {violation.rule}: {where}: {violation.message}")
