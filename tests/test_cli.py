@@ -1,4 +1,5 @@
-"""The CLI contract of SPEC §7 (names, options, JSON fields, exit codes) and the README."""
+"""The CLI contract of SPEC §7 (names, options, JSON fields, exit codes), its readable
+output, and the commands the README and docs/configuration.md name."""
 
 from __future__ import annotations
 
@@ -171,8 +172,8 @@ def test_bad_setting_exits_2_naming_it(tmp_path: Path, capsys: pytest.CaptureFix
     assert "chunking.max_tokens" in capsys.readouterr().err
 
 
-def test_readme_documents_every_setting_and_its_env_var() -> None:
-    readme = (ROOT / "README.md").read_text("utf-8")
+def test_the_configuration_reference_documents_every_setting_and_its_env_var() -> None:
+    readme = (ROOT / "docs" / "configuration.md").read_text("utf-8")
     sections = {name: info.annotation for name, info in Settings.model_fields.items()}
     for name, annotation in (sections | settings_models({})).items():
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
