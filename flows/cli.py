@@ -598,23 +598,16 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
 def _print_summary(summary: dict[str, Any], console: Any) -> None:
     from rich.table import Table
 
-    from flows.report import STAGE_COLUMNS, chunks_line, stage_rows, status_message
+    from flows.report import (
+        DOCUMENT_COUNTS,
+        STAGE_COLUMNS,
+        chunks_line,
+        stage_rows,
+        status_message,
+    )
 
-    docs = Table(
-        "documents",
-        "seen",
-        "unchanged",
-        "changed",
-        "new",
-        "deleted",
-        "failed",
-        title=summary["source"],
-    )
-    docs.add_row(
-        "",
-        *(str(summary[k]) for k in ("seen", "unchanged", "changed", "new", "deleted")),
-        str(len(summary["failed"])),
-    )
+    docs = Table("documents", *DOCUMENT_COUNTS, "failed", title=summary["source"])
+    docs.add_row("", *(str(summary[k]) for k in DOCUMENT_COUNTS), str(len(summary["failed"])))
     console.print(docs)
     stages = Table(*STAGE_COLUMNS)
     for row in stage_rows(summary):

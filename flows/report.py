@@ -251,6 +251,7 @@ def status_message(summary: dict[str, Any]) -> str:
     )
 
 
+DOCUMENT_COUNTS = ("seen", "unchanged", "changed", "new", "deleted")
 STAGE_COLUMNS = (
     "stage",
     "documents done",
@@ -308,10 +309,9 @@ def summary_markdown(summary: RunSummary) -> str:
             else "**Listing incomplete: nothing deleted.**"
         ),
         "",
-        "| documents | seen | unchanged | changed | new | deleted | failed |",
-        "|---|---|---|---|---|---|---|",
-        f"| | {summary.seen} | {summary.unchanged} | {summary.changed} | {summary.new} "
-        f"| {summary.deleted} | {len(summary.failed)} |",
+        "| documents | " + " | ".join(DOCUMENT_COUNTS) + " | failed |",
+        "|---|" + "---|" * (len(DOCUMENT_COUNTS) + 1),
+        "| | " + " | ".join(str(data[k]) for k in DOCUMENT_COUNTS) + f" | {len(summary.failed)} |",
         "",
         "| " + " | ".join((*STAGE_COLUMNS, "cache hit rate")) + " |",
         "|" + "---|" * (len(STAGE_COLUMNS) + 1),

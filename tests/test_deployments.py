@@ -462,7 +462,8 @@ class PrefectServer:
     def persisted_summary(self, run_id: str) -> dict[str, Any]:
         """The summary the run's final state holds as its persisted result (in the local
         result storage of the worker, which shares this PREFECT_HOME)."""
-        from prefect.results import ResultRecord
+        # re-exported by prefect.results, which declares no __all__ for it
+        from prefect.results import ResultRecord  # type: ignore[attr-defined]
 
         from flows.report import summary_of
 
