@@ -462,8 +462,7 @@ class PrefectServer:
     def persisted_summary(self, run_id: str) -> dict[str, Any]:
         """The summary the run's final state holds as its persisted result (in the local
         result storage of the worker, which shares this PREFECT_HOME)."""
-        # re-exported by prefect.results, which declares no __all__ for it
-        from prefect.results import ResultRecord  # type: ignore[attr-defined]
+        from prefect.serializers import Serializer
 
         from flows.report import summary_of
 
@@ -472,7 +471,7 @@ class PrefectServer:
         path = Path(data["storage_key"])
         if not path.is_absolute():
             path = Path(self.env["PREFECT_HOME"]) / "storage" / path
-        summary = summary_of(ResultRecord.deserialize(path.read_bytes()).result)
+        summary = summary_of(Serializer(**data["serializer"]).loads(path.read_bytes()))
         assert summary is not None, path
         return summary
 
@@ -787,8 +786,14 @@ def test_the_readme_deployment_steps_end_in_a_completed_run(
         failed_summary = server.persisted_summary(failed["id"])
         assert failed_summary["status"] == "listing_incomplete"
         assert failed_summary["source"] == "confluence:NOPE"
+        own_word = "the listing of confluence:NOPE is incomplete"  # the run's own warning
+        _wait(  # a flow run's logs reach the server in batches, after its state may
+            "the failed run's logs",
+            lambda: own_word in "\n".join(server.logs_of(failed["id"])),
+            30,
+            lambda: "\n".join(server.logs_of(failed["id"])),
+        )
         logs = "\n".join(server.logs_of(failed["id"]))
-        assert "the listing of confluence:NOPE is incomplete" in logs  # the run's own word
         for noise in ("Engine execution exited", "Traceback", "cannot be resolved"):
             assert noise not in logs, logs
             assert noise not in processes.log("worker"), processes.log("worker")
