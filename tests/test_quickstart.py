@@ -48,7 +48,7 @@ def in_terminal(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, s
     process = subprocess.Popen(
         [sys.executable, "-m", "flows.cli", *args],
         cwd=cwd,
-        env=env | {"TERM": "xterm"},
+        env=env | {"TERM": "xterm", "COLUMNS": "400", "LINES": "40"},
         stdin=child,
         stdout=child,
         stderr=child,
