@@ -25,7 +25,7 @@ from stage_cache.keys import config_hash
 
 # Bump when a stage's output changes for the same input (invalidates caches and state).
 NORMALIZE_STAGE_VERSION = "2"
-CHUNK_STAGE_VERSION = "8"
+CHUNK_STAGE_VERSION = "9"
 
 
 def pipeline_fingerprint(settings: Settings) -> str:
