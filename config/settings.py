@@ -234,6 +234,15 @@ class LexicalSettings(StrictModel):
     max_term_chars: int = Field(64, ge=8)
 
 
+class PartsSettings(StrictModel):
+    """The `dense_parts` multivector: each chunk's parts (whole sentences, lines, table row
+    or code line groups) embedded by the same model, a chunk scored by its best part."""
+
+    enabled: bool = True
+    # BGE-M3 tokens a part holds at most (a sentence or line over it is cut into windows).
+    max_tokens: int = Field(96, gt=0)
+
+
 SearchModeSetting = Literal["auto", "hybrid", "dense", "lexical", "sparse"]
 
 
@@ -280,6 +289,7 @@ class Settings(StrictModel):
     qdrant: QdrantSettings = Field(default_factory=QdrantSettings)  # type: ignore[arg-type]
     embedder: EmbedderSettings = Field(default_factory=EmbedderSettings)  # type: ignore[arg-type]
     lexical: LexicalSettings = Field(default_factory=LexicalSettings)  # type: ignore[arg-type]
+    parts: PartsSettings = Field(default_factory=PartsSettings)  # type: ignore[arg-type]
     search: SearchSettings = Field(default_factory=SearchSettings)  # type: ignore[arg-type]
     cache: CacheSettings = Field(default_factory=CacheSettings)
     reconcile: ReconcileSettings = Field(default_factory=ReconcileSettings)  # type: ignore[arg-type]

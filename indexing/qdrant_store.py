@@ -5,7 +5,9 @@ selects a server or cluster. The configured `qdrant.collection` name is an ALIAS
 readers use; the points live in a physical collection `<name>_<timestamp>` behind it, so
 a re-index into another collection can be switched to by moving the alias.
 
-Named vectors: `dense` (cosine, size from the embedder); when the embedder has one,
+Named vectors: `dense` (cosine, size from the embedder); with `parts.enabled`,
+`dense_parts` (the same model's vectors of the chunk's parts, a multivector compared by
+MaxSim, chunking/parts.py); when the embedder has one,
 `sparse` (BGE-M3 lexical weights); and, with `lexical.enabled`, `lexical` (contextual
 BM25 term weights, indexing/lexical.py). `sparse` has NO IDF modifier: BGE-M3's lexical
 score is the plain dot product of learned term weights, which already encode term
@@ -13,7 +15,8 @@ importance. `lexical` has `Modifier.IDF`: Qdrant (server, cluster and local mode
 the inverse document frequency as points come and go, so the dot product is BM25.
 
 A collection's metadata records what made its vectors (model id, lexical encoder id) and
-its part in a re-index (`state`: live, building, retired), see indexing/reindex.py.
+how it split parts (parts id), and its part in a re-index (`state`: live, building,
+retired), see indexing/reindex.py.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from indexing.lexical import SparseWeights
 log = logging.getLogger(__name__)
 
 DENSE = "dense"
+DENSE_PARTS = "dense_parts"
 SPARSE = "sparse"
 LEXICAL = "lexical"
 METADATA_KEY = "ingest"  # the collection metadata this project writes, under one key
@@ -97,6 +101,8 @@ T = TypeVar("T")
 # mode's filtered scroll, a Python scan costing points x documents-asked per lookup.
 # document -> {point id: version}
 PointMap = dict[str, dict[str, str]]
+# One chunk's `dense_parts`: a vector per part.
+PartVectors = Sequence[Sequence[float]]
 
 
 class QdrantConnection:
@@ -241,6 +247,8 @@ class CollectionSchema:
     lexical: bool  # contextual BM25 weights, IDF from Qdrant
     model_id: str | None = None
     lexical_id: str | None = None
+    parts: bool = False  # `dense_parts`: the chunk's parts embedded, compared by MaxSim
+    parts_id: str | None = None
 
     def conflicts(self, wanted: CollectionSchema) -> list[str]:
         """Vectors of `wanted` this collection cannot take beside its own, in words."""
@@ -271,6 +279,10 @@ class CollectionSchema:
             found[LEXICAL] = "the 'lexical' vector of hybrid search"
         elif wanted.lexical and _differ(self.lexical_id, wanted.lexical_id):
             found[LEXICAL] = f"lexical weights of {wanted.lexical_id} (it has {self.lexical_id})"
+        if wanted.parts and not self.parts:
+            found[DENSE_PARTS] = "the 'dense_parts' vectors of the chunks' parts"
+        elif wanted.parts and _differ(self.parts_id, wanted.parts_id):
+            found[DENSE_PARTS] = f"parts split as {wanted.parts_id} (it has {self.parts_id})"
         return found
 
 
@@ -289,6 +301,17 @@ def _sparse_vector(weights: SparseWeights) -> models.SparseVector:
     return models.SparseVector(indices=list(weights.keys()), values=list(weights.values()))
 
 
+def _query_of(
+    vector: Sequence[float] | SparseWeights | PartVectors,
+) -> models.SparseVector | list[float] | list[list[float]]:
+    """A query vector as the client takes it: sparse, dense, or a multivector (MaxSim)."""
+    if isinstance(vector, dict):
+        return _sparse_vector(vector)
+    if vector and not isinstance(vector[0], float | int):
+        return [[float(x) for x in row] for row in vector]  # type: ignore[union-attr]
+    return [float(x) for x in vector]  # type: ignore[arg-type]
+
+
 def _schema_of(info: models.CollectionInfo) -> CollectionSchema:
     vectors = info.config.params.vectors
     dense = vectors.get(DENSE) if isinstance(vectors, dict) else None
@@ -300,6 +323,8 @@ def _schema_of(info: models.CollectionInfo) -> CollectionSchema:
         lexical=LEXICAL in sparse_vectors,
         model_id=recorded.get("model_id"),
         lexical_id=recorded.get("lexical_id"),
+        parts=isinstance(vectors, dict) and DENSE_PARTS in vectors,
+        parts_id=recorded.get("parts_id"),
     )
 
 
@@ -432,19 +457,30 @@ class QdrantStore:
             METADATA_KEY: {
                 "model_id": self.schema.model_id,
                 "lexical_id": self.schema.lexical_id if self.schema.lexical else None,
+                **({"parts_id": self.schema.parts_id} if self.schema.parts else {}),
                 "state": state,
                 **recorded,
             }
         }
+        vectors = {
+            DENSE: models.VectorParams(
+                size=self.vector_size, distance=models.Distance.COSINE, on_disk=on_disk
+            )
+        }
+        if self.schema.parts:
+            vectors[DENSE_PARTS] = models.VectorParams(
+                size=self.vector_size,
+                distance=models.Distance.COSINE,
+                on_disk=on_disk,
+                multivector_config=models.MultiVectorConfig(
+                    comparator=models.MultiVectorComparator.MAX_SIM
+                ),
+            )
         self._call(
             "create collection",
             lambda: self.client.create_collection(
                 name,
-                vectors_config={
-                    DENSE: models.VectorParams(
-                        size=self.vector_size, distance=models.Distance.COSINE, on_disk=on_disk
-                    )
-                },
+                vectors_config=vectors,
                 sparse_vectors_config=sparse or None,
                 shard_number=self.settings.shard_number,
                 replication_factor=self.settings.replication_factor,
@@ -598,25 +634,33 @@ class QdrantStore:
         chunks: Sequence[Chunk],
         embeddings: Sequence[Embedding],
         lexical: Sequence[SparseWeights] | None = None,
+        parts: Sequence[PartVectors] | None = None,
     ) -> int:
         """Write points (id = `Chunk.point_id`, so re-running is idempotent), batched.
-        `lexical` (one weights map per chunk) is needed when the collection holds it."""
+        `lexical` (one weights map per chunk) and `parts` (the vectors of each chunk's
+        parts) are needed when the collection holds them."""
         if len(chunks) != len(embeddings):
             raise ValueError(f"{len(chunks)} chunks but {len(embeddings)} embeddings")
         if self.holds.lexical and (lexical is None or len(lexical) != len(chunks)):
             raise ValueError("the collection holds lexical vectors: give one per chunk")
+        if self.holds.parts and (parts is None or len(parts) != len(chunks)):
+            raise ValueError("the collection holds part vectors: give each chunk's")
         weights: Sequence[SparseWeights | None] = (
             lexical if lexical is not None else [None] * len(chunks)
+        )
+        part_vectors: Sequence[PartVectors | None] = (
+            parts if parts is not None else [None] * len(chunks)
         )
         batch_size = self.settings.upsert_batch_size
         for start in range(0, len(chunks), batch_size):
             batch = chunks[start : start + batch_size]
             points = [
-                self._point(chunk, embedding, lexical_weights)
-                for chunk, embedding, lexical_weights in zip(
+                self._point(chunk, embedding, lexical_weights, chunk_parts)
+                for chunk, embedding, lexical_weights, chunk_parts in zip(
                     batch,
                     embeddings[start : start + batch_size],
                     weights[start : start + batch_size],
+                    part_vectors[start : start + batch_size],
                     strict=True,
                 )
             ]
@@ -663,7 +707,11 @@ class QdrantStore:
         return found
 
     def _point(
-        self, chunk: Chunk, embedding: Embedding, lexical: SparseWeights | None
+        self,
+        chunk: Chunk,
+        embedding: Embedding,
+        lexical: SparseWeights | None,
+        parts: PartVectors | None,
     ) -> models.PointStruct:
         if len(embedding.dense) != self.vector_size:
             raise IngestError(
@@ -672,6 +720,9 @@ class QdrantStore:
                 subject=chunk.document_id,
             )
         vector: dict[str, Any] = {DENSE: embedding.dense}
+        if self.holds.parts:
+            # A chunk without a part of words (a rule, a fence) is scored by its own vector.
+            vector[DENSE_PARTS] = [list(v) for v in parts] if parts else [embedding.dense]
         if self.holds.sparse:
             vector[SPARSE] = _sparse_vector(embedding.sparse or {})
         if self.holds.lexical:
@@ -871,34 +922,48 @@ class QdrantStore:
 
     def query(
         self,
-        vectors: Mapping[str, Sequence[float] | SparseWeights],
+        vectors: Mapping[str, Sequence[float] | SparseWeights | PartVectors],
         *,
         limit: int,
         filters: SearchFilters | None = None,
         prefetch_factor: int = 4,
     ) -> list[ScoredPayload]:
-        """Search by one named vector (`dense`, `sparse`, `lexical`), or by several fused
-        with reciprocal rank fusion (Query API), each prefetch contributing
-        `limit * prefetch_factor` candidates. The filters go into every prefetch: local
-        mode ignores a fusion query's top-level filter (qdrant-client issue 1372)."""
+        """Search by one named vector (`dense`, `dense_parts`, `sparse`, `lexical`), or by
+        several fused with reciprocal rank fusion (Query API), each prefetch contributing
+        `limit * prefetch_factor` candidates. A chunk's own vector and its parts' are two
+        views of one model: beside other vectors they are fused first and count as one
+        ranking, so the model does not outvote the lexical ranking two to one. The filters
+        go into every prefetch: local mode ignores a fusion query's top-level filter
+        (qdrant-client issue 1372)."""
         selection = search_filter(filters) if filters else None
-        queries = [
-            (using, _sparse_vector(vector) if isinstance(vector, dict) else list(vector))
-            for using, vector in vectors.items()
-        ]
-        if not queries:
+        candidates = limit * prefetch_factor
+
+        def prefetch(using: str) -> models.Prefetch:
+            vector = _query_of(vectors[using])
+            return models.Prefetch(query=vector, using=using, limit=candidates, filter=selection)
+
+        if not vectors:
             raise ValueError("a query needs at least one vector")
-        if len(queries) == 1:
-            using, vector = queries[0]
-            request: dict[str, Any] = {"query": vector, "using": using}
+        if len(vectors) == 1:
+            (using,) = vectors
+            request: dict[str, Any] = {"query": _query_of(vectors[using]), "using": using}
         else:
-            prefetch = [
-                models.Prefetch(
-                    query=vector, using=using, limit=limit * prefetch_factor, filter=selection
+            views = [name for name in (DENSE, DENSE_PARTS) if name in vectors]
+            others = [prefetch(using) for using in vectors if using not in views]
+            if len(views) > 1 and others:
+                fused = models.Prefetch(
+                    prefetch=[prefetch(using) for using in views],
+                    query=models.FusionQuery(fusion=models.Fusion.RRF),
+                    limit=candidates,
+                    filter=selection,
                 )
-                for using, vector in queries
-            ]
-            request = {"prefetch": prefetch, "query": models.FusionQuery(fusion=models.Fusion.RRF)}
+                prefetches = [fused, *others]
+            else:
+                prefetches = [prefetch(using) for using in vectors]
+            request = {
+                "prefetch": prefetches,
+                "query": models.FusionQuery(fusion=models.Fusion.RRF),
+            }
         response = self._call(
             "query",
             lambda: self.client.query_points(
