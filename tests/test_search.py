@@ -334,7 +334,10 @@ def test_joined_text_puts_back_headings_and_a_table_header_kept_aside():
 
 
 def test_search_command_expands_and_does_not_repeat_the_title(
-    tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tiny_model_dir: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     settings = qdrant_settings(tmp_path)
     config = tmp_path / "search.yaml"
@@ -361,6 +364,7 @@ def test_search_command_expands_and_does_not_repeat_the_title(
     target = containing(chunks, "Zanzibar")
 
     args = ["search", "Zanzibar", "--config", str(config), "--mode", "sparse", "--limit", "1"]
+    monkeypatch.setenv("COLUMNS", "200")
     assert main(args) == 0
     printed = capsys.readouterr()
     heading, source, preview = printed.out.splitlines()
@@ -368,6 +372,12 @@ def test_search_command_expands_and_does_not_repeat_the_title(
     assert heading.endswith("] Handbook > Backups")  # not "Handbook > Handbook > Backups"
     assert source.strip() == "handbook"  # no file path or URL: the document id
     assert preview.strip() == target.md_text
+
+    monkeypatch.setenv("COLUMNS", "60")  # a narrow terminal: the line is cut, said by "…"
+    assert main(args) == 0
+    preview = capsys.readouterr().out.splitlines()[2]
+    assert len(preview) <= 60 and preview.endswith("…")
+    assert target.md_text.startswith(preview.strip()[:-1])
 
     assert main([*args, "--expand", "neighbours"]) == 0
     out = capsys.readouterr().out
