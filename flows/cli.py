@@ -66,6 +66,7 @@ def _parser() -> argparse.ArgumentParser:
         _links_command,
         _cache_command,
         _serve_command,
+        _mcp_command,
     ):
         add_command(commands, common)
     return parser
@@ -204,6 +205,22 @@ def _serve_command(commands: Commands, common: argparse.ArgumentParser) -> None:
         "without a work pool",
     )
     serve.set_defaults(handler=_serve)
+
+
+def _mcp_command(commands: Commands, common: argparse.ArgumentParser) -> None:
+    mcp = commands.add_parser(
+        "mcp",
+        parents=[common],
+        help="serve search, fetch and list-sources to agents over MCP (stdio, or streamable HTTP)",
+    )
+    mcp.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio",
+    )
+    mcp.add_argument("--user", help="whose access applies (fixed for the server's life)")
+    mcp.add_argument("--group", action="append", default=[], help="the user's groups")
+    mcp.set_defaults(handler=_mcp)
 
 
 def _read_source(path: Path) -> SourceDocument:
@@ -513,6 +530,18 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     from flows.serve import serve
 
     serve()
+    return 0
+
+
+def _mcp(args: argparse.Namespace, settings: Settings) -> int:
+    from query.api import Identity, IndexMissing
+    from query.mcp_server import serve
+
+    try:
+        serve(settings, Identity(args.user, tuple(args.group)), args.http)
+    except IndexMissing as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 
