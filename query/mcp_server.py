@@ -10,8 +10,8 @@ returns at most `mcp.max_results` results and a result's text at most
 `mcp.max_text_chars` characters, the cut said in the text.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: the SDK reads the tools' input schemas from
+# their annotations, which name the limits of the settings they were built with.
 import hmac
 import sys
 import threading
