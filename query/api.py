@@ -130,6 +130,19 @@ class Hit:
             context=hit.context,
         )
 
+    def metadata(self) -> dict[str, Any]:
+        """The few fields a RAG app cites and filters by (the retrievers' metadata)."""
+        return {
+            "title": self.title,
+            "citation_url": self.citation_url,
+            "breadcrumbs": list(self.breadcrumbs),
+            "headings_path": list(self.headings_path),
+            "document_id": self.document_id,
+            "chunk_id": self.chunk_id,
+            "score": self.score,
+            "source_type": self.source_type,
+        }
+
     @property
     def heading(self) -> str:
         """`title > heading > heading`, the title left out where the first heading

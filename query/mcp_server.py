@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import AnyHttpUrl, BaseModel, Field
 
 from config.errors import ConfigError
 from config.settings import McpSettings, Settings
@@ -96,14 +96,14 @@ def build_server(
 
     limits = index.settings.mcp
     lock = threading.Lock()  # the SDK runs tools in threads; the index serves one at a time
-    server: Any = MCPServer(
+    server = MCPServer(
         name="ingest",
         instructions=INSTRUCTIONS,
         log_level="WARNING",
         auth=auth,
         token_verifier=verifier,
     )
-    read_only = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+    read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
     def call(run: Callable[[], Any]) -> Any:
         with lock:
@@ -306,7 +306,9 @@ def _bearer_auth(http: str | None, clients: dict[str, tuple[str, Identity]]) -> 
 
     url = f"http://{host}:{port}"
     auth = AuthSettings(
-        issuer_url=url, resource_server_url=f"{url}{HTTP_PATH}", validate_token_resource=False
+        issuer_url=AnyHttpUrl(url),
+        resource_server_url=AnyHttpUrl(f"{url}{HTTP_PATH}"),
+        validate_token_resource=False,
     )
     return {"auth": auth, "verifier": Verifier()}
 

@@ -233,3 +233,30 @@ def test_over_http_each_bearer_token_carries_its_clients_access(http_server: str
 
     assert anyio.run(refused, None) == 401
     assert anyio.run(refused, "guessed-token-0000000000") == 401
+
+
+def test_search_command_reads_through_the_query_api_without_mcp_or_prefect(
+    index: QueryIndex,
+) -> None:
+    code = (
+        "import contextlib, io, json, sys\n"
+        "from flows.cli import main\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out):\n"
+        f"    code = main(['search', {QUESTION!r}, '--config', {str(index.config)!r}, '--json'])\n"
+        "loaded = [m for m in ('mcp', 'prefect', 'langchain_core', 'llama_index') if m in sys.modules]\n"
+        "print(json.dumps({'code': code, 'out': out.getvalue(), 'loaded': loaded}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=server_env(),
+        cwd=index.config.parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert result["code"] == 0 and result["loaded"] == []
+    first = json.loads(result["out"].splitlines()[0])
+    assert first["rank"] == 1 and first["document_id"] == index.restart_id
