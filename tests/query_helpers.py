@@ -25,7 +25,9 @@ ONBOARDING = ROOT / "samples" / "docs" / "handbook" / "onboarding.md"
 # The README's question, and the sample that answers it.
 QUESTION = "how do I restart a service"
 SECRET_WORD = "Quetzalcoatl"
-SECRET_TEXT = f"The {SECRET_WORD} bonus pool is split by the board every March among the team leads."
+SECRET_TEXT = (
+    f"The {SECRET_WORD} bonus pool is split by the board every March among the team leads."
+)
 SECRET_URL = "https://wiki.example/spaces/HR/pages/77/Bonus+pool#Split"
 TENANT = "acme"
 
@@ -86,6 +88,8 @@ def build_query_index(root: Path, model_dir: Path) -> QueryIndex:
     )
     log.record(
         TENANT,
-        SourceSync("confluence:ENG,HR", "confluence", ("ENG", "HR"), "2026-11-26T11:00:00+00:00", "ok", 1),
+        SourceSync(
+            "confluence:ENG,HR", "confluence", ("ENG", "HR"), "2026-11-26T11:00:00+00:00", "ok", 1
+        ),
     )
     return QueryIndex(config, str(RESTART.as_posix()), secret.document_id)

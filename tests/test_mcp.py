@@ -186,8 +186,16 @@ def http_server(index: QueryIndex) -> Iterator[str]:
         "bob-bot": {"token": "bob-token-0123456789abcdef", "user": "bob", "groups": ["staff"]},
     }
     process = subprocess.Popen(
-        [sys.executable, "-m", "flows.cli", "mcp", "--config", str(index.config)]
-        + ["--http", f"127.0.0.1:{port}"],
+        [
+            sys.executable,
+            "-m",
+            "flows.cli",
+            "mcp",
+            "--config",
+            str(index.config),
+            "--http",
+            f"127.0.0.1:{port}",
+        ],
         env=server_env(INGEST_MCP__CLIENTS=json.dumps(clients)),
         cwd=index.config.parent,
         stdout=subprocess.PIPE,
