@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AnyHttpUrl, BaseModel, Field
 
-from config.errors import ConfigError
+from config.errors import ConfigError, IngestError
 from config.settings import McpSettings, Settings
 from query.api import PUBLIC, Hit, Identity, Index, IndexMissing, SearchUnavailable, SourceInfo
 from tasks.resources import secret_value
@@ -109,7 +109,7 @@ def build_server(
         with lock:
             try:
                 return run()
-            except (IndexMissing, SearchUnavailable, ValueError) as exc:
+            except (IndexMissing, SearchUnavailable, IngestError, ValueError) as exc:
                 raise ToolError(str(exc)) from None
 
     @server.tool(annotations=read_only, structured_output=True)

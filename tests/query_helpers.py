@@ -47,6 +47,8 @@ def build_query_index(root: Path, model_dir: Path) -> QueryIndex:
         f"qdrant:\n  path: {root / 'qdrant'}\n  collection: readers\n"
         f"cache:\n  dir: {root / 'cache'}\n"
         "lexical:\n  languages: [en]\n"
+        # small bounds, so that a whole sample document is cut
+        "mcp:\n  max_results: 8\n  max_text_chars: 2000\n"
     )
     settings = load_settings(config_file=config, environ={})
     embedder = BgeM3Embedder(settings.embedder)

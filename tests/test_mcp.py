@@ -11,7 +11,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,28 +46,72 @@ def server_env(**extra: str) -> dict[str, str]:
     return env | {"PYTHONPATH": str(ROOT), **extra}
 
 
-def over_stdio(index: QueryIndex, *flags: str) -> tuple[StdioServerParameters, Path]:
-    """`ingest mcp --config ... FLAGS` on stdio, and the file its stderr goes to."""
+@dataclass(frozen=True)
+class Session:
+    """What one server said: its tools, each call's result by name, its stderr."""
+
+    tools: dict[str, Any]
+    calls: dict[str, Any]
+    stderr: str
+
+
+BAD_CALLS = {
+    "limit too big": ("search", {"query": QUESTION, "limit": 500}),
+    "unknown mode": ("search", {"query": QUESTION, "mode": "psychic"}),
+    "no query": ("search", {"limit": 3}),
+    "unknown id": ("fetch", {"id": "no-such-document"}),
+    "no terms": ("search", {"query": "   ...   ", "mode": "lexical"}),
+}
+
+
+def session(index: QueryIndex, *flags: str) -> Session:
+    """`ingest mcp --config ... FLAGS` started on stdio and asked the same calls by the
+    SDK's client: one server start per identity keeps the module fast."""
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "flows.cli", "mcp", "--config", str(index.config), *flags],
         env=server_env(),
         cwd=str(index.config.parent),
     )
-    return params, index.config.parent / "stderr.txt"
+    errlog = index.config.parent / f"stderr{'-'.join(flags)}.txt"
 
+    async def work(client: Client) -> Session:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        calls = {"answer": await client.call_tool("search", {"query": QUESTION, "limit": 3})}
+        best = structured(calls["answer"])["results"][0]
+        expand = {"id": best["chunk_id"], "expand": "neighbours"}
+        calls["chunk"] = await client.call_tool("fetch", expand)
+        calls["document"] = await client.call_tool("fetch", {"id": best["document_id"]})
+        calls["secret"] = await client.call_tool("search", {"query": SECRET_WORD, "limit": 5})
+        calls["secret page"] = await client.call_tool("fetch", {"id": index.secret_id})
+        calls["sources"] = await client.call_tool("list_sources", {})
+        for name, (tool, arguments) in BAD_CALLS.items():
+            calls[name] = await client.call_tool(tool, arguments)
+        calls["after"] = await client.call_tool("search", {"query": QUESTION, "limit": 1})
+        return Session(tools, calls, "")
 
-def run_client(
-    params: StdioServerParameters, work: Callable[[Client], Awaitable[Any]], errlog: Path
-) -> Any:
-    """`work` done by the SDK's client of a server started for it."""
-
-    async def main() -> Any:
+    async def main() -> Session:
         with open(errlog, "w") as err:
             async with Client(stdio_client(params, errlog=err), read_timeout_seconds=120) as client:
                 return await work(client)
 
-    return anyio.run(main)
+    done = anyio.run(main)
+    return Session(done.tools, done.calls, errlog.read_text())
+
+
+@pytest.fixture(scope="module")
+def public(index: QueryIndex) -> Session:
+    return session(index)
+
+
+@pytest.fixture(scope="module")
+def ann(index: QueryIndex) -> Session:
+    return session(index, "--user", "ann")
+
+
+@pytest.fixture(scope="module")
+def bob(index: QueryIndex) -> Session:
+    return session(index, "--user", "bob", "--group", "staff")
 
 
 def structured(result: Any) -> Any:
@@ -74,14 +119,15 @@ def structured(result: Any) -> Any:
     return result.structured_content
 
 
-def test_tools_are_listed_with_schemas_a_model_can_follow(index: QueryIndex) -> None:
-    params, errlog = over_stdio(index)
-    tools = run_client(params, lambda c: c.list_tools(), errlog).tools
-    by_name = {tool.name: tool for tool in tools}
-    assert set(by_name) == {"search", "fetch", "list_sources"}
-    search = by_name["search"].input_schema
+def links(result: Any) -> list[str]:
+    return [hit["citation_url"] for hit in structured(result)["results"]]
+
+
+def test_tools_are_listed_with_schemas_a_model_can_follow(public: Session) -> None:
+    assert set(public.tools) == {"search", "fetch", "list_sources"}
+    search = public.tools["search"].input_schema
     assert search["required"] == ["query"]
-    assert search["properties"]["limit"]["maximum"] == 20  # mcp.max_results
+    assert search["properties"]["limit"]["maximum"] == 8  # mcp.max_results
     assert set(search["properties"]["mode"]["enum"]) == {
         "auto",
         "hybrid",
@@ -92,83 +138,69 @@ def test_tools_are_listed_with_schemas_a_model_can_follow(index: QueryIndex) -> 
     for name in ("query", "limit", "mode", "spaces", "labels"):
         assert search["properties"][name]["description"], name
     assert "user" not in search["properties"]  # access is never the model's to choose
-    assert by_name["fetch"].input_schema["required"] == ["id"]
-    assert all(tool.description and tool.output_schema for tool in tools)
-    said = errlog.read_text()
-    assert "public documents only" in said, said  # no identity: said at start, on stderr
+    assert public.tools["fetch"].input_schema["required"] == ["id"]
+    assert all(tool.description and tool.output_schema for tool in public.tools.values())
+    # no identity: said at start, on stderr
+    assert "public documents only" in public.stderr, public.stderr
 
 
 def test_search_finds_the_sample_answer_with_its_link_and_fetch_widens_it(
-    index: QueryIndex,
+    index: QueryIndex, public: Session
 ) -> None:
-    async def work(client: Client) -> tuple[Any, Any, Any]:
-        found = structured(await client.call_tool("search", {"query": QUESTION, "limit": 3}))
-        best = found["results"][0]
-        chunk = structured(
-            await client.call_tool("fetch", {"id": best["chunk_id"], "expand": "neighbours"})
-        )
-        document = structured(await client.call_tool("fetch", {"id": best["document_id"]}))
-        return found, chunk, document
-
-    params, errlog = over_stdio(index)
-    found, chunk, document = run_client(params, work, errlog)
+    found = structured(public.calls["answer"])
     best = found["results"][0]
     assert best["document_id"] == index.restart_id
     assert best["citation_url"] == RESTART.resolve().as_uri()
     assert best["breadcrumbs"] == ["restart-service.html"]
     assert best["text"] and not best["truncated"]
     assert found["access"] == "no identity: public documents only"
+    chunk = structured(public.calls["chunk"])
     assert len(chunk["chunk_ids"]) > 1 and best["chunk_id"] in chunk["chunk_ids"]
-    assert best["text"] in chunk["result"]["text"]
-    # The whole document: cut at mcp.max_text_chars, and saying so.
-    assert document["result"]["truncated"] is (len(RESTART.read_text()) > 4000)
-    assert document["result"]["citation_url"] == RESTART.resolve().as_uri()
+    widened = chunk["result"]
+    if widened["truncated"]:  # the span is longer than mcp.max_text_chars
+        assert len(widened["text"]) > 2000 and "[cut at 2000 characters" in widened["text"]
+    else:
+        assert best["text"] in widened["text"]
+    # The whole document, cut at mcp.max_text_chars and saying so.
+    document = structured(public.calls["document"])["result"]
+    assert document["truncated"] and "[cut at 2000 characters" in document["text"]
+    assert document["citation_url"] == RESTART.resolve().as_uri()
+    assert len(document["text"]) < 2000 + 100
 
 
-def test_a_restricted_page_is_found_by_its_readers_server_only(index: QueryIndex) -> None:
-    async def work(client: Client) -> tuple[list[str], Any, Any]:
-        found = structured(await client.call_tool("search", {"query": SECRET_WORD, "limit": 5}))
-        fetched = await client.call_tool("fetch", {"id": index.secret_id})
-        sources = structured(await client.call_tool("list_sources", {}))
-        return [hit["citation_url"] for hit in found["results"]], fetched, sources
-
-    params, errlog = over_stdio(index, "--user", "ann")
-    links, fetched, sources = run_client(params, work, errlog)
-    assert links[0] == SECRET_URL
-    assert structured(fetched)["result"]["breadcrumbs"] == ["Human Resources", "Pay", "Bonus pool"]
-    kinds = {source["source_type"]: source for source in sources["sources"]}
+def test_a_restricted_page_is_found_by_its_readers_server_only(
+    ann: Session, bob: Session, public: Session
+) -> None:
+    assert links(ann.calls["secret"])[0] == SECRET_URL
+    page = structured(ann.calls["secret page"])["result"]
+    assert page["breadcrumbs"] == ["Human Resources", "Pay", "Bonus pool"]
+    kinds = {
+        source["source_type"]: source for source in structured(ann.calls["sources"])["sources"]
+    }
     assert kinds["confluence"]["spaces"] == {"HR": 1}
     assert kinds["confluence"]["syncs"][0]["last_sync"] == "2026-11-26T11:00:00+00:00"
-    assert "user 'ann'" in errlog.read_text()
+    assert "user 'ann'" in ann.stderr
 
-    for flags in (("--user", "bob", "--group", "staff"), ()):
-        params, errlog = over_stdio(index, *flags)
-        links, fetched, sources = run_client(params, work, errlog)
-        assert SECRET_URL not in links and links  # the public samples still answer
+    for other in (bob, public):
+        found = links(other.calls["secret"])
+        assert SECRET_URL not in found and found  # the public samples still answer
+        fetched = other.calls["secret page"]
         assert fetched.is_error and "nothing found" in fetched.content[0].text
-        kinds = {source["source_type"]: source for source in sources["sources"]}
-        assert set(kinds) == {"file"}  # not even the space's name
+        sources = structured(other.calls["sources"])["sources"]
+        assert {source["source_type"] for source in sources} == {"file"}  # not the space's name
 
 
-def test_bad_arguments_get_a_tool_error_and_the_server_goes_on(index: QueryIndex) -> None:
-    async def work(client: Client) -> list[Any]:
-        return [
-            await client.call_tool("search", {"query": QUESTION, "limit": 500}),
-            await client.call_tool("search", {"query": QUESTION, "mode": "psychic"}),
-            await client.call_tool("search", {"limit": 3}),
-            await client.call_tool("fetch", {"id": "no-such-document"}),
-            await client.call_tool("search", {"query": "   ...   ", "mode": "lexical"}),
-            await client.call_tool("search", {"query": QUESTION, "limit": 1}),
-        ]
-
-    params, errlog = over_stdio(index)
-    *bad, good = run_client(params, work, errlog)
-    assert all(result.is_error for result in bad), bad
-    texts = [result.content[0].text for result in bad]
-    assert "limit" in texts[0] and "mode" in texts[1] and "query" in texts[2]
-    assert "nothing found" in texts[3] and "rephrase" in texts[4]
-    assert structured(good)["results"][0]["document_id"] == index.restart_id
-    assert "Traceback" not in errlog.read_text()
+def test_bad_arguments_get_a_tool_error_and_the_server_goes_on(
+    index: QueryIndex, public: Session
+) -> None:
+    said = {name: public.calls[name] for name in BAD_CALLS}
+    assert all(result.is_error for result in said.values()), said
+    text = {name: result.content[0].text for name, result in said.items()}
+    assert "limit" in text["limit too big"] and "mode" in text["unknown mode"]
+    assert "query" in text["no query"] and "nothing found" in text["unknown id"]
+    assert "rephrase" in text["no terms"]
+    assert structured(public.calls["after"])["results"][0]["document_id"] == index.restart_id
+    assert "Traceback" not in public.stderr
 
 
 def free_port() -> int:
