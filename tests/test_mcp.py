@@ -55,7 +55,7 @@ class Session:
     stderr: str
 
 
-BAD_CALLS = {
+BAD_CALLS: dict[str, tuple[str, dict[str, Any]]] = {
     "limit too big": ("search", {"query": QUESTION, "limit": 500}),
     "unknown mode": ("search", {"query": QUESTION, "mode": "psychic"}),
     "no query": ("search", {"limit": 3}),
