@@ -1,5 +1,5 @@
-"""The LangChain and LlamaIndex retrievers (the `langchain` and `llamaindex` extras) over
-the query API, on a small index of the quickstart samples and one page only user `ann`
+"""The query API (`query.api.Index`) and the LangChain and LlamaIndex retrievers (the
+`langchain` and `llamaindex` extras) over it, on a small index of the quickstart samples and one page only user `ann`
 may read (tests/query_helpers.py): the chunk as the text, the few citing fields as
 metadata, and the reader's access applied."""
 
@@ -103,3 +103,34 @@ def test_llamaindex_retriever_applies_the_identity(index: Index) -> None:
     assert links(ANN)[0] == SECRET_URL
     assert SECRET_URL not in links(BOB)
     assert SECRET_URL not in links(PUBLIC)
+
+
+def test_fetch_widens_a_chunk_or_gives_its_document_to_whoever_may_read_it(
+    index: Index, built: QueryIndex
+) -> None:
+    (best,) = index.search(QUESTION, limit=1)
+    assert best.document_id == built.restart_id
+    neighbours = {c for c in (best.prev_chunk_id, best.next_chunk_id) if c}
+    assert neighbours
+    alone = index.fetch(best.chunk_id)
+    assert alone is not None and alone.text == best.text and alone.span == ()
+    around = index.fetch(best.chunk_id, expand="neighbours")
+    assert around is not None and set(around.span) == neighbours | {best.chunk_id}
+    whole = index.fetch(best.chunk_id, expand="document")
+    assert whole is not None and whole == index.fetch(best.document_id)
+    assert best.text in whole.text and whole.citation_url == RESTART.resolve().as_uri()
+
+    assert index.fetch(built.secret_id) is None  # PUBLIC, the default
+    assert index.fetch(built.secret_id, identity=BOB) is None
+    secret = index.fetch(built.secret_id, identity=ANN)
+    assert secret is not None and secret.text == SECRET_TEXT
+    # None: no access filter at all, the operator's view of `ingest search`
+    assert index.fetch(built.secret_id, identity=None) is not None
+
+
+def test_an_index_not_built_yet_says_what_to_run(tmp_path: Path) -> None:
+    from query.api import IndexMissing
+
+    settings = load_settings({"qdrant": {"path": str(tmp_path / "q")}}, environ={})
+    with Index(settings) as empty, pytest.raises(IndexMissing, match="run `ingest run` first"):
+        empty.search(QUESTION)
