@@ -241,7 +241,8 @@ def _result(hit: Hit, limits: McpSettings) -> Result:
 
 def serve(settings: Settings, identity: Identity, http: str | None) -> None:
     """Serve on stdio, or on streamable HTTP at `http` (HOST:PORT), until stopped."""
-    clients = _clients(settings) if http else {}
+    address = _host_port(http) if http else None
+    clients = _clients(settings) if address else {}
     if clients and not identity.anonymous:
         raise ConfigError(
             "--user/--group fix one identity, but mcp.clients gives each HTTP client its "
@@ -250,16 +251,17 @@ def serve(settings: Settings, identity: Identity, http: str | None) -> None:
         )
     with Index(settings) as index:
         index.store()  # a missing collection stops the server now, not at the first call
-        if clients:
+        if address and clients:
             _say(f"serving {len(clients)} HTTP clients of mcp.clients, each with its identity")
-            server = build_server(index, _token_identity(clients), **_bearer_auth(http, clients))
+            server = build_server(index, _token_identity(clients), **_bearer_auth(address, clients))
         else:
-            _say(f"serving with {identity.describe()}")
+            anyone = " to every HTTP client (no mcp.clients)" if address else ""
+            _say(f"serving with {identity.describe()}{anyone}")
             server = build_server(index, lambda: identity)
-        if http is None:
+        if address is None:
             server.run("stdio")
             return
-        host, port = _host_port(http)
+        host, port = address
         _say(f"listening on http://{host}:{port}{HTTP_PATH}")
         server.run("streamable-http", host=host, port=port, streamable_http_path=HTTP_PATH)
 
@@ -290,12 +292,14 @@ def _clients(settings: Settings) -> dict[str, tuple[str, Identity]]:
     return found
 
 
-def _bearer_auth(http: str | None, clients: dict[str, tuple[str, Identity]]) -> dict[str, Any]:
+def _bearer_auth(
+    address: tuple[str, int], clients: dict[str, tuple[str, Identity]]
+) -> dict[str, Any]:
     """The SDK's bearer-token check, accepting the tokens of `mcp.clients`."""
     from mcp.server.auth.provider import AccessToken
     from mcp.server.auth.settings import AuthSettings
 
-    host, port = _host_port(http or "")
+    host, port = address
 
     class Verifier:
         async def verify_token(self, token: str) -> AccessToken | None:
