@@ -136,7 +136,7 @@ def build_server(
         spaces: Annotated[
             list[str],
             Field(description="only these Confluence space keys (see list_sources); empty: all"),
-        ] = [],  # noqa: B006 (the SDK copies arguments; the schema shows the default)
+        ] = [],  # noqa: B006 (never changed; the schema shows the default)
         labels: Annotated[
             list[str], Field(description="only pages with one of these labels; empty: all")
         ] = [],  # noqa: B006

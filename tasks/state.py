@@ -14,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import tempfile
 import threading
@@ -24,6 +25,8 @@ from typing import Any
 
 from config.settings import Settings
 from stage_cache.keys import config_hash
+
+log = logging.getLogger(__name__)
 
 # Bump when a stage's output changes for the same input (invalidates caches and state).
 NORMALIZE_STAGE_VERSION = "2"
@@ -128,7 +131,12 @@ class SourceLog:
             raw.setdefault(tenant_id, {})[sync.scope] = asdict(sync)
             return raw
 
-        _locked_update(self.path, merged)
+        try:
+            _locked_update(self.path, merged)
+        except OSError as exc:
+            # The log only informs readers: a run whose documents are done does not fail
+            # on it (a full disk fails the documents that could not be stored, not this).
+            log.warning("could not record the last sync of %s: %s", sync.scope, exc)
 
     def read(self, tenant_id: str) -> list[SourceSync]:
         entries = _read_json(self.path).get(tenant_id) or {}

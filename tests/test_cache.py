@@ -266,6 +266,11 @@ def test_source_log_keeps_each_scopes_last_sync_per_tenant(tmp_path):
     (tmp_path / "state" / "sources.json").write_text("{not json")
     assert log.read("acme") == []  # unreadable: listed again after the next runs
 
+    (tmp_path / "blocked").write_text("")  # a file where the log's directory would be
+    SourceLog(tmp_path / "blocked" / "sources.json").record(  # a run does not fail on it
+        "acme", SourceSync("file:/share", "file", ("/share",), "2026-11-26", "ok", 1)
+    )
+
 
 def test_a_read_refreshes_an_old_entry_for_prune(cache):
     cache.put(KEY, b"v")
