@@ -172,7 +172,9 @@ class SearchFilters:
     is false, `acl.users` holds the user, or `acl.groups` meets the groups) and the space
     (`acl.space_open` is not false, `acl.space_users` holds the user, or
     `acl.space_groups` meets the groups). A payload without the space fields (files, or
-    written before space permissions were read) has no space level."""
+    written before space permissions were read) has no space level. `public_only` (a
+    reader without an identity) shows only chunks whose `acl.public` is true; without it,
+    user or groups, nothing is filtered by access."""
 
     tenant_id: str | None = None
     containers: tuple[str, ...] = ()  # spaces, shelves: `SourceDocument.container`
@@ -183,6 +185,7 @@ class SearchFilters:
     # Archived documents (`archived: true`, where a source lists them):
     # None finds it with the rest, False leaves it out, True finds only it.
     archived: bool | None = None
+    public_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -222,6 +225,8 @@ def search_filter(filters: SearchFilters) -> models.Filter | None:
             must=[models.Filter(should=restrictions), models.Filter(should=space)]
         )
         must.append(models.Filter(should=[_match("acl.public", True), levels]))
+    elif filters.public_only:
+        must.append(_match("acl.public", True))
     return models.Filter(must=must) if must else None
 
 
@@ -911,6 +916,38 @@ class QdrantStore:
             must=[_match("tenant_id", tenant_id), _match("section_id", section_id)]
         )
         return [record.payload or {} for record in self._scroll(selection, True)]
+
+    def visible_chunks(
+        self,
+        filters: SearchFilters,
+        *,
+        chunk_ids: Sequence[str] = (),
+        document_id: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Payloads of the chunks with these ids, or of this document, that pass the
+        filters (tenant, access): what a reader may fetch by id."""
+        if not chunk_ids and document_id is None:
+            raise ValueError("name the chunks or the document to fetch")
+        must: list[models.Condition] = []
+        if chunk_ids:
+            must.append(models.HasIdCondition(has_id=[point_id(c) for c in chunk_ids]))
+        if document_id is not None:
+            must.append(_match("document_id", document_id))
+        selection = search_filter(filters)
+        if selection is not None:
+            must.append(selection)
+        return [record.payload or {} for record in self._scroll(models.Filter(must=must), True)]
+
+    def facet(self, key: str, filters: SearchFilters, limit: int = 1000) -> dict[str, int]:
+        """{value: points} of a keyword payload field among the points that pass the
+        filters (source types, containers a reader may see)."""
+        response = self._call(
+            "facet",
+            lambda: self.client.facet(
+                self.collection, key, facet_filter=search_filter(filters), limit=limit, exact=True
+            ),
+        )
+        return {str(hit.value): int(hit.count) for hit in response.hits}
 
     def count(self, tenant_id: str | None = None) -> int:
         selection = models.Filter(must=[_match("tenant_id", tenant_id)]) if tenant_id else None

@@ -63,6 +63,20 @@ class SearchHit:
     context: tuple[dict[str, Any], ...] = ()
     hits: tuple[str, ...] = ()
 
+    @classmethod
+    def of(cls, payload: dict[str, Any], score: float = 0.0) -> SearchHit:
+        """The hit of one point's payload."""
+        return cls(
+            score=score,
+            chunk_id=str(payload.get("chunk_id", "")),
+            document_id=str(payload.get("document_id", "")),
+            title=payload.get("title"),
+            headings_path=list(payload.get("headings_path") or []),
+            source=payload.get("source_url") or payload.get("file_path"),
+            md_text=str(payload.get("md_text", "")),
+            payload=payload,
+        )
+
     @property
     def text(self) -> str:
         """The result's Markdown: the hit's text, or its whole span when expanded."""
@@ -110,19 +124,7 @@ def search(
             "punctuation): rephrase it, or search with --mode dense"
         )
     points = store.query(vectors, limit=limit, filters=filters, prefetch_factor=prefetch_factor)
-    hits = [
-        SearchHit(
-            score=point.score,
-            chunk_id=str(point.payload.get("chunk_id", "")),
-            document_id=str(point.payload.get("document_id", "")),
-            title=point.payload.get("title"),
-            headings_path=list(point.payload.get("headings_path") or []),
-            source=point.payload.get("source_url") or point.payload.get("file_path"),
-            md_text=str(point.payload.get("md_text", "")),
-            payload=point.payload,
-        )
-        for point in points
-    ]
+    hits = [SearchHit.of(point.payload, point.score) for point in points]
     return hits if expand == "none" else expand_hits(store, hits, expand, expand_tokens)
 
 

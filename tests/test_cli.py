@@ -107,7 +107,10 @@ def test_bad_setting_exits_2_naming_it(tmp_path: Path, capsys: pytest.CaptureFix
 
 
 def test_readme_documents_every_setting_and_its_env_var() -> None:
-    readme = (ROOT / "README.md").read_text("utf-8")
+    # The README and the pages of docs/ it links to.
+    readme = "\n".join(
+        path.read_text("utf-8") for path in [ROOT / "README.md", *sorted(ROOT.glob("docs/*.md"))]
+    )
     sections = {name: info.annotation for name, info in Settings.model_fields.items()}
     for name, annotation in (sections | settings_models({})).items():
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
