@@ -13,8 +13,10 @@ in each mode (dense, lexical, hybrid = RRF of the two).
 
 Methods: `chunks`, the chunker of this checkout at each budget profile asked for
 (`--budgets`: ADR-002's 150/250/300, the default, and the quickstart's, which fit the
-model's 256-token window); `windows`, fixed 1,000-character windows with 200 characters
-of overlap, searched with the same modes (their embed_text is the window alone).
+model's 256-token window), written with their part vectors where `parts.enabled` (and the
+first profile again without them, to pair with); `windows`, fixed 1,000-character windows
+with 200 characters of overlap, searched with the same modes (their embed_text is the
+window alone).
 
 A piece is a hit for a question when its text contains the evidence or its character
 span covers at least half of the evidence's. Reported: recall@1/5/10, MRR@10, recall@5 by
@@ -39,12 +41,16 @@ from typing import Any
 
 from bench.retrieval_questions import QUESTIONS, Question
 from chunking import Chunk, DocumentInfo, chunk_document, compute_chunk_id
+from chunking.parts import PartSplitter
+from chunking.tokens import get_token_counter
 from config.settings import ChunkingSettings, EmbedderSettings, QdrantSettings, load_settings
 from indexing.embedders import BgeM3Embedder, Embedding
 from indexing.lexical import LexicalEncoder
 from indexing.qdrant_store import CollectionSchema, QdrantConnection, QdrantStore
+from indexing.reconcile import DocumentChunks, sync_documents
 from indexing.search import SearchMode, search
 from markdown_text import Anchor
+from stage_cache.store import StageCache
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS_GLOBS = ("tests/corpus/docling/*/*", "samples/docs/*/*", "tests/corpus/seeds/*.txt")
@@ -182,9 +188,15 @@ class MemoEmbedder:
 
 
 def index(
-    name: str, pieces: Sequence[Chunk], embedder: MemoEmbedder, lexical: LexicalEncoder, root: Path
+    name: str,
+    pieces: Sequence[Chunk],
+    embedder: MemoEmbedder,
+    lexical: LexicalEncoder,
+    root: Path,
+    parts: PartSplitter | None = None,
 ) -> QdrantStore:
-    """A local-mode collection of the pieces, written by the product's store."""
+    """A local-mode collection of the pieces, written as a run writes them
+    (`sync_documents`: dense, lexical and, with `parts`, the `dense_parts` vectors)."""
     settings = QdrantSettings(path=str(root / name), collection=name)  # type: ignore[call-arg]
     schema = CollectionSchema(
         vector_size=embedder.vector_size,
@@ -192,11 +204,17 @@ def index(
         lexical=True,
         model_id=embedder.model_id,
         lexical_id=lexical.id,
+        parts=parts is not None,
+        parts_id=parts.id if parts else None,
     )
     store = QdrantStore(QdrantConnection(settings), schema)
     store.ensure_collection()
-    texts = [piece.embed_text for piece in pieces]
-    store.upsert(pieces, embedder.embed(texts), [lexical.encode(text) for text in texts])
+    by_document: dict[str, list[Chunk]] = {}
+    for piece in pieces:
+        by_document.setdefault(piece.document_id, []).append(piece)
+    documents = [DocumentChunks(d, "", chunks) for d, chunks in by_document.items()]
+    cache = StageCache(root / f"{name}-cache", fsync=False)
+    sync_documents(store, embedder, cache, "default", documents, lexical, parts)
     return store
 
 
@@ -285,15 +303,25 @@ def main() -> None:
     documents = load_corpus()
     by_path = {d.path: d for d in documents}
     spans = [evidence_span(by_path[q.document].markdown, q.evidence) for q in QUESTIONS]
-    from chunking.tokens import get_token_counter
-
-    methods = {f"chunks {b}": chunks_of(documents, profiles[b]) for b in args.budgets.split(",")}
+    budgets = args.budgets.split(",")
+    methods = {f"chunks {b}": chunks_of(documents, profiles[b]) for b in budgets}
+    # The product writes part vectors (parts.enabled); its first profile again without them.
+    settings = load_settings()
+    splitter = (
+        PartSplitter(settings.parts.max_tokens, get_token_counter())
+        if settings.parts.enabled
+        else None
+    )
+    plain = f"chunks {budgets[0]} without parts"
+    if splitter:
+        methods[plain] = methods[f"chunks {budgets[0]}"]
     methods[f"windows {WINDOW_CHARS}/{WINDOW_OVERLAP}"] = windows_of(documents, get_token_counter())
     rows: list[dict[str, Any]] = []
     found: dict[tuple[str, str], list[int | None]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-retrieval-") as tmp:
         for number, (method, pieces) in enumerate(methods.items()):
-            store = index(f"m{number}", pieces, embedder, lexical, Path(tmp))
+            parts = splitter if method.startswith("chunks") and method != plain else None
+            store = index(f"m{number}", pieces, embedder, lexical, Path(tmp), parts)
             terms = [len(lexical.terms(p.embed_text)) for p in pieces]
             for mode in MODES:
                 found[method, mode] = ranks(store, mode, embedder, lexical, spans)
@@ -315,9 +343,12 @@ def main() -> None:
             store.connection.close()
     windows = f"windows {WINDOW_CHARS}/{WINDOW_OVERLAP}"
     comparisons = []
-    for budgets in args.budgets.split(","):
-        chunks = f"chunks {budgets}"
-        for against in ((windows, "dense"), (windows, "hybrid"), (chunks, "dense")):
+    for profile in budgets:
+        chunks = f"chunks {profile}"
+        againsts = [(windows, "dense"), (windows, "hybrid"), (chunks, "dense")]
+        if splitter and profile == budgets[0]:
+            againsts.append((plain, "hybrid"))
+        for against in againsts:
             comparisons.append(
                 {
                     "a": f"{chunks} hybrid",

@@ -157,6 +157,8 @@ def _add_blocks(
         close = _matching_close(tokens, i) if token.nesting == 1 else i
         if start > covered_to and text[covered_to:start].strip():
             _add_orphan_text(blocks, text, covered_to, start)
+        if kind is BlockType.HEADING and _underlined_paragraph(token, tokens[i + 1]):
+            kind = BlockType.PARAGRAPH
         block = Block(len(blocks), kind, start, end, text[start:end])
         if kind is BlockType.HEADING:
             block.level = int(token.tag[1])
@@ -171,6 +173,21 @@ def _add_blocks(
             covered_to = max(covered_to, end)
         i = close + 1
     return covered_to
+
+
+# A Setext heading longer than this is a paragraph above a line of `=` or `-`.
+_SETEXT_HEADING_CHARS = 200
+
+
+def _underlined_paragraph(heading: Token, inline: Token) -> bool:
+    """A Setext heading of several lines, or of a paragraph's length, is text that a line
+    of `=` or `-` happens to follow (plain text, a PDF's rules, a table's dashes):
+    CommonMark reads it all as one heading, which would put the paragraph into every
+    chunk's headings path and context header after it."""
+    if heading.markup not in ("=", "-"):
+        return False
+    content = inline.content.strip()
+    return "\n" in content or len(content) > _SETEXT_HEADING_CHARS
 
 
 def _add_orphan_text(blocks: list[Block], text: str, start: int, end: int) -> None:

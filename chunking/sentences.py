@@ -18,15 +18,44 @@ _WORD = re.compile(r"\S+\s*")
 _ROW_LINE = re.compile(r"^[ \t]*\|.*$", re.MULTILINE)
 
 
+# Abbreviations after which razdel (written for Russian) ends a sentence that goes on.
+# These never end one: Latin, titles before a name, references ("Fig. 2", "см. рис. 3").
+_NEVER_FINAL = frozenset(
+    re.findall(r"\S+", "e.g. i.e. cf. viz. vs. fig. figs. eq. eqs. ref. refs. dr. mr. mrs.")
+    + re.findall(r"\S+", "ms. prof. рис. см. т.е. т.к. напр.")
+)
+# These end a sentence unless a number or a lowercase word follows: "et al. 1999",
+# "p. 12", "no. 5" (but "the answer was no. Then").
+_BEFORE_NUMBER = frozenset(
+    re.findall(r"\S+", "al. no. nos. p. pp. vol. sec. ch. tab. approx. стр.")
+)
+
+
 def sentence_spans(text: str) -> list[tuple[int, int]]:
     """Sentence spans over `text` (offsets relative to it), covering it end to end."""
     starts = [s.start for s in razdel.sentenize(text)]
     if not starts:
         return [(0, len(text))] if text else []
     starts[0] = 0
+    starts = [start for start in starts if not _goes_on(text, start)]
     if "|" in text:
         starts = _whole_rows(text, starts)
     return [(a, b) for a, b in zip(starts, [*starts[1:], len(text)], strict=True)]
+
+
+def _goes_on(text: str, start: int) -> bool:
+    """razdel put a sentence start where the sentence goes on: after a semicolon or comma,
+    or after an abbreviation that does not end this sentence."""
+    before = text[:start].rstrip()
+    if not before:
+        return False
+    if before[-1] in ";,":
+        return True
+    last_word = before.rsplit(None, 1)[-1].lstrip("([\"'«").casefold()
+    if last_word in _NEVER_FINAL:
+        return True
+    follows = text[start : start + 1]
+    return last_word in _BEFORE_NUMBER and (follows.isdigit() or follows.islower())
 
 
 def _whole_rows(text: str, starts: list[int]) -> list[int]:

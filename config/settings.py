@@ -234,6 +234,15 @@ class LexicalSettings(StrictModel):
     max_term_chars: int = Field(64, ge=8)
 
 
+class PartsSettings(StrictModel):
+    """The `dense_parts` multivector: each chunk's parts (whole sentences, lines, table row
+    or code line groups) embedded by the same model, a chunk scored by its best part."""
+
+    enabled: bool = True
+    # BGE-M3 tokens a part holds at most (a sentence or line over it is cut into windows).
+    max_tokens: int = Field(96, gt=0)
+
+
 SearchModeSetting = Literal["auto", "hybrid", "dense", "lexical", "sparse"]
 
 
@@ -243,6 +252,33 @@ class SearchSettings(StrictModel):
     mode: SearchModeSetting = "auto"
     # Candidates each vector contributes to a hybrid search, per result asked for.
     prefetch_factor: int = Field(4, gt=0)
+
+
+class McpClient(StrictModel):
+    """One bearer token `ingest mcp --http` accepts, and whose access it carries."""
+
+    token: SecretStr | None = None
+    # Name of a Prefect Secret block holding the token (used when `token` is unset).
+    token_secret_block: str | None = None
+    user: str | None = None
+    groups: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _token_and_identity(self) -> McpClient:
+        if (self.token is None) == (self.token_secret_block is None):
+            raise ValueError("set either token or token_secret_block")
+        if self.user is None and not self.groups:
+            raise ValueError("set the user or the groups whose access the token carries")
+        return self
+
+
+class McpSettings(StrictModel):
+    """`ingest mcp`: how much one answer may hold, and the HTTP clients' tokens."""
+
+    max_results: int = Field(20, gt=0)  # a search's limit is cut to this
+    max_text_chars: int = Field(4000, gt=0)  # a result's text is cut to this, said in it
+    # Client name -> its token and identity. Set: every HTTP request needs one of them.
+    clients: dict[str, McpClient] = Field(default_factory=dict)
 
 
 class CacheSettings(StrictModel):
@@ -280,7 +316,9 @@ class Settings(StrictModel):
     qdrant: QdrantSettings = Field(default_factory=QdrantSettings)  # type: ignore[arg-type]
     embedder: EmbedderSettings = Field(default_factory=EmbedderSettings)  # type: ignore[arg-type]
     lexical: LexicalSettings = Field(default_factory=LexicalSettings)  # type: ignore[arg-type]
+    parts: PartsSettings = Field(default_factory=PartsSettings)  # type: ignore[arg-type]
     search: SearchSettings = Field(default_factory=SearchSettings)  # type: ignore[arg-type]
+    mcp: McpSettings = Field(default_factory=McpSettings)  # type: ignore[arg-type]
     cache: CacheSettings = Field(default_factory=CacheSettings)
     reconcile: ReconcileSettings = Field(default_factory=ReconcileSettings)  # type: ignore[arg-type]
     run: RunSettings = Field(default_factory=RunSettings)  # type: ignore[arg-type]

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
     from chunking import ChunkedDocument
     from connectors.base import SourceDocument
+    from query.api import Hit
 
     Commands: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
 
@@ -74,6 +75,7 @@ def _parser() -> argparse.ArgumentParser:
         _links_command,
         _cache_command,
         _serve_command,
+        _mcp_command,
     ):
         add_command(commands, common)
     return parser
@@ -232,6 +234,22 @@ def _serve_command(commands: Commands, common: argparse.ArgumentParser) -> None:
     serve.set_defaults(handler=_serve)
 
 
+def _mcp_command(commands: Commands, common: argparse.ArgumentParser) -> None:
+    mcp = commands.add_parser(
+        "mcp",
+        parents=[common],
+        help="serve search, fetch and list-sources to agents over MCP (stdio, or streamable HTTP)",
+    )
+    mcp.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio",
+    )
+    mcp.add_argument("--user", help="whose access applies (fixed for the server's life)")
+    mcp.add_argument("--group", action="append", default=[], help="the user's groups")
+    mcp.set_defaults(handler=_mcp)
+
+
 def _read_source(path: Path) -> SourceDocument:
     from tasks.stages import local_file_source
 
@@ -278,7 +296,7 @@ def _chunk(args: argparse.Namespace, settings: Settings) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from markdown_text.plain import plain_text
+    from query.snippet import plain_text
 
     # One line a chunk at any width: the section and the text shrink, cut with an
     # ellipsis; the text as it reads, without its Markdown marks.
@@ -440,80 +458,92 @@ def _progress_bar(console: Any, *, disable: bool = False) -> Any:
 
 
 def _search(args: argparse.Namespace, settings: Settings) -> int:
-    from chunking.chunker import context_header
-    from indexing.search import SearchFilters, SearchUnavailable, search
-    from tasks.resources import Resources
+    from query.api import Identity, Index, IndexMissing, SearchUnavailable
 
+    identity = Identity(args.user, tuple(args.group))
+    if identity.anonymous:
+        # stderr, so `--json` output stays one object a line
+        print(
+            "note: no --user or --group given: results are not filtered by access "
+            "(pass --user NAME and --group GROUP to see only what that user may read)",
+            file=sys.stderr,
+        )
     # local mode: the storage lock is released before the interpreter exits
-    resources = Resources(settings)
-    try:
-        store = resources.store()
-        if store.resolve() is None:
+    with Index(settings) as index:
+        try:
+            hits = index.search(
+                args.query,
+                # the operator's view: no identity, no access filter
+                identity=None if identity.anonymous else identity,
+                limit=args.limit,
+                mode=args.mode,
+                tenant=args.tenant,
+                containers=args.space,
+                labels=args.label,
+                expand=args.expand,
+                expand_tokens=args.expand_tokens,
+            )
+        except (IndexMissing, SearchUnavailable) as exc:
             print(
-                f"no collection {settings.qdrant.collection!r} yet: run `ingest run` first",
+                f"{'no search: ' if isinstance(exc, SearchUnavailable) else ''}{exc}",
                 file=sys.stderr,
             )
             return 1
-        filters = SearchFilters(
-            tenant_id=args.tenant or settings.tenant_id,
-            containers=tuple(args.space),
-            labels=tuple(args.label),
-            user=args.user,
-            groups=tuple(args.group),
-        )
-        if filters.user is None and not filters.groups:
-            # stderr, so `--json` output stays one object a line
-            print(
-                "note: no --user or --group given: results are not filtered by access "
-                "(pass --user NAME and --group GROUP to see only what that user may read)",
-                file=sys.stderr,
-            )
-        hits = search(
-            store,
-            resources.embedder(),
-            args.query,
-            args.limit,
-            filters,
-            mode=args.mode or settings.search.mode,
-            lexical=resources.lexical(),
-            prefetch_factor=settings.search.prefetch_factor,
-            expand=args.expand,
-            expand_tokens=args.expand_tokens,
-        )
-    except SearchUnavailable as exc:
-        print(f"no search: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        resources.close()
+    if args.json:
+        for rank, hit in enumerate(hits, 1):
+            print(json.dumps(_search_record(rank, hit), ensure_ascii=False))
+    else:
+        _print_hits(hits)
+    if not hits:
+        print("no results", file=sys.stderr)
+    return 0
+
+
+def _search_record(rank: int, hit: Hit) -> dict[str, Any]:
+    record: dict[str, Any] = {"rank": rank, "score": hit.score, **hit.payload}
+    if hit.context:
+        record["expanded"] = {
+            "text": hit.text,
+            "tokens": hit.tokens,
+            "chunk_ids": list(hit.span),
+            "ordinals": [chunk.get("ordinal") for chunk in hit.context],
+            "hits": list(hit.hits),
+        }
+    return record
+
+
+def _print_hits(hits: Sequence[Hit]) -> None:
+    """Each hit as its heading line (where several hits share one, each says where in the
+    document it is), its link, and one plain-text line of its chunk cut at the terminal's
+    width; an expanded hit prints its whole span."""
+    import shutil
+    from collections import Counter
+
+    from query.snippet import snippet
+
+    width = shutil.get_terminal_size().columns - 3
+    shared = Counter(hit.heading for hit in hits)
     for rank, hit in enumerate(hits, 1):
-        if args.json:
-            record: dict[str, Any] = {"rank": rank, "score": hit.score, **hit.payload}
-            if hit.context:
-                record["expanded"] = {
-                    "text": hit.text,
-                    "tokens": hit.tokens,
-                    "chunk_ids": [chunk.get("chunk_id") for chunk in hit.context],
-                    "ordinals": [chunk.get("ordinal") for chunk in hit.context],
-                    "hits": list(hit.hits),
-                }
-            print(json.dumps(record, ensure_ascii=False))
-            continue
-        # the chunker's context line: the title left out where the first heading repeats it
-        heading = context_header(hit.title or hit.document_id, hit.headings_path)
-        print(f"{rank}. [{hit.score:.3f}] {heading}")
-        print(f"   {hit.payload.get('citation_url') or hit.source or hit.document_id}")
+        where = f" · {_locator(hit.payload)}" if shared[hit.heading] > 1 else ""
+        print(f"{rank}. [{hit.score:.3f}] {hit.heading}{where}")
+        print(f"   {hit.citation_url or hit.document_id}")
         if hit.context:
             first, last = hit.context[0].get("ordinal"), hit.context[-1].get("ordinal")
             merged = f", {len(hit.hits)} hits" if len(hit.hits) > 1 else ""
             print(f"   chunks {first}-{last}, {hit.tokens} tokens{merged}")
             print("   " + hit.text.replace("\n", "\n   "))
             continue
-        print(
-            "   " + hit.md_text[:240].replace("\n", " ") + ("…" if len(hit.md_text) > 240 else "")
-        )
-    if not hits:
-        print("no results", file=sys.stderr)
-    return 0
+        print("   " + snippet(hit.text, width))
+
+
+def _locator(payload: dict[str, Any]) -> str:
+    """Where in its document a chunk is, for hits whose headings are the same."""
+    if payload.get("page_start") is not None:
+        return f"page {payload['page_start']}"
+    for field in ("sheet", "slide"):
+        if payload.get(field) is not None:
+            return f"{field} {payload[field]}"
+    return f"part {int(payload.get('ordinal') or 0) + 1}"
 
 
 def _reindex(args: argparse.Namespace, settings: Settings) -> int:
@@ -592,6 +622,18 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     from flows.serve import serve
 
     serve()
+    return 0
+
+
+def _mcp(args: argparse.Namespace, settings: Settings) -> int:
+    from query.api import Identity, IndexMissing
+    from query.mcp_server import serve
+
+    try:
+        serve(settings, Identity(args.user, tuple(args.group)), args.http)
+    except IndexMissing as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

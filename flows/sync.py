@@ -17,6 +17,7 @@ from flows.report import RunSummary
 from tasks import pipeline
 from tasks.pipeline import BatchOutcome, Plan, SourceSpec
 from tasks.resources import Resources
+from tasks.state import SourceLog, SourceSync
 
 Mode = Literal["incremental", "full"]
 
@@ -72,7 +73,7 @@ def sync(
         force_delete,
         steps.reconciler,
     )
-    return RunSummary.build(
+    summary = RunSummary.build(
         spec=steps.spec,
         settings=steps.settings,
         mode=mode,
@@ -84,6 +85,18 @@ def sync(
         deletion_refused=refused,
         points=pipeline.indexed_points(steps.settings, steps.resources),
     )
+    SourceLog.for_settings(steps.settings).record(
+        summary.tenant_id,
+        SourceSync(
+            scope=summary.source,
+            source_type=steps.spec.kind,
+            targets=steps.spec.targets,
+            last_sync=datetime.now().astimezone().isoformat(timespec="seconds"),
+            status=summary.status,
+            documents=summary.seen,
+        ),
+    )
+    return summary
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from chunking.parts import PartSplitter
+from chunking.record import Chunk
 from indexing.embedders import Embedder, Embedding
 from indexing.lexical import LexicalEncoder, SparseWeights
 from stage_cache.cached import CachedValues, Codec, cached_each
@@ -87,6 +89,22 @@ def embed_with_cache(
         lambda missing: embedder.embed([texts[i] for i in missing]),
         EMBEDDING,
     )
+
+
+def parts_with_cache(
+    embedder: Embedder, splitter: PartSplitter, chunks: Sequence[Chunk], cache: StageCache
+) -> CachedValues[list[list[float]]]:
+    """Each chunk's part vectors (`dense_parts`), in order; each part text is embedded once
+    by this model whatever chunk carries it (the embedding cache's own key). `hits` and
+    `misses` count part texts."""
+    texts = [splitter.texts(chunk) for chunk in chunks]
+    embedded = embed_with_cache(embedder, [t for chunk_texts in texts for t in chunk_texts], cache)
+    vectors: list[list[list[float]]] = []
+    start = 0
+    for chunk_texts in texts:
+        vectors.append([e.dense for e in embedded.values[start : start + len(chunk_texts)]])
+        start += len(chunk_texts)
+    return CachedValues(vectors, embedded.hits, embedded.misses)
 
 
 def lexical_with_cache(

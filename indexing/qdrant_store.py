@@ -5,7 +5,9 @@ selects a server or cluster. The configured `qdrant.collection` name is an ALIAS
 readers use; the points live in a physical collection `<name>_<timestamp>` behind it, so
 a re-index into another collection can be switched to by moving the alias.
 
-Named vectors: `dense` (cosine, size from the embedder); when the embedder has one,
+Named vectors: `dense` (cosine, size from the embedder); with `parts.enabled`,
+`dense_parts` (the same model's vectors of the chunk's parts, a multivector compared by
+MaxSim, chunking/parts.py); when the embedder has one,
 `sparse` (BGE-M3 lexical weights); and, with `lexical.enabled`, `lexical` (contextual
 BM25 term weights, indexing/lexical.py). `sparse` has NO IDF modifier: BGE-M3's lexical
 score is the plain dot product of learned term weights, which already encode term
@@ -13,7 +15,8 @@ importance. `lexical` has `Modifier.IDF`: Qdrant (server, cluster and local mode
 the inverse document frequency as points come and go, so the dot product is BM25.
 
 A collection's metadata records what made its vectors (model id, lexical encoder id) and
-its part in a re-index (`state`: live, building, retired), see indexing/reindex.py.
+how it split parts (parts id), and its part in a re-index (`state`: live, building,
+retired), see indexing/reindex.py.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from indexing.lexical import SparseWeights
 log = logging.getLogger(__name__)
 
 DENSE = "dense"
+DENSE_PARTS = "dense_parts"
 SPARSE = "sparse"
 LEXICAL = "lexical"
 METADATA_KEY = "ingest"  # the collection metadata this project writes, under one key
@@ -97,6 +101,8 @@ T = TypeVar("T")
 # mode's filtered scroll, a Python scan costing points x documents-asked per lookup.
 # document -> {point id: version}
 PointMap = dict[str, dict[str, str]]
+# One chunk's `dense_parts`: a vector per part.
+PartVectors = Sequence[Sequence[float]]
 
 
 class QdrantConnection:
@@ -173,7 +179,9 @@ class SearchFilters:
     is false, `acl.users` holds the user, or `acl.groups` meets the groups) and the space
     (`acl.space_open` is not false, `acl.space_users` holds the user, or
     `acl.space_groups` meets the groups). A payload without the space fields (files, or
-    written before space permissions were read) has no space level."""
+    written before space permissions were read) has no space level. `public_only` (a
+    reader without an identity) shows only chunks whose `acl.public` is true; without it,
+    user or groups, nothing is filtered by access."""
 
     tenant_id: str | None = None
     containers: tuple[str, ...] = ()  # spaces, shelves: `SourceDocument.container`
@@ -184,6 +192,7 @@ class SearchFilters:
     # Archived documents (`archived: true`, where a source lists them):
     # None finds it with the rest, False leaves it out, True finds only it.
     archived: bool | None = None
+    public_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -223,6 +232,8 @@ def search_filter(filters: SearchFilters) -> models.Filter | None:
             must=[models.Filter(should=restrictions), models.Filter(should=space)]
         )
         must.append(models.Filter(should=[_match("acl.public", True), levels]))
+    elif filters.public_only:
+        must.append(_match("acl.public", True))
     return models.Filter(must=must) if must else None
 
 
@@ -248,6 +259,8 @@ class CollectionSchema:
     lexical: bool  # contextual BM25 weights, IDF from Qdrant
     model_id: str | None = None
     lexical_id: str | None = None
+    parts: bool = False  # `dense_parts`: the chunk's parts embedded, compared by MaxSim
+    parts_id: str | None = None
 
     def conflicts(self, wanted: CollectionSchema) -> list[str]:
         """Vectors of `wanted` this collection cannot take beside its own, in words."""
@@ -278,6 +291,10 @@ class CollectionSchema:
             found[LEXICAL] = "the 'lexical' vector of hybrid search"
         elif wanted.lexical and _differ(self.lexical_id, wanted.lexical_id):
             found[LEXICAL] = f"lexical weights of {wanted.lexical_id} (it has {self.lexical_id})"
+        if wanted.parts and not self.parts:
+            found[DENSE_PARTS] = "the 'dense_parts' vectors of the chunks' parts"
+        elif wanted.parts and _differ(self.parts_id, wanted.parts_id):
+            found[DENSE_PARTS] = f"parts split as {wanted.parts_id} (it has {self.parts_id})"
         return found
 
 
@@ -296,6 +313,17 @@ def _sparse_vector(weights: SparseWeights) -> models.SparseVector:
     return models.SparseVector(indices=list(weights.keys()), values=list(weights.values()))
 
 
+def _query_of(
+    vector: Sequence[float] | SparseWeights | PartVectors,
+) -> models.SparseVector | list[float] | list[list[float]]:
+    """A query vector as the client takes it: sparse, dense, or a multivector (MaxSim)."""
+    if isinstance(vector, dict):
+        return _sparse_vector(vector)
+    if vector and not isinstance(vector[0], float | int):
+        return [[float(x) for x in row] for row in vector]  # type: ignore[union-attr]
+    return [float(x) for x in vector]  # type: ignore[arg-type]
+
+
 def _schema_of(info: models.CollectionInfo) -> CollectionSchema:
     vectors = info.config.params.vectors
     dense = vectors.get(DENSE) if isinstance(vectors, dict) else None
@@ -307,6 +335,8 @@ def _schema_of(info: models.CollectionInfo) -> CollectionSchema:
         lexical=LEXICAL in sparse_vectors,
         model_id=recorded.get("model_id"),
         lexical_id=recorded.get("lexical_id"),
+        parts=isinstance(vectors, dict) and DENSE_PARTS in vectors,
+        parts_id=recorded.get("parts_id"),
     )
 
 
@@ -439,19 +469,30 @@ class QdrantStore:
             METADATA_KEY: {
                 "model_id": self.schema.model_id,
                 "lexical_id": self.schema.lexical_id if self.schema.lexical else None,
+                **({"parts_id": self.schema.parts_id} if self.schema.parts else {}),
                 "state": state,
                 **recorded,
             }
         }
+        vectors = {
+            DENSE: models.VectorParams(
+                size=self.vector_size, distance=models.Distance.COSINE, on_disk=on_disk
+            )
+        }
+        if self.schema.parts:
+            vectors[DENSE_PARTS] = models.VectorParams(
+                size=self.vector_size,
+                distance=models.Distance.COSINE,
+                on_disk=on_disk,
+                multivector_config=models.MultiVectorConfig(
+                    comparator=models.MultiVectorComparator.MAX_SIM
+                ),
+            )
         self._call(
             "create collection",
             lambda: self.client.create_collection(
                 name,
-                vectors_config={
-                    DENSE: models.VectorParams(
-                        size=self.vector_size, distance=models.Distance.COSINE, on_disk=on_disk
-                    )
-                },
+                vectors_config=vectors,
                 sparse_vectors_config=sparse or None,
                 shard_number=self.settings.shard_number,
                 replication_factor=self.settings.replication_factor,
@@ -605,25 +646,33 @@ class QdrantStore:
         chunks: Sequence[Chunk],
         embeddings: Sequence[Embedding],
         lexical: Sequence[SparseWeights] | None = None,
+        parts: Sequence[PartVectors] | None = None,
     ) -> int:
         """Write points (id = `Chunk.point_id`, so re-running is idempotent), batched.
-        `lexical` (one weights map per chunk) is needed when the collection holds it."""
+        `lexical` (one weights map per chunk) and `parts` (the vectors of each chunk's
+        parts) are needed when the collection holds them."""
         if len(chunks) != len(embeddings):
             raise ValueError(f"{len(chunks)} chunks but {len(embeddings)} embeddings")
         if self.holds.lexical and (lexical is None or len(lexical) != len(chunks)):
             raise ValueError("the collection holds lexical vectors: give one per chunk")
+        if self.holds.parts and (parts is None or len(parts) != len(chunks)):
+            raise ValueError("the collection holds part vectors: give each chunk's")
         weights: Sequence[SparseWeights | None] = (
             lexical if lexical is not None else [None] * len(chunks)
+        )
+        part_vectors: Sequence[PartVectors | None] = (
+            parts if parts is not None else [None] * len(chunks)
         )
         batch_size = self.settings.upsert_batch_size
         for start in range(0, len(chunks), batch_size):
             batch = chunks[start : start + batch_size]
             points = [
-                self._point(chunk, embedding, lexical_weights)
-                for chunk, embedding, lexical_weights in zip(
+                self._point(chunk, embedding, lexical_weights, chunk_parts)
+                for chunk, embedding, lexical_weights, chunk_parts in zip(
                     batch,
                     embeddings[start : start + batch_size],
                     weights[start : start + batch_size],
+                    part_vectors[start : start + batch_size],
                     strict=True,
                 )
             ]
@@ -670,7 +719,11 @@ class QdrantStore:
         return found
 
     def _point(
-        self, chunk: Chunk, embedding: Embedding, lexical: SparseWeights | None
+        self,
+        chunk: Chunk,
+        embedding: Embedding,
+        lexical: SparseWeights | None,
+        parts: PartVectors | None,
     ) -> models.PointStruct:
         if len(embedding.dense) != self.vector_size:
             raise IngestError(
@@ -679,6 +732,9 @@ class QdrantStore:
                 subject=chunk.document_id,
             )
         vector: dict[str, Any] = {DENSE: embedding.dense}
+        if self.holds.parts:
+            # A chunk without a part of words (a rule, a fence) is scored by its own vector.
+            vector[DENSE_PARTS] = [list(v) for v in parts] if parts else [embedding.dense]
         if self.holds.sparse:
             vector[SPARSE] = _sparse_vector(embedding.sparse or {})
         if self.holds.lexical:
@@ -868,6 +924,38 @@ class QdrantStore:
         )
         return [record.payload or {} for record in self._scroll(selection, True)]
 
+    def visible_chunks(
+        self,
+        filters: SearchFilters,
+        *,
+        chunk_ids: Sequence[str] = (),
+        document_id: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Payloads of the chunks with these ids, or of this document, that pass the
+        filters (tenant, access): what a reader may fetch by id."""
+        if not chunk_ids and document_id is None:
+            raise ValueError("name the chunks or the document to fetch")
+        must: list[models.Condition] = []
+        if chunk_ids:
+            must.append(models.HasIdCondition(has_id=[point_id(c) for c in chunk_ids]))
+        if document_id is not None:
+            must.append(_match("document_id", document_id))
+        selection = search_filter(filters)
+        if selection is not None:
+            must.append(selection)
+        return [record.payload or {} for record in self._scroll(models.Filter(must=must), True)]
+
+    def facet(self, key: str, filters: SearchFilters, limit: int = 1000) -> dict[str, int]:
+        """{value: points} of a keyword payload field among the points that pass the
+        filters (source types, containers a reader may see)."""
+        response = self._call(
+            "facet",
+            lambda: self.client.facet(
+                self.collection, key, facet_filter=search_filter(filters), limit=limit, exact=True
+            ),
+        )
+        return {str(hit.value): int(hit.count) for hit in response.hits}
+
     def count(self, tenant_id: str | None = None) -> int:
         selection = models.Filter(must=[_match("tenant_id", tenant_id)]) if tenant_id else None
         result = self._call(
@@ -878,34 +966,48 @@ class QdrantStore:
 
     def query(
         self,
-        vectors: Mapping[str, Sequence[float] | SparseWeights],
+        vectors: Mapping[str, Sequence[float] | SparseWeights | PartVectors],
         *,
         limit: int,
         filters: SearchFilters | None = None,
         prefetch_factor: int = 4,
     ) -> list[ScoredPayload]:
-        """Search by one named vector (`dense`, `sparse`, `lexical`), or by several fused
-        with reciprocal rank fusion (Query API), each prefetch contributing
-        `limit * prefetch_factor` candidates. The filters go into every prefetch: local
-        mode ignores a fusion query's top-level filter (qdrant-client issue 1372)."""
+        """Search by one named vector (`dense`, `dense_parts`, `sparse`, `lexical`), or by
+        several fused with reciprocal rank fusion (Query API), each prefetch contributing
+        `limit * prefetch_factor` candidates. A chunk's own vector and its parts' are two
+        views of one model: beside other vectors they are fused first and count as one
+        ranking, so the model does not outvote the lexical ranking two to one. The filters
+        go into every prefetch: local mode ignores a fusion query's top-level filter
+        (qdrant-client issue 1372)."""
         selection = search_filter(filters) if filters else None
-        queries = [
-            (using, _sparse_vector(vector) if isinstance(vector, dict) else list(vector))
-            for using, vector in vectors.items()
-        ]
-        if not queries:
+        candidates = limit * prefetch_factor
+
+        def prefetch(using: str) -> models.Prefetch:
+            vector = _query_of(vectors[using])
+            return models.Prefetch(query=vector, using=using, limit=candidates, filter=selection)
+
+        if not vectors:
             raise ValueError("a query needs at least one vector")
-        if len(queries) == 1:
-            using, vector = queries[0]
-            request: dict[str, Any] = {"query": vector, "using": using}
+        if len(vectors) == 1:
+            (using,) = vectors
+            request: dict[str, Any] = {"query": _query_of(vectors[using]), "using": using}
         else:
-            prefetch = [
-                models.Prefetch(
-                    query=vector, using=using, limit=limit * prefetch_factor, filter=selection
+            views = [name for name in (DENSE, DENSE_PARTS) if name in vectors]
+            others = [prefetch(using) for using in vectors if using not in views]
+            if len(views) > 1 and others:
+                fused = models.Prefetch(
+                    prefetch=[prefetch(using) for using in views],
+                    query=models.FusionQuery(fusion=models.Fusion.RRF),
+                    limit=candidates,
+                    filter=selection,
                 )
-                for using, vector in queries
-            ]
-            request = {"prefetch": prefetch, "query": models.FusionQuery(fusion=models.Fusion.RRF)}
+                prefetches = [fused, *others]
+            else:
+                prefetches = [prefetch(using) for using in vectors]
+            request = {
+                "prefetch": prefetches,
+                "query": models.FusionQuery(fusion=models.Fusion.RRF),
+            }
         response = self._call(
             "query",
             lambda: self.client.query_points(

@@ -19,9 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from chunking.parts import PartSplitter
 from chunking.record import Chunk
 from config.errors import ErrorCode, IngestError
-from indexing.embed_cache import embed_with_cache, lexical_with_cache
+from indexing.embed_cache import embed_with_cache, lexical_with_cache, parts_with_cache
 from indexing.embedders import Embedder
 from indexing.lexical import LexicalEncoder
 from indexing.qdrant_store import QdrantStore
@@ -47,6 +48,8 @@ class SyncResult:
     embedded: int
     # Texts whose lexical weights were computed (the rest came from the cache).
     lexical_encoded: int = 0
+    # Part texts embedded for `dense_parts` (the rest came from the cache).
+    parts_embedded: int = 0
     # Chunks embedded this time whose embed_text was longer than the model's window
     # (embedded window by window, not cut): (document_id, ordinal, windows).
     over_window: tuple[tuple[str, int, int], ...] = ()
@@ -67,8 +70,10 @@ def sync_documents(
     tenant_id: str,
     documents: Sequence[DocumentChunks],
     lexical: LexicalEncoder | None = None,
+    parts: PartSplitter | None = None,
 ) -> SyncResult:
-    """`lexical` encodes the `lexical` vector where the collection holds one."""
+    """`lexical` encodes the `lexical` vector and `parts` splits the chunks for the
+    `dense_parts` vectors, where the collection holds them."""
     for document in documents:
         for chunk in document.chunks:
             if (chunk.tenant_id, chunk.document_id) != (tenant_id, document.document_id):
@@ -96,8 +101,18 @@ def sync_documents(
         if lexical is None:
             raise ValueError(f"collection {store.collection!r} holds lexical vectors: no encoder")
         weights = lexical_with_cache(lexical, texts, cache)
+    part_vectors = None
+    if store.holds.parts:
+        if parts is None:
+            raise ValueError(f"collection {store.collection!r} holds part vectors: no splitter")
+        part_vectors = parts_with_cache(embedder, parts, pending, cache)
     upserted = (
-        store.upsert(pending, embedded.values, weights.values if weights else None)
+        store.upsert(
+            pending,
+            embedded.values,
+            weights.values if weights else None,
+            part_vectors.values if part_vectors else None,
+        )
         if pending
         else 0
     )
@@ -110,6 +125,7 @@ def sync_documents(
         embed_cache_hits=embedded.hits,
         embedded=embedded.misses,
         lexical_encoded=weights.misses if weights else 0,
+        parts_embedded=part_vectors.misses if part_vectors else 0,
         over_window=tuple(
             (chunk.document_id, chunk.ordinal, embedding.windows)
             for chunk, embedding in zip(pending, embedded.values, strict=True)

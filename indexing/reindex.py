@@ -28,9 +28,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from chunking.chunker import compose_embed_text
+from chunking.parts import PartSplitter
 from chunking.record import Chunk
 from config.errors import ConfigError, ErrorCode, IngestError
-from indexing.embed_cache import embed_with_cache, lexical_with_cache
+from indexing.embed_cache import embed_with_cache, lexical_with_cache, parts_with_cache
 from indexing.embedders import Embedder, Embedding
 from indexing.lexical import LexicalEncoder
 from indexing.qdrant_store import DENSE, SPARSE, CollectionSchema, QdrantStore
@@ -71,9 +72,11 @@ def reindex(
     keep_old_days: float = 7.0,
     progress: Callable[[int, int], None] | None = None,
     page_size: int = PAGE,
+    parts: PartSplitter | None = None,
 ) -> ReindexResult:
     """Build the collection `live.schema` describes from the one behind `live`'s alias
-    and move the alias to it. `cache` is the stage cache (embeddings, lexical weights);
+    and move the alias to it. `cache` is the stage cache (embeddings, lexical weights,
+    part vectors); `parts` splits chunks where the build holds `dense_parts`;
     `progress(done, total)` hears of every page written."""
     source = live.resolve()
     if source is None or source == live.alias:
@@ -90,7 +93,9 @@ def reindex(
     build = QdrantStore(live.connection, live.schema, collection=name)
     _open_build(build, source)
     old = QdrantStore(live.connection, held, collection=source)
-    written, embedded, encoded = _fill(old, build, embedder, lexical, cache, progress, page_size)
+    written, embedded, encoded = _fill(
+        old, build, _Encoders(embedder, lexical, parts), cache, progress, page_size
+    )
     old_ids = old.point_ids()
     build.delete_ids(sorted(build.point_ids() - old_ids))
     points = _verify(old, build, old_ids)
@@ -130,11 +135,17 @@ def _open_build(build: QdrantStore, source: str) -> None:
     build.holds = held
 
 
+@dataclass(frozen=True)
+class _Encoders:
+    embedder: Embedder
+    lexical: LexicalEncoder | None
+    parts: PartSplitter | None
+
+
 def _fill(
     old: QdrantStore,
     build: QdrantStore,
-    embedder: Embedder,
-    lexical: LexicalEncoder | None,
+    encoders: _Encoders,
     cache: StageCache,
     progress: Callable[[int, int], None] | None,
     page_size: int,
@@ -144,6 +155,7 @@ def _fill(
     total = old.count()
     copy_dense = old.holds.model_id is not None and old.holds.model_id == build.schema.model_id
     copy_sparse = copy_dense and (old.holds.sparse or not build.schema.sparse)
+    embedder, lexical = encoders.embedder, encoders.lexical
     written = embedded = encoded = done = 0
     for page in old.pages(page_size):
         present = build.payloads([str(record.id) for record in page])
@@ -160,7 +172,11 @@ def _fill(
             if build.holds.lexical and lexical is not None:
                 found = lexical_with_cache(lexical, texts, cache)
                 weights, encoded = found.values, encoded + found.misses
-            build.upsert(chunks, embeddings, weights)
+            part_vectors = None
+            if build.holds.parts and encoders.parts is not None:
+                found_parts = parts_with_cache(embedder, encoders.parts, chunks, cache)
+                part_vectors, embedded = found_parts.values, embedded + found_parts.misses
+            build.upsert(chunks, embeddings, weights, part_vectors)
             written += len(stale)
         done += len(page)
         if progress is not None:

@@ -1,7 +1,8 @@
 """Query the index (SPEC §4, §4.1, §7 `ingest search`), and optionally widen each hit to
 its context (ADR-002's auto-merge).
 
-Modes: `dense` (the embedder's vectors), `lexical` (contextual BM25: the query's terms,
+Modes: `dense` (the embedder's vectors: each chunk's own and, where the collection holds
+`dense_parts`, its parts' by MaxSim, fused by RRF), `lexical` (contextual BM25: the query's terms,
 IDF from the collection), `sparse` (BGE-M3's learned weights), `hybrid` (each of those the
 collection holds as a prefetch with the filters inside it, fused by reciprocal rank
 fusion), `auto` (hybrid when the collection holds a lexical or sparse vector, else
@@ -28,10 +29,12 @@ from indexing.embedders import Embedder
 from indexing.lexical import LexicalEncoder, SparseWeights
 from indexing.qdrant_store import (
     DENSE,
+    DENSE_PARTS,
     LEXICAL,
     REINDEX_ADVICE,
     SPARSE,
     CollectionSchema,
+    PartVectors,
     QdrantStore,
     SearchFilters,
 )
@@ -59,6 +62,20 @@ class SearchHit:
     # them), and the chunk ids of every hit merged into it, best first.
     context: tuple[dict[str, Any], ...] = ()
     hits: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, payload: dict[str, Any], score: float = 0.0) -> SearchHit:
+        """The hit of one point's payload."""
+        return cls(
+            score=score,
+            chunk_id=str(payload.get("chunk_id", "")),
+            document_id=str(payload.get("document_id", "")),
+            title=payload.get("title"),
+            headings_path=list(payload.get("headings_path") or []),
+            source=payload.get("source_url") or payload.get("file_path"),
+            md_text=str(payload.get("md_text", "")),
+            payload=payload,
+        )
 
     @property
     def text(self) -> str:
@@ -107,19 +124,7 @@ def search(
             "punctuation): rephrase it, or search with --mode dense"
         )
     points = store.query(vectors, limit=limit, filters=filters, prefetch_factor=prefetch_factor)
-    hits = [
-        SearchHit(
-            score=point.score,
-            chunk_id=str(point.payload.get("chunk_id", "")),
-            document_id=str(point.payload.get("document_id", "")),
-            title=point.payload.get("title"),
-            headings_path=list(point.payload.get("headings_path") or []),
-            source=point.payload.get("source_url") or point.payload.get("file_path"),
-            md_text=str(point.payload.get("md_text", "")),
-            payload=point.payload,
-        )
-        for point in points
-    ]
+    hits = [SearchHit.of(point.payload, point.score) for point in points]
     return hits if expand == "none" else expand_hits(store, hits, expand, expand_tokens)
 
 
@@ -132,12 +137,13 @@ def _vectors_for(
     """The named vectors a mode searches on this collection."""
     can = {
         DENSE: held.vector_size > 0 and embedder is not None,
+        DENSE_PARTS: held.parts and embedder is not None,
         LEXICAL: held.lexical and lexical is not None,
         SPARSE: held.sparse and embedder is not None and embedder.has_sparse,
     }
     if mode in ("auto", "hybrid"):
-        chosen = tuple(name for name in (DENSE, LEXICAL, SPARSE) if can[name])
-        if mode == "hybrid" and len(chosen) < 2:
+        chosen = tuple(name for name in (DENSE, DENSE_PARTS, LEXICAL, SPARSE) if can[name])
+        if mode == "hybrid" and not (can[LEXICAL] or can[SPARSE]):
             raise SearchUnavailable(
                 "hybrid search needs the lexical or sparse vector beside dense, and the "
                 f"collection has neither: {REINDEX_ADVICE}"
@@ -150,18 +156,22 @@ def _vectors_for(
             else f"the collection has no {mode!r} vector: {REINDEX_ADVICE}"
         )
         raise SearchUnavailable(f"{mode} search is not available: {why}")
+    if mode == DENSE and can[DENSE_PARTS]:
+        return (DENSE, DENSE_PARTS)  # a chunk scored by its own vector and its best part
     return (mode,)
 
 
 def _query_vectors(
     names: Sequence[str], query: str, embedder: Embedder | None, lexical: LexicalEncoder | None
-) -> dict[str, Sequence[float] | SparseWeights]:
+) -> dict[str, Sequence[float] | SparseWeights | PartVectors]:
     """The query as each named vector; a sparse one without terms is left out."""
-    vectors: dict[str, Sequence[float] | SparseWeights] = {}
+    vectors: dict[str, Sequence[float] | SparseWeights | PartVectors] = {}
     if embedder is not None and (DENSE in names or SPARSE in names):
         embedding = embedder.embed([query])[0]
         if DENSE in names:
             vectors[DENSE] = embedding.dense
+        if DENSE_PARTS in names:
+            vectors[DENSE_PARTS] = [embedding.dense]  # MaxSim of the query against each part
         if SPARSE in names and embedding.sparse:
             vectors[SPARSE] = embedding.sparse
     if LEXICAL in names and lexical is not None:

@@ -112,7 +112,13 @@ def _sync(
     )
     timed = _TimedEmbedder(embedder, settings.embedder.batch_size)
     result = sync_documents(
-        store, timed, embed_cache, settings.tenant_id, batch, lexical=resources.lexical()
+        store,
+        timed,
+        embed_cache,
+        settings.tenant_id,
+        batch,
+        lexical=resources.lexical(),
+        parts=resources.parts(),
     )
     elapsed = time.perf_counter() - started
     outcome.seconds["embed"] += timed.seconds
@@ -165,6 +171,7 @@ def reindex_collection(
             drop_old=drop_old,
             keep_old_days=settings.qdrant.keep_old_days,
             progress=progress,
+            parts=resources.parts(),
         )
     except OSError as exc:
         raise cache_unwritable(settings, exc, code=ErrorCode.EMBED_FAILED) from exc

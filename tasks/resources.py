@@ -19,6 +19,8 @@ from typing import Any
 
 from pydantic import SecretStr
 
+from chunking.parts import PartSplitter
+from chunking.tokens import get_token_counter
 from config.settings import Settings
 from connectors.base import Closeable, Connector, ConnectorContext, LinkResolution, LinkResolver
 from connectors.registry import connector_class
@@ -121,9 +123,18 @@ class Resources:
                 self._lexical = LexicalEncoder(self.settings.lexical)
             return self._lexical
 
+    def parts(self) -> PartSplitter | None:
+        """What splits chunks for the `dense_parts` vectors, None when `parts.enabled` is
+        off."""
+        if not self.settings.parts.enabled:
+            return None
+        counter = get_token_counter(self.settings.chunking.tokenizer)
+        return PartSplitter(self.settings.parts.max_tokens, counter)
+
     def schema(self, embedder: Embedder | None) -> CollectionSchema:
         """The collection these settings (and this embedder, when given) make."""
         lexical = self.lexical()
+        parts = self.parts()
         return CollectionSchema(
             vector_size=(
                 embedder.vector_size if embedder else self.settings.embedder.vector_size or 0
@@ -132,6 +143,8 @@ class Resources:
             lexical=lexical is not None,
             model_id=embedder.model_id if embedder else None,
             lexical_id=lexical.id if lexical else None,
+            parts=parts is not None,
+            parts_id=parts.id if parts else None,
         )
 
     def store(self, embedder: Embedder | None = None, *, check: bool = True) -> QdrantStore:

@@ -1,4 +1,5 @@
-"""What the last runs did to each document: version, pipeline fingerprint, failure.
+"""What the last runs did to each document: version, pipeline fingerprint, failure; and
+when each source was last synced (`SourceLog`, what readers list).
 
 A document is unchanged when its listed version and the pipeline fingerprint (the
 settings every stage depends on) match what was last indexed AND Qdrant holds its points
@@ -13,19 +14,23 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import tempfile
 import threading
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from config.settings import Settings
 from stage_cache.keys import config_hash
 
+log = logging.getLogger(__name__)
+
 # Bump when a stage's output changes for the same input (invalidates caches and state).
 NORMALIZE_STAGE_VERSION = "2"
-CHUNK_STAGE_VERSION = "8"
+CHUNK_STAGE_VERSION = "9"
 
 
 def pipeline_fingerprint(settings: Settings) -> str:
@@ -49,9 +54,8 @@ class DocumentState:
 
 
 class SyncState:
-    """Read once for planning; every update merges into the file as it is on disk now,
-    under an exclusive file lock, so concurrent batches (threads, Dask worker processes)
-    never lose each other's entries (a plain rewrite would keep only the last writer's)."""
+    """Read once for planning; every update merges into the file as it is on disk now
+    (`_locked_update`), so concurrent batches never lose each other's entries."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -73,33 +77,110 @@ class SyncState:
         self._merge(lambda documents: [documents.pop(d, None) for d in document_ids])
 
     def _read(self) -> dict[str, DocumentState]:
-        try:
-            raw = json.loads(self.path.read_text("utf-8"))
-            return {k: DocumentState(**v) for k, v in raw.items()}
-        except FileNotFoundError:
-            return {}
-        except (ValueError, TypeError):
-            return {}  # unreadable: every document is re-checked, nothing lost
+        return _documents(_read_json(self.path))
 
     def _merge(self, change: Callable[[dict[str, DocumentState]], object]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        lock_path = self.path.with_name(self.path.name + ".lock")
-        with self._lock, open(lock_path, "a+b") as lock_file:
-            fcntl.flock(lock_file.fileno(), fcntl.LOCK_EX)  # released when the file closes
-            documents = self._read()
+        def merged(raw: dict[str, Any]) -> dict[str, Any]:
+            documents = _documents(raw)
             change(documents)
-            self._save(documents)
-            self._documents = documents
+            return {k: asdict(v) for k, v in sorted(documents.items())}
 
-    def _save(self, documents: dict[str, DocumentState]) -> None:
-        payload = json.dumps({k: asdict(v) for k, v in sorted(documents.items())})
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".state-")
+        with self._lock:
+            self._documents = _documents(_locked_update(self.path, merged))
+
+
+def _documents(raw: Mapping[str, Any]) -> dict[str, DocumentState]:
+    try:
+        return {k: DocumentState(**v) for k, v in raw.items()}
+    except TypeError:
+        return {}  # unreadable: every document is re-checked, nothing lost
+
+
+@dataclass(frozen=True)
+class SourceSync:
+    """A source scope's last sync: when it ended, how, and how many documents it saw."""
+
+    scope: str
+    source_type: str
+    targets: tuple[str, ...]
+    last_sync: str  # ISO 8601, with its offset
+    status: str  # the run summary's: ok, documents_failed, listing_incomplete, ...
+    documents: int
+
+    def visible_part(self, containers: Mapping[str, int]) -> SourceSync:
+        """This sync naming only the targets among `containers` (the spaces a reader
+        may see), so a listing never names a space the reader cannot search."""
+        targets = tuple(t for t in self.targets if t in containers)
+        return replace(self, targets=targets, scope=f"{self.source_type}:{','.join(targets)}")
+
+
+class SourceLog:
+    """The last sync of each source scope of each tenant, one JSON file under the cache
+    directory; every run's summary updates its scope's entry (under a file lock, like
+    the document state)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @classmethod
+    def for_settings(cls, settings: Settings) -> SourceLog:
+        return cls(Path(settings.cache.dir) / "state" / "sources.json")
+
+    def record(self, tenant_id: str, sync: SourceSync) -> None:
+        def merged(raw: dict[str, Any]) -> dict[str, Any]:
+            raw.setdefault(tenant_id, {})[sync.scope] = asdict(sync)
+            return raw
+
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(payload)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+            _locked_update(self.path, merged)
+        except OSError as exc:
+            # The log only informs readers: a run whose documents are done does not fail
+            # on it (a full disk fails the documents that could not be stored, not this).
+            log.warning("could not record the last sync of %s: %s", sync.scope, exc)
+
+    def read(self, tenant_id: str) -> list[SourceSync]:
+        entries = _read_json(self.path).get(tenant_id) or {}
+        try:
+            return [
+                SourceSync(**{**entry, "targets": tuple(entry["targets"])})
+                for _, entry in sorted(entries.items())
+            ]
+        except (TypeError, KeyError):
+            return []  # unreadable: the next run of each source writes its entry again
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    """The JSON object in `path`; empty when there is none or it cannot be read."""
+    try:
+        raw = json.loads(path.read_text("utf-8"))
+    except (FileNotFoundError, ValueError):
+        return {}
+    return raw if isinstance(raw, dict) else {}
+
+
+def _locked_update(
+    path: Path, change: Callable[[dict[str, Any]], dict[str, Any]]
+) -> dict[str, Any]:
+    """Replace the JSON object in `path` by `change` of it as it is on disk now, under an
+    exclusive file lock, so concurrent writers (threads, Dask worker processes) never
+    lose each other's entries (a plain rewrite would keep only the last writer's)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock_path = path.with_name(path.name + ".lock")
+    with open(lock_path, "a+b") as lock_file:
+        fcntl.flock(lock_file.fileno(), fcntl.LOCK_EX)  # released when the file closes
+        updated = change(_read_json(path))
+        _write_atomic(path, json.dumps(updated))
+        return updated
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".state-")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -16,7 +16,7 @@ from chunking.record import Chunk, compute_chunk_id
 from config.settings import QdrantSettings
 from indexing.embedders import Embedder, Embedding
 from indexing.lexical import SparseWeights
-from indexing.qdrant_store import CollectionSchema, QdrantConnection, QdrantStore
+from indexing.qdrant_store import CollectionSchema, PartVectors, QdrantConnection, QdrantStore
 from indexing.reconcile import DocumentChunks
 
 
@@ -119,9 +119,10 @@ class CountingStore(QdrantStore):
         chunks: Sequence[Chunk],
         embeddings: Sequence[Embedding],
         lexical: Sequence[SparseWeights] | None = None,
+        parts: Sequence[PartVectors] | None = None,
     ) -> int:
         self.upserted += len(chunks)
-        return super().upsert(chunks, embeddings, lexical)
+        return super().upsert(chunks, embeddings, lexical, parts)
 
     def delete_points(self, tenant_id: str, point_ids: Sequence[str]) -> int:
         self.deleted += len(point_ids)

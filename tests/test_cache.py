@@ -233,6 +233,45 @@ def test_concurrent_state_updates_from_threads_and_processes_lose_nothing(tmp_pa
     assert missing == []
 
 
+def test_source_log_keeps_each_scopes_last_sync_per_tenant(tmp_path):
+    """Runs of several sources (and tenants) finish concurrently: each keeps its entry;
+    a reader sees only the targets among the containers it may search."""
+    from tasks.state import SourceLog, SourceSync
+
+    log = SourceLog(tmp_path / "state" / "sources.json")
+
+    def run(tenant: str, scope: str, at: str) -> None:
+        kind, _, targets = scope.partition(":")
+        log.record(tenant, SourceSync(scope, kind, tuple(targets.split(",")), at, "ok", 3))
+
+    runs = [
+        threading.Thread(target=run, args=(tenant, scope, f"2026-11-26T1{i}:00:00+00:00"))
+        for i, (tenant, scope) in enumerate(
+            [("acme", "confluence:ENG,HR"), ("acme", "file:/share"), ("globex", "file:/share")]
+        )
+    ]
+    for thread in runs:
+        thread.start()
+    for thread in runs:
+        thread.join(30)
+    run("acme", "file:/share", "2026-11-26T19:00:00+00:00")  # the same scope again: replaced
+
+    acme = {sync.scope: sync for sync in log.read("acme")}
+    assert set(acme) == {"confluence:ENG,HR", "file:/share"}
+    assert acme["file:/share"].last_sync == "2026-11-26T19:00:00+00:00"
+    assert [sync.scope for sync in log.read("globex")] == ["file:/share"]
+    visible = acme["confluence:ENG,HR"].visible_part({"ENG": 12})
+    assert (visible.scope, visible.targets) == ("confluence:ENG", ("ENG",))
+
+    (tmp_path / "state" / "sources.json").write_text("{not json")
+    assert log.read("acme") == []  # unreadable: listed again after the next runs
+
+    (tmp_path / "blocked").write_text("")  # a file where the log's directory would be
+    SourceLog(tmp_path / "blocked" / "sources.json").record(  # a run does not fail on it
+        "acme", SourceSync("file:/share", "file", ("/share",), "2026-11-26", "ok", 1)
+    )
+
+
 def test_a_read_refreshes_an_old_entry_for_prune(cache):
     cache.put(KEY, b"v")
     old = time.time() - 30 * 86400

@@ -124,6 +124,25 @@ def test_case4_no_headings(counter: TokenCounter, chunking_settings: ChunkingSet
     assert types(chunks) == ["paragraph"] * 3
 
 
+def test_a_paragraph_above_a_line_of_equals_or_dashes_is_no_heading(
+    counter: TokenCounter, chunking_settings: ChunkingSettings
+) -> None:
+    """Plain text in which a line of `=` or `-` follows a paragraph (a figure caption, a
+    rule drawn with dashes): CommonMark reads the paragraph as a Setext heading, which
+    would head every chunk after it."""
+    lines = paragraph(counter, 60).replace(". ", ".\n")
+    long_line = paragraph(counter, 80, 1).replace("\n", " ")
+    text = (
+        f"Overview\n========\n\n{lines}\n =\n\n{paragraph(counter, 140, 2)}\n\n"
+        f"{long_line}\n---\n\n{paragraph(counter, 140, 3)}\n"
+    )
+    chunks = chunked(text, chunking_settings).chunks
+    assert {c.headings_path for c in chunks} == {("Overview",)}
+    assert all("Overview" not in c.md_text for c in chunks)
+    joined = "\n".join(c.md_text for c in chunks)
+    assert lines.splitlines()[1] in joined and long_line in joined
+
+
 def test_case5_code_blocks(counter: TokenCounter, chunking_settings: ChunkingSettings) -> None:
     def code(lines: int) -> str:
         return "\n".join(f"    result_{i} = compute(value_{i}, factor={i})" for i in range(lines))
@@ -413,3 +432,27 @@ def test_hierarchy_fields_link_neighbours_and_name_sections(
     ):
         assert key in record
     assert Chunk.from_record(record) == chunks[1]
+
+
+def test_sentences_go_on_past_semicolons_citations_and_reference_abbreviations() -> None:
+    """razdel ends English sentences at a semicolon and after "et al.", "Fig.", "e.g.":
+    a paragraph split there would cut a sentence in two."""
+    from chunking.sentences import sentence_spans
+
+    text = (
+        "Clock neurons project widely (Helfrich-Förster et al. 1992; Renn et al. 1999). "
+        "Fig. 2 shows the pattern, e.g. Smith (2000) saw it too. "
+        "The answer was approx. 5 cells; see p. 12 and cf. Jones. "
+        "It was studied by Smith et al. The results hold. "
+        "См. рис. 3 ниже. Новое предложение."
+    )
+    sentences = [text[a:b].strip() for a, b in sentence_spans(text)]
+    assert sentences == [
+        "Clock neurons project widely (Helfrich-Förster et al. 1992; Renn et al. 1999).",
+        "Fig. 2 shows the pattern, e.g. Smith (2000) saw it too.",
+        "The answer was approx. 5 cells; see p. 12 and cf. Jones.",
+        "It was studied by Smith et al.",
+        "The results hold.",
+        "См. рис. 3 ниже.",
+        "Новое предложение.",
+    ]

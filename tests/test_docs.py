@@ -130,7 +130,9 @@ def test_every_ingest_command_and_flag_named_is_one_the_code_has(page: Path) -> 
     known = commands()
     every_flag = set().union(*known.values())
     for span in code_spans(page.read_text("utf-8")):
-        found = re.search(r"(?:^|\s|/)ingest ([a-z-]+)(.*)", span)
+        # the program at the start of a span or by its path (`ingest` may also be a name
+        # other tools give it, e.g. an MCP client's server name)
+        found = re.search(r"(?:^|bin/)ingest ((?:--?)?[a-z][a-z-]*)(.*)", span.strip())
         if found and found.group(1).startswith("-"):  # `ingest --help`
             assert found.group(1) in {f for a in _parser()._actions for f in a.option_strings}
         elif found:

@@ -182,6 +182,7 @@ KILLER = textwrap.dedent(
     reindex(
         resources.store(embedder, check=False), embedder, resources.lexical(),
         StageCache(settings.cache.dir), page_size=10, progress=progress,
+        parts=resources.parts(),
     )
     """
 )
@@ -199,6 +200,7 @@ def test_reindex_killed_mid_way_keeps_the_old_collection_and_a_rerun_finishes(
                 "qdrant": {"path": settings.path, "collection": settings.collection},
                 "cache": {"dir": str(cache.root), "fsync": False},
                 "embedder": {"model": str(tiny_model_dir), "device": "cpu"},
+                "parts": {"enabled": False},  # the schema schema_of makes
             }
         )
     )

@@ -334,7 +334,10 @@ def test_joined_text_puts_back_headings_and_a_table_header_kept_aside():
 
 
 def test_search_command_expands_and_does_not_repeat_the_title(
-    tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tiny_model_dir: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     settings = qdrant_settings(tmp_path)
     config = tmp_path / "search.yaml"
@@ -361,6 +364,7 @@ def test_search_command_expands_and_does_not_repeat_the_title(
     target = containing(chunks, "Zanzibar")
 
     args = ["search", "Zanzibar", "--config", str(config), "--mode", "sparse", "--limit", "1"]
+    monkeypatch.setenv("COLUMNS", "200")
     assert main(args) == 0
     printed = capsys.readouterr()
     heading, source, preview = printed.out.splitlines()
@@ -368,6 +372,12 @@ def test_search_command_expands_and_does_not_repeat_the_title(
     assert heading.endswith("] Handbook > Backups")  # not "Handbook > Handbook > Backups"
     assert source.strip() == "handbook"  # no file path or URL: the document id
     assert preview.strip() == target.md_text
+
+    monkeypatch.setenv("COLUMNS", "60")  # a narrow terminal: the line is cut, said by "…"
+    assert main(args) == 0
+    preview = capsys.readouterr().out.splitlines()[2]
+    assert len(preview) <= 60 and preview.endswith("…")
+    assert target.md_text.startswith(preview.strip()[:-1])
 
     assert main([*args, "--expand", "neighbours"]) == 0
     out = capsys.readouterr().out
@@ -383,3 +393,60 @@ def test_search_command_expands_and_does_not_repeat_the_title(
 
     assert main([*args, "--user", "ann", "--group", "staff"]) == 0
     assert "not filtered by access" not in capsys.readouterr().err
+
+
+def test_snippets_are_plain_text_cut_at_a_word_with_an_ellipsis() -> None:
+    from query.snippet import plain_text, snippet
+
+    markdown = (
+        "## Ports\n\n| port | use |\n| --- | --- |\n| 443 | **https** |\n\n"
+        "Run `systemctl restart api` as in [the guide](https://wiki.example/guide).\n\n"
+        "- first\n- second\n"
+    )
+    assert plain_text(markdown) == (
+        "Ports · port · use · 443 · https · Run systemctl restart api as in the guide. · "
+        "first · second"
+    )
+    cut = snippet(markdown, 40)
+    assert cut == "Ports · port · use · 443 · https · Run…" and len(cut) <= 40
+    assert snippet("short", 40) == "short"
+
+
+def test_hits_under_one_heading_say_where_in_the_document_they_are(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flows.cli import _print_hits
+    from indexing.search import SearchHit
+    from query.api import Hit
+
+    def hit(ordinal: int, **fields: Any) -> Hit:
+        payload = {
+            "chunk_id": f"c{ordinal}",
+            "document_id": "report.pdf",
+            "title": "Report",
+            "headings_path": [],
+            "md_text": f"**Text** of part {ordinal}.",
+            "ordinal": ordinal,
+            "citation_url": f"file:///share/report.pdf#page={ordinal + 1}",
+            **fields,
+        }
+        return Hit.of(SearchHit.of(payload, 1.0 / (ordinal + 1)))
+
+    monkeypatch.setenv("COLUMNS", "100")
+    hits = [
+        hit(0, page_start=1),
+        hit(3),
+        hit(5, sheet="Rota"),
+        hit(1, title="Other", headings_path=["Intro"]),
+    ]
+    _print_hits(hits)
+    lines = capsys.readouterr().out.splitlines()
+    headings = [line for line in lines if line[0].isdigit()]
+    assert headings == [
+        "1. [1.000] Report · page 1",
+        "2. [0.250] Report · part 4",
+        "3. [0.167] Report · sheet Rota",
+        "4. [0.500] Other > Intro",  # its heading is its own: nothing added
+    ]
+    assert lines[1] == "   file:///share/report.pdf#page=1"
+    assert lines[2] == "   Text of part 0."  # no Markdown

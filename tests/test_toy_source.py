@@ -17,6 +17,7 @@ from config.errors import ConfigError
 from indexing.embedders import make_embedder
 from indexing.search import SearchFilters, search
 from tasks.links import LinkStore
+from tasks.state import SourceLog
 from tests.test_flow import Workspace, prefect_api, workspace
 from tests.tiny_model import tiny_model_dir
 from tests.toy_source import SHELVES, ToyDocument, ToyShelf
@@ -76,6 +77,10 @@ def test_a_toy_source_runs_through_the_flow_end_to_end(
     state, summary = space.run(source="toy")
     assert state.is_completed() and summary["failed"] == [], summary
     assert summary["source"] == "toy:toys" and summary["seen"] == summary["new"] == 2
+    # the run's last sync, for readers to list (`list_sources`)
+    (synced,) = SourceLog.for_settings(space.settings()).read("default")
+    assert (synced.scope, synced.source_type, synced.targets) == ("toy:toys", "toy", ("toys",))
+    assert (synced.status, synced.documents) == ("ok", 2)
 
     points = space.points()
     assert {p["document_id"] for p in points.values()} == {"toy-a", "toy-b"}
@@ -107,6 +112,8 @@ def test_a_toy_source_runs_through_the_flow_end_to_end(
     # the same source again: nothing changes, not one point id
     state, summary = space.run(source="toy", targets=["toys"])
     assert state.is_completed() and summary["unchanged"] == 2
+    (again,) = SourceLog.for_settings(space.settings()).read("default")
+    assert again.last_sync >= synced.last_sync and again.documents == 2
     assert space.points() == points
 
     # one of two documents dropped: 50% of the source, so the deletion must be forced

@@ -1,0 +1,603 @@
+"""Chroma's public chunking benchmark, searched the way the product searches (run by hand):
+`.venv/bin/python -m bench.chunking_evaluation`.
+
+Data: brandonstarxel/chunking_evaluation (MIT, `bench/data/chunking_evaluation/`): 472
+questions over 5 corpora, each with reference excerpts at character offsets of its corpus.
+Its logic, rewritten here: every piece is located in its corpus (exact text, else the same
+words whatever the whitespace, case ignored); a question's recall is the share of its
+excerpts' characters that the retrieved pieces of its corpus cover.
+
+Methods, in one run, with one embedder (the quickstart's all-MiniLM-L6-v2 through the
+project's embedder: a text over its window is embedded window by window, as a run does):
+- `product`: each corpus normalized and chunked by this checkout at the default budgets,
+  written to a Qdrant local-mode collection by `QdrantStore.upsert` and searched by
+  `indexing.search` in its default mode (hybrid of every vector the collection holds) and
+  densely;
+- baselines over the raw corpora: 1,000/200-character windows and the benchmark's
+  RecursiveTokenChunker (separators blank line, line, sentence ends, space; no overlap) at
+  400 and 200 BGE-M3 tokens, each searched densely (exact cosine) and hybrid: plain BM25
+  (lowercase words, a few stop words, k1 1.2, b 0.75) over its pieces fused with its dense
+  ranking by reciprocal rank fusion (k = 2, top 50 of each).
+
+Reported per method: pieces, mean BGE-M3 tokens, recall@5, recall of the best-ranked
+pieces that fit a 1,000- and a 2,000-token context (in rank order, stopping before the first
+that would overflow), per corpus too; and, per question, the product against every baseline
+(won/lost on each measure and the sign test's two-sided p).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench import retrieval
+from bench.retrieval import MemoEmbedder, _two_sided_binomial
+from chunking import Chunk, DocumentInfo, chunk_document
+from chunking.parts import PartSplitter
+from chunking.tokens import get_token_counter
+from config.settings import EmbedderSettings, load_settings
+from indexing.embed_cache import embed_with_cache
+from indexing.embedders import BgeM3Embedder, Embedding
+from indexing.lexical import LexicalEncoder
+from indexing.search import SearchMode, search
+from stage_cache.store import StageCache
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "bench" / "data" / "chunking_evaluation"
+CONTEXTS = (1000, 2000)
+RETRIEVED = 40  # enough ranked pieces to fill the largest context
+RRF_K, RRF_DEPTH = 2, 50
+# The product's default search (auto: hybrid of the vectors its collection holds), and dense.
+PRODUCT_MODES: dict[str, SearchMode] = {"hybrid": "auto", "dense": "dense"}
+BM25_K1, BM25_B = 1.2, 0.75
+STOP_WORDS = frozenset(
+    re.findall(r"\w+", "a an and are as at be by for from has have in is it its of on or")
+    + re.findall(r"\w+", "that the this to was were what which who with")
+)
+
+
+@dataclass(frozen=True)
+class Question:
+    text: str
+    corpus: str
+    references: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True)
+class Piece:
+    corpus: str
+    start: int
+    end: int
+    text: str  # what a reader gets back
+    embed_text: str  # what the embedder sees
+    tokens: int
+
+
+@dataclass(frozen=True)
+class Retrieved:
+    corpus: str
+    start: int
+    end: int
+    tokens: int
+
+
+class CachedEmbedder(MemoEmbedder):
+    """The model, each text embedded once whatever method or run carries it: vectors kept
+    in the product's embedding cache under `.ingest/bench-cache` (a variant of one method
+    costs only its new texts)."""
+
+    def __init__(self, inner: BgeM3Embedder, cache: StageCache) -> None:
+        super().__init__(inner)
+        self.cache = cache
+
+    def embed(self, texts: Sequence[str]) -> list[Embedding]:
+        missing = list(dict.fromkeys(t for t in texts if t not in self.known))
+        if len(missing) > 1:
+            _progress(f"embedding {len(missing)} texts (cached ones are read)")
+        for text, embedding in zip(
+            missing, embed_with_cache(self.inner, missing, self.cache).values, strict=True
+        ):
+            self.known[text] = embedding
+        return [self.known[t] for t in texts]
+
+
+def _progress(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def load_questions() -> list[Question]:
+    with (DATA / "questions_df.csv").open(encoding="utf-8", newline="") as handle:
+        return [
+            Question(
+                row["question"],
+                row["corpus_id"],
+                tuple(
+                    (int(r["start_index"]), int(r["end_index"]))
+                    for r in json.loads(row["references"])
+                ),
+            )
+            for row in csv.DictReader(handle)
+        ]
+
+
+def load_corpora() -> dict[str, str]:
+    return {
+        path.stem: path.read_text(encoding="utf-8")
+        for path in sorted((DATA / "corpora").glob("*.md"))
+    }
+
+
+# --- locating a piece in its corpus (the benchmark's rigorous_document_search) ---------
+
+
+def locate(corpus: str, text: str, after: int) -> tuple[int, int] | None:
+    """Where `text` stands in `corpus`, looked for from `after` on (pieces come in order;
+    the benchmark looks from the start, which misplaces repeated text): the exact text, else
+    its words with any whitespace between them, case ignored."""
+    text = text.strip()
+    found = corpus.find(text, after)
+    if found >= 0:
+        return found, found + len(text)
+    words = text.split()
+    if not words:
+        return None
+    pattern = re.compile(r"\s*".join(re.escape(w) for w in words), re.IGNORECASE)
+    match = pattern.search(corpus, after)
+    return match.span() if match else None
+
+
+def locate_loosely(corpus: str, text: str, after: int) -> tuple[int, int] | None:
+    """A piece whose text the normalizer changed (Markdown escapes, a heading's marks): from
+    where its first words stand to where its last words end."""
+    words = text.split()
+    for size in (8, 5, 3):
+        if len(words) < size:
+            continue
+        head = locate(corpus, " ".join(words[:size]), after)
+        tail = locate(corpus, " ".join(words[-size:]), head[0] if head else after)
+        if head and tail and tail[1] > head[0] and tail[1] - head[0] < 3 * len(text) + 200:
+            return head[0], tail[1]
+    return None
+
+
+# --- pieces ------------------------------------------------------------------------------
+
+
+def product_chunks(corpora: dict[str, str], settings: Any) -> list[Chunk]:
+    from tasks.stages import local_file_source, normalize_source
+
+    chunks: list[Chunk] = []
+    for name in corpora:
+        path = DATA / "corpora" / f"{name}.md"
+        normalized = normalize_source(local_file_source(path), settings.limits)
+        info = DocumentInfo(document_id=name, title=normalized.title or path.name)
+        chunks += chunk_document(
+            normalized.markdown,
+            info,
+            settings.chunking,
+            anchors=normalized.anchors,
+            normalized=True,
+        ).chunks
+    return chunks
+
+
+def located_pieces(
+    corpora: dict[str, str], chunks: Sequence[Chunk]
+) -> tuple[list[Piece], Counter[str]]:
+    """Each chunk where it stands in its raw corpus; one that cannot be found covers
+    nothing (but still takes its room in a context)."""
+    pieces: list[Piece] = []
+    how: Counter[str] = Counter()
+    after: dict[str, int] = {}
+    for chunk in chunks:
+        corpus = corpora[chunk.document_id]
+        start = after.get(chunk.document_id, 0)
+        span = locate(corpus, chunk.md_text, start)
+        if span is not None:
+            how["exact or whitespace"] += 1
+        else:
+            span = locate_loosely(corpus, chunk.md_text, start)
+            how["first and last words" if span else "not found"] += 1
+        if span is not None:
+            after[chunk.document_id] = span[0]
+        start, end = span or (-1, -1)
+        pieces.append(
+            Piece(chunk.document_id, start, end, chunk.md_text, chunk.embed_text, chunk.token_count)
+        )
+    return pieces, how
+
+
+def window_pieces(corpora: dict[str, str], count: Callable[[str], int]) -> list[Piece]:
+    size, overlap = 1000, 200
+    pieces = []
+    for name, text in corpora.items():
+        for start in range(0, max(len(text) - overlap, 1), size - overlap):
+            window = text[start : start + size]
+            if window.strip():
+                pieces.append(
+                    Piece(name, start, start + len(window), window, window, count(window))
+                )
+    return pieces
+
+
+_SEPARATORS = ("\n\n", "\n", ".", "?", "!", " ", "")
+
+
+def _split_keeping(text: str, separator: str) -> list[str]:
+    """Split before each separator, the separator starting the next part (as the
+    benchmark's splitter keeps separators)."""
+    if not separator:
+        return list(text)
+    parts = re.split(f"({re.escape(separator)})", text)
+    joined = [parts[0]] + [parts[i] + parts[i + 1] for i in range(1, len(parts) - 1, 2)]
+    if len(parts) % 2 == 0:
+        joined.append(parts[-1])
+    return [p for p in joined if p]
+
+
+def recursive_token_chunks(
+    text: str, size: int, count: Callable[[str], int], separators: Sequence[str] = _SEPARATORS
+) -> list[str]:
+    """The benchmark's RecursiveTokenChunker (LangChain's recursive splitter) with no
+    overlap: split at the first separator the text has, merge the parts up to `size`
+    tokens, split a part over it again at the next separator."""
+    separator, rest = separators[-1], list[str]()
+    for index, candidate in enumerate(separators):
+        if candidate == "" or candidate in text:
+            separator, rest = candidate, list(separators[index + 1 :])
+            break
+    chunks: list[str] = []
+    good: list[str] = []
+    for part in _split_keeping(text, separator):
+        if count(part) < size:
+            good.append(part)
+            continue
+        chunks += _merge(good, size, count)
+        good = []
+        chunks += recursive_token_chunks(part, size, count, rest) if rest else [part]
+    return chunks + _merge(good, size, count)
+
+
+def _merge(parts: Sequence[str], size: int, count: Callable[[str], int]) -> list[str]:
+    merged: list[str] = []
+    current: list[str] = []
+    total = 0
+    for part in parts:
+        length = count(part)
+        if current and total + length > size:
+            joined = "".join(current).strip()
+            if joined:
+                merged.append(joined)
+            current, total = [], 0
+        current.append(part)
+        total += length
+    joined = "".join(current).strip()
+    return [*merged, joined] if joined else merged
+
+
+def token_chunker_pieces(
+    corpora: dict[str, str], size: int, count: Callable[[str], int]
+) -> list[Piece]:
+    pieces = []
+    for name, text in corpora.items():
+        after = 0
+        for chunk in recursive_token_chunks(text, size, count):
+            span = locate(text, chunk, after)
+            if span is None:
+                raise ValueError(f"a {size}-token piece of {name} is not in it: {chunk[:80]!r}")
+            after = span[0]
+            pieces.append(Piece(name, span[0], span[1], chunk, chunk, count(chunk)))
+    return pieces
+
+
+# --- searching the baselines ----------------------------------------------------------------
+
+
+def bm25_terms(text: str) -> list[str]:
+    return [w for w in re.findall(r"\w+", text.lower()) if w not in STOP_WORDS]
+
+
+class Bm25:
+    def __init__(self, texts: Sequence[str]) -> None:
+        self.docs = [Counter(bm25_terms(t)) for t in texts]
+        self.lengths = [sum(d.values()) for d in self.docs]
+        self.avg = statistics.mean(self.lengths)
+        frequency: Counter[str] = Counter()
+        for doc in self.docs:
+            frequency.update(doc.keys())
+        n = len(self.docs)
+        self.idf = {t: math.log(1 + (n - f + 0.5) / (f + 0.5)) for t, f in frequency.items()}
+        self.postings: dict[str, list[int]] = {}
+        for index, doc in enumerate(self.docs):
+            for term in doc:
+                self.postings.setdefault(term, []).append(index)
+
+    def rank(self, query: str, depth: int) -> list[int]:
+        scores: dict[int, float] = {}
+        for term in set(bm25_terms(query)):
+            for index in self.postings.get(term, ()):
+                tf = self.docs[index][term]
+                norm = BM25_K1 * (1 - BM25_B + BM25_B * self.lengths[index] / self.avg)
+                scores[index] = scores.get(index, 0.0) + self.idf[term] * tf * (BM25_K1 + 1) / (
+                    tf + norm
+                )
+        return sorted(scores, key=lambda i: -scores[i])[:depth]
+
+
+def rrf(rankings: Sequence[Sequence[int]], depth: int) -> list[int]:
+    scores: dict[int, float] = {}
+    for ranking in rankings:
+        for rank, index in enumerate(ranking):
+            scores[index] = scores.get(index, 0.0) + 1 / (RRF_K + rank + 1)
+    return sorted(scores, key=lambda i: -scores[i])[:depth]
+
+
+def baseline_rankings(
+    pieces: Sequence[Piece], questions: Sequence[Question], embedder: MemoEmbedder
+) -> dict[str, list[list[int]]]:
+    matrix = np.array([e.dense for e in embedder.embed([p.embed_text for p in pieces])])
+    queries = np.array([e.dense for e in embedder.embed([q.text for q in questions])])
+    similarity = queries @ matrix.T
+    bm25 = Bm25([p.text for p in pieces])
+    dense, hybrid = [], []
+    for row, question in zip(similarity, questions, strict=True):
+        by_dense = [int(i) for i in np.argsort(-row)[:RRF_DEPTH]]
+        dense.append(by_dense[:RETRIEVED])
+        hybrid.append(rrf([by_dense, bm25.rank(question.text, RRF_DEPTH)], RETRIEVED))
+    return {"dense": dense, "hybrid": hybrid}
+
+
+# --- searching the product ------------------------------------------------------------------
+
+
+def product_rankings(
+    chunks: Sequence[Chunk],
+    questions: Sequence[Question],
+    embedder: MemoEmbedder,
+    lexical: LexicalEncoder,
+    root: Path,
+    parts: PartSplitter | None,
+) -> dict[str, list[list[int]]]:
+    """The chunks written as a run writes them and searched by the product's search."""
+    name = "parts" if parts else "plain"
+    _progress(f"indexing the product's {len(chunks)} chunks ({name})")
+    store = retrieval.index(name, chunks, embedder, lexical, root, parts)
+    _progress("searching the product")
+    ordinal = {chunk.chunk_id: i for i, chunk in enumerate(chunks)}
+    found: dict[str, list[list[int]]] = {}
+    for name, mode in PRODUCT_MODES.items():
+        found[name] = [
+            [
+                ordinal[hit.chunk_id]
+                for hit in search(
+                    store, embedder, question.text, limit=RETRIEVED, mode=mode, lexical=lexical
+                )
+            ]
+            for question in questions
+        ]
+    store.connection.close()
+    return found
+
+
+def embedding_cost(
+    chunks: Sequence[Chunk], splitter: PartSplitter, embedder: MemoEmbedder, sample: int = 200
+) -> dict[str, Any]:
+    """What parts add to a first run's embedding: BGE-M3 tokens of every chunk's embed_text
+    and of its part texts, and the model's seconds for an evenly spread sample of chunks,
+    embedded without any cache, with and without their parts."""
+    part_texts = [splitter.texts(chunk) for chunk in chunks]
+    count = splitter.counter.count
+    chunk_tokens = sum(count(c.embed_text) for c in chunks)
+    part_tokens = sum(count(t) for texts in part_texts for t in texts)
+    picked = list(range(0, len(chunks), max(1, len(chunks) // sample)))
+    started = time.perf_counter()
+    embedder.inner.embed([chunks[i].embed_text for i in picked])
+    plain = time.perf_counter() - started
+    started = time.perf_counter()
+    embedder.inner.embed([t for i in picked for t in part_texts[i]])
+    extra = time.perf_counter() - started
+    return {
+        "parts per chunk": round(sum(map(len, part_texts)) / len(chunks), 2),
+        "tokens ratio": round((chunk_tokens + part_tokens) / chunk_tokens, 2),
+        "seconds ratio (sample)": round((plain + extra) / plain, 2),
+        "sample chunks": len(picked),
+    }
+
+
+# --- scoring (the benchmark's recall) --------------------------------------------------------
+
+
+def _union(ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(ranges):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def recall(question: Question, retrieved: Sequence[Retrieved]) -> float:
+    covered = []
+    for piece in retrieved:
+        if piece.corpus != question.corpus:
+            continue
+        for start, end in question.references:
+            low, high = max(start, piece.start), min(end, piece.end)
+            if low < high:
+                covered.append((low, high))
+    total = sum(end - start for start, end in _union(question.references))
+    return sum(end - start for start, end in _union(covered)) / total
+
+
+def within(retrieved: Sequence[Retrieved], budget: int) -> list[Retrieved]:
+    taken, used = [], 0
+    for piece in retrieved:
+        if used + piece.tokens > budget:
+            break
+        taken.append(piece)
+        used += piece.tokens
+    return taken
+
+
+def scores(question: Question, retrieved: Sequence[Retrieved]) -> dict[str, float]:
+    return {
+        "recall@5": recall(question, retrieved[:5]),
+        **{f"within {c}": recall(question, within(retrieved, c)) for c in CONTEXTS},
+    }
+
+
+MEASURES = ("recall@5", *(f"within {c}" for c in CONTEXTS))
+
+
+def sign_test(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
+    won = sum(1 for x, y in zip(a, b, strict=True) if x > y + 1e-9)
+    lost = sum(1 for x, y in zip(a, b, strict=True) if y > x + 1e-9)
+    return {
+        "diff": round((sum(a) - sum(b)) / len(a), 3),
+        "won/lost": f"{won}/{lost}",
+        "p": round(_two_sided_binomial(won, lost), 4),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    settings = load_settings()
+    quickstart = load_settings(config_file=ROOT / "samples" / "quickstart.yaml")
+    embedder = CachedEmbedder(
+        BgeM3Embedder(
+            EmbedderSettings.model_validate({**quickstart.embedder.model_dump(), "device": "cpu"})
+        ),
+        StageCache(ROOT / ".ingest" / "bench-cache", fsync=False),
+    )
+    lexical = LexicalEncoder(settings.lexical)
+    counter = get_token_counter()
+    questions = load_questions()
+    corpora = load_corpora()
+
+    chunks = product_chunks(corpora, settings)
+    product, located = located_pieces(corpora, chunks)
+    splitter = PartSplitter(settings.parts.max_tokens, counter) if settings.parts.enabled else None
+    # The product as configured, and without its part vectors (same chunks) to pair with.
+    products = {"product": splitter, **({"product without parts": None} if splitter else {})}
+    methods: dict[str, list[Piece]] = {
+        **{name: product for name in products},
+        "windows 1000/200": window_pieces(corpora, counter.count),
+        "RecursiveTokenChunker 400": token_chunker_pieces(corpora, 400, counter.count),
+        "RecursiveTokenChunker 200": token_chunker_pieces(corpora, 200, counter.count),
+    }
+    rankings: dict[tuple[str, str], list[list[int]]] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-chunking-evaluation-") as tmp:
+        for name, parts in products.items():
+            found = product_rankings(chunks, questions, embedder, lexical, Path(tmp), parts)
+            for mode, ranked in found.items():
+                rankings[name, mode] = ranked
+    for method, pieces in methods.items():
+        if method not in products:
+            _progress(f"searching {method}")
+            for mode, ranked in baseline_rankings(pieces, questions, embedder).items():
+                rankings[method, mode] = ranked
+
+    per_question: dict[tuple[str, str], list[dict[str, float]]] = {}
+    rows = []
+    for (method, mode), ranked in rankings.items():
+        pieces = methods[method]
+        results = [
+            scores(q, [Retrieved(*_span(pieces[i])) for i in order])
+            for q, order in zip(questions, ranked, strict=True)
+        ]
+        per_question[method, mode] = results
+        rows.append(
+            {
+                "method": method,
+                "mode": mode,
+                "pieces": len(pieces),
+                "mean_tokens": round(statistics.mean(p.tokens for p in pieces), 1),
+                **{m: round(statistics.mean(r[m] for r in results), 3) for m in MEASURES},
+                "recall@5 by corpus": {
+                    corpus: round(
+                        statistics.mean(
+                            r["recall@5"]
+                            for r, q in zip(results, questions, strict=True)
+                            if q.corpus == corpus
+                        ),
+                        3,
+                    )
+                    for corpus in corpora
+                },
+            }
+        )
+    paired = []
+    for method, mode in rankings:
+        if method == "product" and mode == "hybrid":
+            continue
+        a, b = per_question["product", "hybrid"], per_question[method, mode]
+        paired.append(
+            {
+                "a": "product hybrid",
+                "b": f"{method} {mode}",
+                **{m: sign_test([x[m] for x in a], [y[m] for y in b]) for m in MEASURES},
+            }
+        )
+    report = {
+        "questions": len(questions),
+        "model": embedder.model_id,
+        "product located": dict(located),
+        "embedding cost with parts": embedding_cost(chunks, splitter, embedder)
+        if splitter
+        else None,
+        "seconds": round(time.perf_counter() - started, 1),
+        "results": rows,
+        "paired": paired,
+    }
+    if args.json:
+        print(json.dumps(report, indent=1, ensure_ascii=False))
+    else:
+        _print(report)
+
+
+def _span(piece: Piece) -> tuple[str, int, int, int]:
+    return piece.corpus, piece.start, piece.end, piece.tokens
+
+
+def _print(report: dict[str, Any]) -> None:
+    print(
+        f"{report['questions']} questions, model {report['model']}, "
+        f"product pieces located: {report['product located']}, {report['seconds']} s"
+    )
+    print(f"embedding cost with parts: {report['embedding cost with parts']}")
+    print(" | ".join(("method", "mode", "pieces", "mean tokens", *MEASURES)))
+    for row in report["results"]:
+        print(
+            " | ".join(str(row[k]) for k in ("method", "mode", "pieces", "mean_tokens", *MEASURES))
+        )
+    print("\nrecall@5 by corpus")
+    for row in report["results"]:
+        print(f"{row['method']} {row['mode']}: {row['recall@5 by corpus']}")
+    print("\npaired per question, sign test (diff, won/lost, p)")
+    for row in report["paired"]:
+        cells = [
+            f"{m} {row[m]['diff']:+.3f} {row[m]['won/lost']} p={row[m]['p']}" for m in MEASURES
+        ]
+        print(f"{row['a']} vs {row['b']}: " + "; ".join(cells))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,331 @@
+"""`ingest mcp`: the index served to agents over MCP (the official `mcp` SDK), on stdio or
+streamable HTTP. Tools: `search`, `fetch`, `list_sources`; every result carries its
+citation link and breadcrumbs.
+
+Whose access applies is fixed when the server starts, never an argument a model could
+set: `--user`/`--group`, or over HTTP the bearer token of a client in `mcp.clients` (each
+mapped to a user and groups); with neither, only public documents are served, and the
+server says so on stderr (stdout is the stdio transport). Answers are bounded: a search
+returns at most `mcp.max_results` results and a result's text at most
+`mcp.max_text_chars` characters, the cut said in the text.
+"""
+
+# No `from __future__ import annotations`: the SDK reads the tools' input schemas from
+# their annotations, which name the limits of the settings they were built with.
+import hmac
+import sys
+import threading
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
+
+from pydantic import AnyHttpUrl, BaseModel, Field
+
+from config.errors import ConfigError, IngestError
+from config.settings import McpSettings, Settings
+from query.api import PUBLIC, Hit, Identity, Index, IndexMissing, SearchUnavailable, SourceInfo
+from tasks.resources import secret_value
+
+HTTP_PATH = "/mcp"
+# Tokens the SDK's bearer check accepts carry the client's name as their client id.
+_NO_SCOPES: list[str] = []
+
+INSTRUCTIONS = (
+    "Search and read the organisation's indexed knowledge base (Confluence pages and "
+    "document files). Use `search` with a natural-language question or exact terms (error "
+    "codes, option names); read more around a result with `fetch` (its chunk_id with "
+    "expand='neighbours' or 'section', or its document_id for the whole document); "
+    "`list_sources` tells what is indexed, the space keys `search` can filter by, and "
+    "when each source was last synced. Cite results by their citation_url."
+)
+
+
+class Result(BaseModel):
+    """One passage of a document."""
+
+    chunk_id: str = Field(description="id to pass to `fetch` for more context")
+    document_id: str = Field(description="id to pass to `fetch` for the whole document")
+    title: str | None
+    citation_url: str | None = Field(description="link to cite: where the passage starts")
+    breadcrumbs: list[str] = Field(description="where the document lives: space, parents, page")
+    headings_path: list[str] = Field(description="the headings above the passage")
+    score: float
+    text: str = Field(description="the passage, Markdown")
+    truncated: bool = Field(description="the text was cut to the server's limit")
+    source_type: str | None
+    space: str | None
+    updated_at: str | None
+
+
+class SearchResults(BaseModel):
+    results: list[Result]
+    access: str = Field(description="whose access the results are filtered by")
+
+
+class FetchResult(BaseModel):
+    result: Result
+    chunk_ids: list[str] = Field(description="the chunks the text spans, in document order")
+
+
+class SourceSyncInfo(BaseModel):
+    scope: str
+    targets: list[str]
+    last_sync: str
+    status: str
+    documents: int
+
+
+class SourceEntry(BaseModel):
+    source_type: str
+    chunks: int
+    spaces: dict[str, int] = Field(description="space key -> chunks (filter `search` by these)")
+    syncs: list[SourceSyncInfo]
+
+
+class Sources(BaseModel):
+    sources: list[SourceEntry]
+    access: str
+
+
+def build_server(
+    index: Index, identity: Callable[[], Identity], *, auth: Any = None, verifier: Any = None
+) -> Any:
+    """The MCP server over `index`; `identity()` names whose access a call has."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.types import ToolAnnotations
+
+    limits = index.settings.mcp
+    lock = threading.Lock()  # the SDK runs tools in threads; the index serves one at a time
+    server = MCPServer(
+        name="ingest",
+        instructions=INSTRUCTIONS,
+        log_level="WARNING",
+        auth=auth,
+        token_verifier=verifier,
+    )
+    read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+    def call(run: Callable[[], Any]) -> Any:
+        with lock:
+            try:
+                return run()
+            except (IndexMissing, SearchUnavailable, IngestError, ValueError) as exc:
+                raise ToolError(str(exc)) from None
+
+    @server.tool(annotations=read_only, structured_output=True)
+    def search(
+        query: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=2000,
+                description="what to find: a question in natural language, or exact terms "
+                "such as an error code, a command or a product name",
+            ),
+        ],
+        limit: Annotated[
+            int, Field(ge=1, le=limits.max_results, description="how many results")
+        ] = min(5, limits.max_results),
+        mode: Annotated[
+            Literal["auto", "hybrid", "dense", "lexical", "sparse"],
+            Field(
+                description="auto (best: meaning and exact words fused); lexical for exact "
+                "identifiers only; dense for meaning only"
+            ),
+        ] = "auto",
+        spaces: Annotated[
+            list[str],
+            Field(description="only these Confluence space keys (see list_sources); empty: all"),
+        ] = [],  # noqa: B006 (never changed; the schema shows the default)
+        labels: Annotated[
+            list[str], Field(description="only pages with one of these labels; empty: all")
+        ] = [],  # noqa: B006
+    ) -> SearchResults:
+        """Search the knowledge base and return the best matching passages, each with the
+        link to cite (citation_url), its document's breadcrumbs and its headings."""
+        who = identity()
+        hits = call(
+            lambda: index.search(
+                query,
+                identity=who,
+                limit=limit,
+                mode=mode,
+                containers=spaces,
+                labels=labels,
+            )
+        )
+        return SearchResults(results=[_result(hit, limits) for hit in hits], access=who.describe())
+
+    @server.tool(annotations=read_only, structured_output=True)
+    def fetch(
+        id: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=500,
+                description="a chunk_id or a document_id from `search` results",
+            ),
+        ],
+        expand: Annotated[
+            Literal["none", "neighbours", "section", "document"],
+            Field(
+                description="for a chunk_id: the chunk alone, with the chunks around it, its "
+                "whole section, or its whole document (a document_id always gives the "
+                "whole document)"
+            ),
+        ] = "neighbours",
+    ) -> FetchResult:
+        """Read a passage with its context, or a whole document, by the ids `search`
+        returned."""
+        hit = call(lambda: index.fetch(id, identity=identity(), expand=expand))
+        if hit is None:
+            raise ToolError(f"nothing found for id {id!r} (ids come from `search` results)")
+        return FetchResult(result=_result(hit, limits), chunk_ids=list(hit.span or [hit.chunk_id]))
+
+    @server.tool(annotations=read_only, structured_output=True)
+    def list_sources() -> Sources:
+        """What the knowledge base holds: each kind of source with its chunks, the space
+        keys `search` can filter by, and when each source was last synced."""
+        who = identity()
+        found: list[SourceInfo] = call(lambda: index.sources(identity=who))
+        return Sources(
+            sources=[
+                SourceEntry(
+                    source_type=info.source_type,
+                    chunks=info.chunks,
+                    spaces=info.containers,
+                    syncs=[
+                        SourceSyncInfo(
+                            scope=sync.scope,
+                            targets=list(sync.targets),
+                            last_sync=sync.last_sync,
+                            status=sync.status,
+                            documents=sync.documents,
+                        )
+                        for sync in info.syncs
+                    ],
+                )
+                for info in found
+            ],
+            access=who.describe(),
+        )
+
+    return server
+
+
+def _result(hit: Hit, limits: McpSettings) -> Result:
+    cut = len(hit.text) > limits.max_text_chars
+    text = hit.text[: limits.max_text_chars]
+    if cut:
+        text += (
+            f"\n\n[cut at {limits.max_text_chars} characters: fetch with expand='none' for less]"
+        )
+    return Result(
+        chunk_id=hit.chunk_id,
+        document_id=hit.document_id,
+        title=hit.title,
+        citation_url=hit.citation_url,
+        breadcrumbs=list(hit.breadcrumbs),
+        headings_path=list(hit.headings_path),
+        score=round(hit.score, 4),
+        text=text,
+        truncated=cut,
+        source_type=hit.source_type,
+        space=hit.container,
+        updated_at=hit.updated_at,
+    )
+
+
+# --- serving ---------------------------------------------------------------------------
+
+
+def serve(settings: Settings, identity: Identity, http: str | None) -> None:
+    """Serve on stdio, or on streamable HTTP at `http` (HOST:PORT), until stopped."""
+    address = _host_port(http) if http else None
+    clients = _clients(settings) if address else {}
+    if clients and not identity.anonymous:
+        raise ConfigError(
+            "--user/--group fix one identity, but mcp.clients gives each HTTP client its "
+            "own: leave out --user/--group, or unset mcp.clients",
+            setting="mcp.clients",
+        )
+    with Index(settings) as index:
+        index.store()  # a missing collection stops the server now, not at the first call
+        if address and clients:
+            _say(f"serving {len(clients)} HTTP clients of mcp.clients, each with its identity")
+            server = build_server(index, _token_identity(clients), **_bearer_auth(address, clients))
+        else:
+            anyone = " to every HTTP client (no mcp.clients)" if address else ""
+            _say(f"serving with {identity.describe()}{anyone}")
+            server = build_server(index, lambda: identity)
+        if address is None:
+            server.run("stdio")
+            return
+        host, port = address
+        _say(f"listening on http://{host}:{port}{HTTP_PATH}")
+        server.run("streamable-http", host=host, port=port, streamable_http_path=HTTP_PATH)
+
+
+def _say(message: str) -> None:
+    print(f"ingest mcp: {message}", file=sys.stderr, flush=True)
+
+
+def _host_port(http: str) -> tuple[str, int]:
+    host, _, port = http.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError("give --http as HOST:PORT, e.g. 127.0.0.1:8765", setting="--http")
+    return host.strip("[]"), int(port)
+
+
+def _clients(settings: Settings) -> dict[str, tuple[str, Identity]]:
+    """Token -> (client name, identity) of `mcp.clients`, tokens read from their
+    settings or Prefect Secret blocks."""
+    found: dict[str, tuple[str, Identity]] = {}
+    for name, client in settings.mcp.clients.items():
+        token = secret_value(client, "token") or ""
+        if len(token) < 16:
+            raise ConfigError(
+                "a bearer token needs at least 16 characters (e.g. `openssl rand -hex 32`)",
+                setting=f"mcp.clients.{name}.token",
+            )
+        found[token] = (name, Identity(client.user, tuple(client.groups)))
+    return found
+
+
+def _bearer_auth(
+    address: tuple[str, int], clients: dict[str, tuple[str, Identity]]
+) -> dict[str, Any]:
+    """The SDK's bearer-token check, accepting the tokens of `mcp.clients`."""
+    from mcp.server.auth.provider import AccessToken
+    from mcp.server.auth.settings import AuthSettings
+
+    host, port = address
+
+    class Verifier:
+        async def verify_token(self, token: str) -> AccessToken | None:
+            for known, (name, _) in clients.items():
+                if hmac.compare_digest(known.encode(), token.encode()):
+                    return AccessToken(token=token, client_id=name, scopes=_NO_SCOPES)
+            return None
+
+    url = f"http://{host}:{port}"
+    auth = AuthSettings(
+        issuer_url=AnyHttpUrl(url),
+        resource_server_url=AnyHttpUrl(f"{url}{HTTP_PATH}"),
+        validate_token_resource=False,
+    )
+    return {"auth": auth, "verifier": Verifier()}
+
+
+def _token_identity(clients: dict[str, tuple[str, Identity]]) -> Callable[[], Identity]:
+    from mcp.server.auth.middleware.auth_context import get_access_token
+
+    by_name = dict(clients.values())
+
+    def identity() -> Identity:
+        token = get_access_token()
+        # The SDK refuses a request without a known token before any tool runs; PUBLIC
+        # is what a call outside a request would get.
+        return by_name.get(token.client_id, PUBLIC) if token else PUBLIC
+
+    return identity

@@ -1,0 +1,302 @@
+"""`ingest mcp` as an agent meets it: the server started as a subprocess (`python -m
+flows.cli mcp`) and driven by the official MCP SDK's client, over stdio and once over
+streamable HTTP with bearer tokens, on a small index of the quickstart samples and one
+page only user `ann` may read (tests/query_helpers.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from tests.query_helpers import (
+    QUESTION,
+    RESTART,
+    SECRET_URL,
+    SECRET_WORD,
+    QueryIndex,
+    build_query_index,
+)
+from tests.tiny_model import tiny_model_dir
+
+__all__ = ["tiny_model_dir"]  # fixture used below
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> QueryIndex:
+    return build_query_index(tmp_path_factory.mktemp("mcp-index"), tiny_model_dir)
+
+
+def server_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("INGEST_", "PREFECT_"))}
+    return env | {"PYTHONPATH": str(ROOT), **extra}
+
+
+@dataclass(frozen=True)
+class Session:
+    """What one server said: its tools, each call's result by name, its stderr."""
+
+    tools: dict[str, Any]
+    calls: dict[str, Any]
+    stderr: str
+
+
+BAD_CALLS: dict[str, tuple[str, dict[str, Any]]] = {
+    "limit too big": ("search", {"query": QUESTION, "limit": 500}),
+    "unknown mode": ("search", {"query": QUESTION, "mode": "psychic"}),
+    "no query": ("search", {"limit": 3}),
+    "unknown id": ("fetch", {"id": "no-such-document"}),
+    "no terms": ("search", {"query": "   ...   ", "mode": "lexical"}),
+}
+
+
+def session(index: QueryIndex, *flags: str) -> Session:
+    """`ingest mcp --config ... FLAGS` started on stdio and asked the same calls by the
+    SDK's client: one server start per identity keeps the module fast."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "flows.cli", "mcp", "--config", str(index.config), *flags],
+        env=server_env(),
+        cwd=str(index.config.parent),
+    )
+    errlog = index.config.parent / f"stderr{'-'.join(flags)}.txt"
+
+    async def work(client: Client) -> Session:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        calls = {"answer": await client.call_tool("search", {"query": QUESTION, "limit": 3})}
+        best = structured(calls["answer"])["results"][0]
+        expand = {"id": best["chunk_id"], "expand": "neighbours"}
+        calls["chunk"] = await client.call_tool("fetch", expand)
+        calls["document"] = await client.call_tool("fetch", {"id": best["document_id"]})
+        calls["secret"] = await client.call_tool("search", {"query": SECRET_WORD, "limit": 5})
+        calls["secret page"] = await client.call_tool("fetch", {"id": index.secret_id})
+        calls["sources"] = await client.call_tool("list_sources", {})
+        for name, (tool, arguments) in BAD_CALLS.items():
+            calls[name] = await client.call_tool(tool, arguments)
+        calls["after"] = await client.call_tool("search", {"query": QUESTION, "limit": 1})
+        return Session(tools, calls, "")
+
+    async def main() -> Session:
+        with open(errlog, "w") as err:
+            async with Client(stdio_client(params, errlog=err), read_timeout_seconds=120) as client:
+                return await work(client)
+
+    done = anyio.run(main)
+    return Session(done.tools, done.calls, errlog.read_text())
+
+
+@pytest.fixture(scope="module")
+def public(index: QueryIndex) -> Session:
+    return session(index)
+
+
+@pytest.fixture(scope="module")
+def ann(index: QueryIndex) -> Session:
+    return session(index, "--user", "ann")
+
+
+@pytest.fixture(scope="module")
+def bob(index: QueryIndex) -> Session:
+    return session(index, "--user", "bob", "--group", "staff")
+
+
+def structured(result: Any) -> Any:
+    assert not result.is_error, result.content
+    return result.structured_content
+
+
+def links(result: Any) -> list[str]:
+    return [hit["citation_url"] for hit in structured(result)["results"]]
+
+
+def test_tools_are_listed_with_schemas_a_model_can_follow(public: Session) -> None:
+    assert set(public.tools) == {"search", "fetch", "list_sources"}
+    search = public.tools["search"].input_schema
+    assert search["required"] == ["query"]
+    assert search["properties"]["limit"]["maximum"] == 8  # mcp.max_results
+    assert set(search["properties"]["mode"]["enum"]) == {
+        "auto",
+        "hybrid",
+        "dense",
+        "lexical",
+        "sparse",
+    }
+    for name in ("query", "limit", "mode", "spaces", "labels"):
+        assert search["properties"][name]["description"], name
+    assert "user" not in search["properties"]  # access is never the model's to choose
+    assert public.tools["fetch"].input_schema["required"] == ["id"]
+    assert all(tool.description and tool.output_schema for tool in public.tools.values())
+    # no identity: said at start, on stderr
+    assert "public documents only" in public.stderr, public.stderr
+
+
+def test_search_finds_the_sample_answer_with_its_link_and_fetch_widens_it(
+    index: QueryIndex, public: Session
+) -> None:
+    found = structured(public.calls["answer"])
+    best = found["results"][0]
+    assert best["document_id"] == index.restart_id
+    assert best["citation_url"] == RESTART.resolve().as_uri()
+    assert best["breadcrumbs"] == ["restart-service.html"]
+    assert best["text"] and not best["truncated"]
+    assert found["access"] == "no identity: public documents only"
+    chunk = structured(public.calls["chunk"])
+    assert len(chunk["chunk_ids"]) > 1 and best["chunk_id"] in chunk["chunk_ids"]
+    widened = chunk["result"]
+    if widened["truncated"]:  # the span is longer than mcp.max_text_chars
+        assert len(widened["text"]) > 2000 and "[cut at 2000 characters" in widened["text"]
+    else:
+        assert best["text"] in widened["text"]
+    # The whole document, cut at mcp.max_text_chars and saying so.
+    document = structured(public.calls["document"])["result"]
+    assert document["truncated"] and "[cut at 2000 characters" in document["text"]
+    assert document["citation_url"] == RESTART.resolve().as_uri()
+    assert len(document["text"]) < 2000 + 100
+
+
+def test_a_restricted_page_is_found_by_its_readers_server_only(
+    ann: Session, bob: Session, public: Session
+) -> None:
+    assert links(ann.calls["secret"])[0] == SECRET_URL
+    page = structured(ann.calls["secret page"])["result"]
+    assert page["breadcrumbs"] == ["Human Resources", "Pay", "Bonus pool"]
+    kinds = {
+        source["source_type"]: source for source in structured(ann.calls["sources"])["sources"]
+    }
+    assert kinds["confluence"]["spaces"] == {"HR": 1}
+    assert kinds["confluence"]["syncs"][0]["last_sync"] == "2026-11-26T11:00:00+00:00"
+    assert "user 'ann'" in ann.stderr
+
+    for other in (bob, public):
+        found = links(other.calls["secret"])
+        assert SECRET_URL not in found and found  # the public samples still answer
+        fetched = other.calls["secret page"]
+        assert fetched.is_error and "nothing found" in fetched.content[0].text
+        sources = structured(other.calls["sources"])["sources"]
+        assert {source["source_type"] for source in sources} == {"file"}  # not the space's name
+
+
+def test_bad_arguments_get_a_tool_error_and_the_server_goes_on(
+    index: QueryIndex, public: Session
+) -> None:
+    said = {name: public.calls[name] for name in BAD_CALLS}
+    assert all(result.is_error for result in said.values()), said
+    text = {name: result.content[0].text for name, result in said.items()}
+    assert "limit" in text["limit too big"] and "mode" in text["unknown mode"]
+    assert "query" in text["no query"] and "nothing found" in text["unknown id"]
+    assert "rephrase" in text["no terms"]
+    assert structured(public.calls["after"])["results"][0]["document_id"] == index.restart_id
+    assert "Traceback" not in public.stderr
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def http_server(index: QueryIndex) -> Iterator[str]:
+    """`ingest mcp --http` with two clients' tokens (in the environment, as secrets are)."""
+    port = free_port()
+    clients = {
+        "ann-bot": {"token": "ann-token-0123456789abcdef", "user": "ann"},
+        "bob-bot": {"token": "bob-token-0123456789abcdef", "user": "bob", "groups": ["staff"]},
+    }
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "flows.cli",
+            "mcp",
+            "--config",
+            str(index.config),
+            "--http",
+            f"127.0.0.1:{port}",
+        ],
+        env=server_env(INGEST_MCP__CLIENTS=json.dumps(clients)),
+        cwd=index.config.parent,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and process.poll() is None:
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.2)
+        assert process.poll() is None, process.communicate()
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        out, err = process.communicate(timeout=30)
+        assert "token-0123456789" not in out + err  # tokens never reach the output
+
+
+def test_over_http_each_bearer_token_carries_its_clients_access(http_server: str) -> None:
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def links(token: str | None) -> list[str]:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=60) as http,
+            Client(streamable_http_client(http_server, http_client=http)) as client,
+        ):
+            found = structured(await client.call_tool("search", {"query": SECRET_WORD}))
+            return [hit["citation_url"] for hit in found["results"]]
+
+    assert anyio.run(links, "ann-token-0123456789abcdef")[0] == SECRET_URL
+    assert SECRET_URL not in anyio.run(links, "bob-token-0123456789abcdef")
+
+    async def refused(token: str | None) -> int:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        async with httpx2.AsyncClient(headers=headers) as http:
+            response = await http.post(http_server, json={})
+            return int(response.status_code)
+
+    assert anyio.run(refused, None) == 401
+    assert anyio.run(refused, "guessed-token-0000000000") == 401
+
+
+def test_search_command_reads_through_the_query_api_without_mcp_or_prefect(
+    index: QueryIndex,
+) -> None:
+    code = (
+        "import contextlib, io, json, sys\n"
+        "from flows.cli import main\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out):\n"
+        f"    code = main(['search', {QUESTION!r}, '--config', {str(index.config)!r}, '--json'])\n"
+        "loaded = [m for m in ('mcp', 'prefect', 'langchain_core', 'llama_index') if m in sys.modules]\n"
+        "print(json.dumps({'code': code, 'out': out.getvalue(), 'loaded': loaded}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=server_env(),
+        cwd=index.config.parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert result["code"] == 0 and result["loaded"] == []
+    first = json.loads(result["out"].splitlines()[0])
+    assert first["rank"] == 1 and first["document_id"] == index.restart_id
