@@ -128,9 +128,7 @@ def _sync(
         done=result.documents_written, cached=result.documents_unchanged
     )
     chunks = sum(len(d.chunks) for d in batch)
-    outcome.chunk_stages["embed"] = StageCount(
-        done=result.embedded, cached=result.embed_cache_hits
-    )
+    outcome.chunk_stages["embed"] = StageCount(done=result.embedded, cached=result.embed_cache_hits)
     outcome.chunk_stages["upsert"] = StageCount(
         done=result.points_upserted, cached=chunks - result.points_upserted
     )

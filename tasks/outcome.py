@@ -25,7 +25,7 @@ progress = logging.getLogger("ingest.progress")
 LISTING, PROCESSING, EMBEDDING, RECONCILING = (
     "listing",
     "processing documents",
-    "embedding chunks",
+    "embedding texts",
     "reconciling",
 )
 
@@ -54,7 +54,8 @@ def report_progress(documents: int) -> None:
 
 
 def embedding_progress(*, more: int = 0, done: int = 0) -> None:
-    """`more` chunks are to be embedded; `done` more are embedded."""
+    """`more` texts (chunks, and their parts where the collection holds part vectors)
+    are to be embedded; `done` more are embedded."""
     progress.debug(
         "embedding: %d more, %d done",
         more,
