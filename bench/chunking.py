@@ -19,7 +19,8 @@ Reports (issues 14 and 22):
   quality, per corpus (manuals, Docling, api): share of chunks within [min_tokens,
   max_tokens] on documents of at least 300 tokens, beside the most the rules allow
   (chunks out of range whatever a packer does, by cause: `forced_out_of_range`), chunks
-  under 50 tokens by reason, chunks left alone where a rule would let them join a
+  under 50 tokens: allowed (the whole document, or between two hard source breaks such
+  as slides or sheets) and not, those by undersize reason; chunks left alone where a rule would let them join a
   neighbour (the validator's `joinable` rules), undersize reasons, validation
   violations, token counts recounted, byte-identical output over repeated runs.
 
@@ -54,6 +55,7 @@ from chunking import (  # noqa: E402
     validate_chunks,
 )
 from chunking.blocks import Block, BlockType  # noqa: E402
+from chunking.tiny import TINY_TOKENS, tiny_allowance  # noqa: E402
 from chunking.tokens import HFTokenCounter, bundled_tokenizer_json, get_token_counter  # noqa: E402
 from config.settings import ChunkingSettings  # noqa: E402
 from normalizers.base import normalize_bytes  # noqa: E402
@@ -269,6 +271,12 @@ def quality(
         forced.update(forced_out_of_range(d.blocks, settings))
     unavoidable = sum(forced.values())
     recounted = sp.count_many([c.md_text for c in chunks])
+    tiny = [
+        (c, tiny_allowance(d.chunks, i))
+        for d in documents
+        for i, c in enumerate(d.chunks)
+        if c.token_count < TINY_TOKENS
+    ]
     return {
         "documents": len(documents),
         "chunks": len(chunks),
@@ -282,9 +290,13 @@ def quality(
         "joinable_but_alone": sum(
             n for rule, n in violations.items() if rule.startswith("joinable")
         ),
-        "under_50_share": round(sum(c.token_count < 50 for c in chunks) / max(1, len(chunks)), 4),
-        "under_50_by_reason": dict(
-            collections.Counter(str(c.undersize_reason) for c in chunks if c.token_count < 50)
+        "under_50_share": round(len(tiny) / max(1, len(chunks)), 4),
+        "under_50_allowed": dict(collections.Counter(why for _, why in tiny if why)),
+        "under_50_not_allowed_share": round(
+            sum(why is None for _, why in tiny) / max(1, len(chunks)), 4
+        ),
+        "under_50_not_allowed_by_reason": dict(
+            collections.Counter(str(c.undersize_reason) for c, why in tiny if why is None)
         ),
         "undersize_reasons": dict(
             collections.Counter(c.undersize_reason for c in chunks if c.undersize_reason)
@@ -315,12 +327,11 @@ def forced_out_of_range(
 
     - `whole_block_over_max`: a code block over max_tokens (kept whole up to the oversize
       limit) or a table row over it;
-    - `small_table_or_code_section`: a section whose content is only tables and code,
-      under min_tokens in all: small blocks merge within their section only, and a
-      small-section merge never takes in a table or code chunk;
-    - `small_section_nothing_to_merge`: prose sections under min_tokens with no run of
-      neighbouring sections they may merge with (same stretch between rules, never
-      across a heading above them or a table/code-only section) reaching min_tokens;
+    - `small_section_nothing_to_merge`: sections under min_tokens (prose, or only
+      tables and code, which merge like prose) with no run of neighbouring sections
+      they may merge with (same stretch between rules, never across a heading above
+      them or a section of only tables and code of min_tokens or more) reaching
+      min_tokens;
     - `prose_boxed_in`: prose between two tables or code blocks of min_tokens or more in
       one section, under min_tokens, that binding cannot take (budgets, max_tokens)."""
     found: collections.Counter[str] = collections.Counter()
@@ -341,19 +352,18 @@ def forced_out_of_range(
     for sections in stretches:
         for _, content in sections:
             found["prose_boxed_in"] += _boxed_in(content, settings)
-        kinds: list[str | None] = []  # per section: None (no content), "atomic", "prose"
-        for _, content in sections:
+        tokens = [sum(b.token_count for b in content) for _, content in sections]
+        # Per section: None (no content), "atomic" (tables and code of min_tokens or
+        # more, which no merge takes in), "prose" (anything that merges).
+        kinds: list[str | None] = []
+        for (_, content), size in zip(sections, tokens, strict=True):
             if not content:
                 kinds.append(None)
-            elif all(b.type in (BlockType.TABLE, BlockType.CODE) for b in content):
+            elif size >= low and all(b.type in (BlockType.TABLE, BlockType.CODE) for b in content):
                 kinds.append("atomic")
             else:
                 kinds.append("prose")
-        tokens = [sum(b.token_count for b in content) for _, content in sections]
         levels = [level for level, _ in sections]
-        for index, kind in enumerate(kinds):
-            if kind == "atomic" and tokens[index] < low:
-                found["small_table_or_code_section"] += 1
         alone = [
             index
             for index, kind in enumerate(kinds)
@@ -371,7 +381,7 @@ def forced_out_of_range(
 
 
 def _valid(first: int, last: int, kinds: list[str | None], levels: list[int]) -> bool:
-    """May sections first..last merge: no table/code-only section among them, no heading
+    """May sections first..last merge: no "atomic" section among them, no heading
     inside above the highest section holding content?"""
     if any(kinds[i] == "atomic" for i in range(first, last + 1)):
         return False

@@ -5,11 +5,13 @@ A section whose content would make a chunk under `min_tokens` merges forward: th
 section's packing continues it while the merged chunk stays within `target_tokens` (or,
 while still under `min_tokens`, within the packing limit), taking whole blocks and,
 under `min_tokens`, the head of one cut at a sentence or item; else it merges backward
-into the previous chunk when the two fit. A merge never takes a table or code chunk,
-never crosses a horizontal rule (one `Stretch` lies between two rules), and never leaves its
-sections' common parent: a draft is valid only when every heading above its content is
-in its `headings_path` or a line of its `md_text` (`layout`), which rules out crossing
-a heading of a higher level than the sections merged.
+into the previous chunk when the two fit. A section whose only content is a table or
+code chunk under `min_tokens` merges the same way, its block whole. A merge never takes
+a table or code chunk of `min_tokens` or more, never crosses a horizontal rule (one
+`Stretch` lies between two rules), and never leaves its sections' common parent: a
+draft is valid only when every heading above its content is in its `headings_path` or
+a line of its `md_text` (`layout`), which rules out crossing a heading of a higher
+level than the sections merged.
 
 A heading with no content of its own (directly followed by another heading) is kept:
 as a line of the chunk it merges into, or in the path of the chunk that follows it.
@@ -61,11 +63,11 @@ class Draft:
     def contents(self) -> list[Content]:
         return [item for item in self.items if isinstance(item, Content)]
 
-    @property
-    def unmixable(self) -> bool:
-        """Does it hold a table or code chunk (bound context inside)? A `mixed` group
-        with a small table or code block in it merges like prose."""
-        return any(c.group.chunk_type in UNMIXABLE_KINDS for c in self.contents)
+    def unmixable(self, min_tokens: int) -> bool:
+        """Does it hold a table or code chunk (bound context inside) of `min_tokens` or
+        more? A smaller one, alone in its section or in a `mixed` group, merges like
+        prose: whole groups merge, so its block stays whole."""
+        return any(c.group.large(min_tokens) for c in self.contents)
 
     @property
     def opens_section(self) -> bool:
@@ -145,10 +147,12 @@ class Stretch:
         """The last draft with the headings since, to pack as the head of the next
         section's first group, and how many of its leading headings the merged chunk
         leaves to its path; None when it should not or cannot merge forward."""
-        if not self.drafts or not self.pending or first.kind in UNMIXABLE_KINDS:
+        if not self.drafts or not self.pending:
+            return None
+        if first.kind in UNMIXABLE_KINDS and first.tokens >= self.min_tokens:
             return None
         last = self.drafts[-1]
-        if last.unmixable or not last.contents:
+        if last.unmixable(self.min_tokens) or not last.contents:
             return None
         size = self._size(last)
         if size >= self.target_tokens or (size >= self.min_tokens and not _merged(last)):
@@ -237,8 +241,8 @@ class Stretch:
         previous, last = drafts[-2], drafts[-1]
         if (
             not last.opens_section
-            or last.unmixable
-            or previous.unmixable
+            or last.unmixable(self.min_tokens)
+            or previous.unmixable(self.min_tokens)
             or self._size(last) >= self.min_tokens
             or _floor(last) < _floor(previous)
         ):

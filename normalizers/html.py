@@ -13,7 +13,9 @@ dropped `embed`. Their start tags are written self-closing before parsing, which
 libxml2 honours, so they hold nothing, as in a browser. `visible_text` is the text a
 browser shows of the parsed page (by the walker's drop rules, counting anything nested
 in a void element), and `normalize_html` warns when the Markdown lacks more than 2% of
-its words.
+its words. Converters' navigation boilerplate (Prev/Up/Next bars, tables of contents,
+repeated page footers) goes before rendering; `normalizers.boilerplate` says which and
+the document's metadata how much.
 
 Safety: parsers never resolve entities or touch the network, and libxml2's own limits
 stay on (`huge_tree=False`), so billion-laughs and external-entity payloads expand to
@@ -32,10 +34,12 @@ import textwrap
 from collections.abc import Callable, Iterable, Iterator
 from enum import Enum
 from types import MappingProxyType
+from typing import Any
 
 from lxml import etree
 
 from config.errors import ErrorCode
+from normalizers.boilerplate import drop_navigation, report_dropped
 from normalizers.links import classify_href
 from normalizers.model import LinkRecord, NormalizeContext, NormalizedDocument
 from normalizers.selfcheck import loss_warning, word_loss
@@ -728,14 +732,19 @@ def normalize_html(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
     base_href = base.get("href") if base is not None else None
     walker = MarkdownWalker(base_url=ctx.base_url or base_href)
     body = root.find("body")
-    markdown = walker.render(body if body is not None else root)
+    content = body if body is not None else root
+    dropped = drop_navigation(content, lambda el: walker.kind(el, walker.tag(el)) is Kind.DROP)
+    markdown = walker.render(content)
     meta = {
         (m.get("name") or m.get("property") or "").lower(): m.get("content", "").strip()
         for m in root.iterfind(".//meta[@content]")
     }
     title = " ".join((root.findtext(".//title") or "").split())
-    metadata = {key: meta[key] for key in ("description", "keywords") if meta.get(key)}
-    body_text = visible_text(body if body is not None else root)
+    metadata: dict[str, Any] = {
+        key: meta[key] for key in ("description", "keywords") if meta.get(key)
+    }
+    report_dropped(metadata, dropped)
+    body_text = visible_text(content)
     loss = loss_warning(word_loss([body_text], markdown), "the page's visible text")
     return NormalizedDocument(
         markdown=markdown,

@@ -14,7 +14,7 @@ from config.errors import ConfigError, ErrorCode
 from config.settings import Settings
 from connectors.base import Connector, DocumentRef, IndexedCheck, LinkResolver, Listing
 from connectors.registry import connector_class
-from indexing.qdrant_store import LEXICAL, REINDEX_ADVICE, QdrantStore
+from indexing.qdrant_store import DENSE_PARTS, LEXICAL, REINDEX_ADVICE, QdrantStore
 from tasks.links import LinkStore
 from tasks.outcome import DocumentWarning, Failure, cache_unwritable
 from tasks.resources import Resources
@@ -120,8 +120,9 @@ def plan(
 def _collection_notes(resources: Resources, *, writes: bool) -> tuple[DocumentWarning, ...]:
     """What the run should say about its collection (SPEC §4.2). A run that will write
     stops before any work when the collection cannot hold the embedder's vectors (another
-    size or model); a collection that lacks a vector (made before `lexical` existed) is
-    written and searched without it until re-indexed, which the report says."""
+    size or model); a collection that lacks a vector (made before `lexical` or
+    `dense_parts` existed) is written and searched without it until re-indexed, which the
+    report says."""
     store = resources.store()
     if store.resolve() is None:
         return ()
@@ -129,14 +130,26 @@ def _collection_notes(resources: Resources, *, writes: bool) -> tuple[DocumentWa
     wanted = resources.schema(resources.embedder() if writes else None)
     if writes:
         held.refuse_conflicts(wanted, store.alias)
-    lexical = held.lacks(wanted).get(LEXICAL)
-    if lexical is None:
-        return ()
-    if held.lexical:  # made with other lexical settings
-        what = f"{lexical}: new points get the current settings' weights beside the old ones"
-    else:
-        what = "no 'lexical' vector: searches are dense only and new points are written without it"
-    return (DocumentWarning(store.alias, f"the collection has {what}; {REINDEX_ADVICE}"),)
+    lacks = held.lacks(wanted)
+    notes = []
+    if LEXICAL in lacks:
+        notes.append(
+            f"{lacks[LEXICAL]}: new points get the current settings' weights beside the old ones"
+            if held.lexical  # made with other lexical settings
+            else "no 'lexical' vector: searches are dense only and new points are written "
+            "without it"
+        )
+    if DENSE_PARTS in lacks:
+        notes.append(
+            f"{lacks[DENSE_PARTS]}: new points get parts cut the current way beside the old ones"
+            if held.parts
+            else "no 'dense_parts' vector: chunks are scored by their own vector only and "
+            "new points are written without parts"
+        )
+    return tuple(
+        DocumentWarning(store.alias, f"the collection has {what}; {REINDEX_ADVICE}")
+        for what in notes
+    )
 
 
 def batches(refs: Sequence[DocumentRef], size: int) -> list[tuple[DocumentRef, ...]]:

@@ -29,8 +29,8 @@ from stage_cache.keys import config_hash
 log = logging.getLogger(__name__)
 
 # Bump when a stage's output changes for the same input (invalidates caches and state).
-NORMALIZE_STAGE_VERSION = "2"
-CHUNK_STAGE_VERSION = "9"
+NORMALIZE_STAGE_VERSION = "3"
+CHUNK_STAGE_VERSION = "10"
 
 
 def pipeline_fingerprint(settings: Settings) -> str:

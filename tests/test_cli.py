@@ -45,7 +45,10 @@ def test_chunk_jsonl_prints_one_record_per_chunk(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     doc = tmp_path / "guide.md"
-    doc.write_text("# Guide\n\nFirst paragraph.\n\n## Part\n\n| a | b |\n|---|---|\n| 1 | 2 |\n")
+    # The rule keeps the small table's section from merging into the paragraph's.
+    doc.write_text(
+        "# Guide\n\nFirst paragraph.\n\n---\n\n## Part\n\n| a | b |\n|---|---|\n| 1 | 2 |\n"
+    )
     assert main(["chunk", str(doc), "--format", "jsonl"]) == 0
     lines = capsys.readouterr().out.strip().split("\n")
     records = [json.loads(line) for line in lines]

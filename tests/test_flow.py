@@ -868,19 +868,21 @@ def test_a_model_swap_goes_through_the_reindex_parameter_and_loses_nothing(
     docs.mkdir()
     (docs / "backup.md").write_text("# Backups\n\nThe nightly backup of the ledger runs at two.\n")
     (docs / "queue.md").write_text("# Queues\n\nA worker stopping with ERR_CONN_RESET restarts.\n")
-    space = workspace(INGEST_LEXICAL__ENABLED="false")
+    space = workspace(INGEST_LEXICAL__ENABLED="false", INGEST_PARTS__ENABLED="false")
     state, _ = space.run(source="files", targets=[str(docs)])
     assert state.is_completed()
     written = space.points()
 
-    # An upgrade turns the lexical vector on: the collection made before lacks it, so
-    # runs say so and name the re-index, and go on without it.
+    # An upgrade turns the lexical and part vectors on: the collection made before lacks
+    # them, so runs say so and name the re-index, and go on without them.
     space.env["INGEST_LEXICAL__ENABLED"] = "true"
+    space.env["INGEST_PARTS__ENABLED"] = "true"
     (docs / "queue.md").write_text("# Queues\n\nA worker stopping with ERR_CONN_RESET waits.\n")
     state, summary = space.run(source="files", targets=[str(docs)])
     assert state.is_completed() and summary["status"] == "ok"
-    (warning,) = summary["warnings"]
-    assert "no 'lexical' vector" in warning["message"] and "ingest reindex" in warning["message"]
+    lexical, parts = summary["warnings"]
+    assert "no 'lexical' vector" in lexical["message"] and "ingest reindex" in lexical["message"]
+    assert "no 'dense_parts' vector" in parts["message"] and "ingest reindex" in parts["message"]
     written = space.points()
 
     # Another model with another vector size: the run stops before any work, naming it.
@@ -898,7 +900,7 @@ def test_a_model_swap_goes_through_the_reindex_parameter_and_loses_nothing(
     assert space.points() == written  # the same points, payloads included
     store = space.store()
     held = store.describe()
-    assert (held.vector_size, held.sparse, held.lexical) == (48, False, True)
+    assert (held.vector_size, held.sparse, held.lexical, held.parts) == (48, False, True, True)
     settings = space.activate()
     resources = Resources(settings)
     try:

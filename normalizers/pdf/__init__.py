@@ -9,9 +9,9 @@ pymupdf alone.
 
 Pipeline: extract every page's lines (characters with font size/weight, bidi-ordered)
 and its ruled tables -> drop running headers/footers and page numbers (document-wide
-statistics) -> infer heading levels from the document's font-size ranking -> order the
-page's blocks across columns (recursive XY-cut) -> emit Markdown blocks, with a page
-anchor at the first line of every page.
+statistics; how many lines went is in the metadata) -> infer heading levels from the
+document's font-size ranking -> order the page's blocks across columns (recursive
+XY-cut) -> emit Markdown blocks, with a page anchor at the first line of every page.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 from config.errors import ErrorCode
+from normalizers.boilerplate import report_dropped
 from normalizers.model import NormalizeContext, NormalizedDocument
 from normalizers.pdf.extraction import PYMUPDF, TEXT_FLAGS, Page, extract_page
 from normalizers.pdf.layout import document_styles, drop_running_lines
@@ -61,10 +62,21 @@ def normalize_pdf(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
     blank = [p.number for p in pages if not p.lines and not p.tables]
     if blank:
         warnings.append(f"no text on page(s) {_page_list(blank)}")
-    drop_running_lines(pages)
+    dropped = drop_running_lines(pages)
     styles = document_styles(pages)
     markdown, anchors, first_heading = render(pages, styles)
     title = _metadata_title(metadata.get("title")) or first_heading
+    described: dict[str, Any] = {
+        k: v
+        for k, v in (
+            ("producer", metadata.get("producer")),
+            ("creator", metadata.get("creator")),
+            ("subject", metadata.get("subject")),
+            ("keywords", metadata.get("keywords")),
+        )
+        if v
+    }
+    report_dropped(described, dropped)
     return NormalizedDocument(
         markdown=markdown,
         title=title,
@@ -72,16 +84,7 @@ def normalize_pdf(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
         created_at=_pdf_date(metadata.get("creationDate")),
         updated_at=_pdf_date(metadata.get("modDate")),
         page_count=page_count,
-        metadata={
-            k: v
-            for k, v in (
-                ("producer", metadata.get("producer")),
-                ("creator", metadata.get("creator")),
-                ("subject", metadata.get("subject")),
-                ("keywords", metadata.get("keywords")),
-            )
-            if v
-        },
+        metadata=described,
         anchors=tuple(anchors),
         warnings=tuple(warnings),
     )

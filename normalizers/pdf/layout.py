@@ -10,7 +10,9 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from normalizers.boilerplate import Dropped
 from normalizers.pdf.extraction import Item, Line, Page
+from normalizers.selfcheck import words
 
 _PAGE_NUMBER = re.compile(
     r"^\s*(?:page|p\.|seite|стр\.?|страница)?\s*[-–—]?\s*(?:\d{1,5}|[ivxlcdm]{1,7})"
@@ -47,11 +49,12 @@ class Styles:
 # --- document-wide statistics ---------------------------------------------------------
 
 
-def drop_running_lines(pages: list[Page]) -> None:
+def drop_running_lines(pages: list[Page]) -> Dropped:
     """Remove page numbers, lines that repeat at the same height on most pages, and
     running lines whose text changes from page to page (the chapter's name) but which
     carry the page number at one end: a page's outermost line, in the margin band, no
-    larger than body text, at a height where other pages have such a line too."""
+    larger than body text, at a height where other pages have such a line too. Returns
+    how many lines went, and their words."""
 
     def in_margin(line: Line, page: Page) -> bool:
         band = page.height * _MARGIN_BAND
@@ -66,6 +69,7 @@ def drop_running_lines(pages: list[Page]) -> None:
     threshold = max(2, math.ceil(_RUNNING_SHARE * len(pages)))
     running = {k for k, n in seen.items() if n >= threshold}
     numbered = _numbered_running_lines(pages, in_margin)
+    parts = dropped_words = 0
     for page in pages:
         # A bare number is a page number in the margin band, or as the page's top- or
         # bottom-most line wherever the margins are (LaTeX sets it well above the band).
@@ -74,15 +78,20 @@ def drop_running_lines(pages: list[Page]) -> None:
             if page.lines
             else set()
         )
-        page.lines = [
-            ln
-            for ln in page.lines
-            if not (
+        kept: list[Line] = []
+        for ln in page.lines:
+            running_line = (
                 (in_margin(ln, page) and key(ln) in running)
                 or ((in_margin(ln, page) or id(ln) in edges) and _PAGE_NUMBER.match(ln.text))
                 or id(ln) in numbered
             )
-        ]
+            if not running_line:
+                kept.append(ln)
+                continue
+            parts += 1
+            dropped_words += len(words(ln.text))
+        page.lines = kept
+    return Dropped(parts, dropped_words)
 
 
 def _numbered_running_lines(
