@@ -75,6 +75,8 @@ Some **bold** words and a [link](http://example.com/very/long/path) that go on f
 while, so that the text is longer than any terminal is wide: it keeps going and going
 with more words, and more `code` words, until no column can show all of it.
 
+---
+
 ## Upgrade from an older release
 
 | option | meaning |
