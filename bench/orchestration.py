@@ -90,12 +90,13 @@ def run_prefect() -> dict[str, Any]:
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
     from flows.ingest import ingest
+    from flows.report import summary_of
 
     started = time.perf_counter()
     state = ingest(source="confluence", targets=[SPACE], return_state=True)
     wall = time.perf_counter() - started
-    summary = state.result(raise_on_failure=False)
-    assert isinstance(summary, dict), summary
+    summary = summary_of(state.result(raise_on_failure=False))
+    assert isinstance(summary, dict), state
     flow_run_id = state.state_details.flow_run_id
     assert flow_run_id is not None
     runs: list[Any] = []

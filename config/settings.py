@@ -494,7 +494,7 @@ def _env_layer(
         if field is None:
             raise ConfigError(
                 "unknown setting in the environment; see the configuration reference in "
-                "README.md for the names",
+                "docs/configuration.md for the names",
                 setting=name,
             )
         _set_path(values, path, _parse_env_value(raw, field))

@@ -110,7 +110,7 @@ def _segment_regex(part: str) -> str:
 
 
 class FilesSettings(StrictModel):
-    """The `files` settings section (README "Configuration")."""
+    """The `files` settings section (docs/configuration.md)."""
 
     paths: list[str] = Field(default_factory=list)
     include: list[str] = Field(default_factory=lambda: ["**/*"])

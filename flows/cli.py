@@ -6,13 +6,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from config.errors import ConfigError, ErrorCode, IngestError
-from config.settings import Settings, load_settings
-from flows.local_run import ApiStartFailed
+# A command's wall time counts from here, before the project's imports (pydantic, a
+# second on a busy machine).
+_LOADED = time.monotonic()
+
+from config.errors import ConfigError, ErrorCode, IngestError  # noqa: E402
+from config.settings import Settings, load_settings  # noqa: E402
+from flows.local_run import ApiStartFailed, telemetry_off  # noqa: E402
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -25,8 +30,12 @@ if TYPE_CHECKING:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # the command line's own call: from the module's import; a call from code: from here
+    started = _LOADED if argv is None else time.monotonic()
+    telemetry_off()
     parser = _parser()
     args = parser.parse_args(argv)
+    args.started = started
     try:
         settings = load_settings(config_file=args.config)
         code: int = args.handler(args, settings)
@@ -76,7 +85,9 @@ def _normalize_command(commands: Commands, common: argparse.ArgumentParser) -> N
     normalize = commands.add_parser(
         "normalize", parents=[common], help="print the normalized Markdown of one file"
     )
-    normalize.add_argument("path", type=Path)
+    normalize.add_argument(
+        "path", type=Path, help="the file (PDF, DOC/DOCX, XLS/XLSX, PPT/PPTX, HTML, Markdown, text)"
+    )
     normalize.set_defaults(handler=_normalize)
 
 
@@ -84,8 +95,14 @@ def _chunk_command(commands: Commands, common: argparse.ArgumentParser) -> None:
     chunk = commands.add_parser(
         "chunk", parents=[common], help="normalize if needed, chunk, print the chunk records"
     )
-    chunk.add_argument("path", type=Path)
-    chunk.add_argument("--format", choices=("jsonl", "table"), default="jsonl")
+    chunk.add_argument("path", type=Path, help="the file: any format `normalize` reads")
+    chunk.add_argument(
+        "--format",
+        choices=("jsonl", "table"),
+        default="jsonl",
+        help="jsonl (default): one JSON chunk record a line; table: one line a chunk "
+        "(number, type, tokens, section, text) to read in a terminal",
+    )
     chunk.set_defaults(handler=_chunk)
 
 
@@ -95,7 +112,7 @@ def _validate_command(commands: Commands, common: argparse.ArgumentParser) -> No
         parents=[common],
         help="chunk and print the validation report (exit 1 on violations)",
     )
-    validate.add_argument("path", type=Path)
+    validate.add_argument("path", type=Path, help="the file: any format `normalize` reads")
     validate.set_defaults(handler=_validate)
 
 
@@ -108,7 +125,13 @@ def _run_command(commands: Commands, common: argparse.ArgumentParser) -> None:
     )
     run.add_argument("targets", nargs="*", help="directories, or Confluence space keys")
     run.add_argument("--tenant", help="tenant id (default: tenant_id setting)")
-    run.add_argument("--mode", choices=("incremental", "full"), default="incremental")
+    run.add_argument(
+        "--mode",
+        choices=("incremental", "full"),
+        default="incremental",
+        help="incremental (default): skip documents whose version is indexed; full: process "
+        "every listed document (the stage caches still apply unless --force)",
+    )
     run.add_argument("--since", help="also re-process documents updated since (ISO date)")
     run.add_argument("--force", action="store_true", help="ignore the stage caches")
     run.add_argument(
@@ -129,8 +152,8 @@ def _search_command(commands: Commands, common: argparse.ArgumentParser) -> None
     search = commands.add_parser(
         "search", parents=[common], help="embed a query and print the best chunks"
     )
-    search.add_argument("query")
-    search.add_argument("--limit", type=int, default=5)
+    search.add_argument("query", help="the question or the words to find")
+    search.add_argument("--limit", type=int, default=5, help="how many hits (default 5)")
     search.add_argument("--tenant", help="only this tenant (default: tenant_id setting)")
     search.add_argument("--space", action="append", default=[], help="only these space keys")
     search.add_argument("--label", action="append", default=[], help="only chunks with a label")
@@ -182,7 +205,7 @@ def _links_command(commands: Commands, common: argparse.ArgumentParser) -> None:
     links = commands.add_parser(
         "links", parents=[common], help="list a document's outgoing and incoming links"
     )
-    links.add_argument("document_id")
+    links.add_argument("document_id", help="the document's id (`document_id` in its chunks)")
     links.add_argument("--tenant", help="tenant id (default: tenant_id setting)")
     links.set_defaults(handler=_links)
 
@@ -191,7 +214,11 @@ def _cache_command(commands: Commands, common: argparse.ArgumentParser) -> None:
     cache = commands.add_parser(
         "cache", parents=[common], help="report the stage cache's size, or prune it"
     )
-    cache.add_argument("action", choices=("report", "prune"))
+    cache.add_argument(
+        "action",
+        choices=("report", "prune"),
+        help="report: entries and size per stage; prune: drop entries by age or size first",
+    )
     cache.add_argument("--max-age-days", type=float, help="prune: drop entries unused this long")
     cache.add_argument("--max-mb", type=float, help="prune: keep at most this many MB")
     cache.set_defaults(handler=_cache)
@@ -269,13 +296,22 @@ def _chunk(args: argparse.Namespace, settings: Settings) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("#", "type", "tokens", "section", "text")
+    from query.snippet import plain_text
+
+    # One line a chunk at any width: the section and the text shrink, cut with an
+    # ellipsis; the text as it reads, without its Markdown marks.
+    table = Table("#", "type", "tokens", expand=True)
+    table.add_column("section", ratio=1, no_wrap=True, overflow="ellipsis", max_width=40)
+    table.add_column("text", ratio=3, no_wrap=True, overflow="ellipsis")
     for chunk in document.chunks:
-        preview = chunk.md_text[:70].replace("\n", " ⏎ ")
         table.add_row(
-            str(chunk.ordinal), chunk.chunk_type, str(chunk.token_count), chunk.chunk_path, preview
+            str(chunk.ordinal),
+            chunk.chunk_type,
+            str(chunk.token_count),
+            " › ".join(chunk.headings_path),
+            plain_text(chunk.md_text),
         )
-    Console().print(table)
+    Console(highlight=False).print(table)
     return 0
 
 
@@ -292,6 +328,19 @@ def _validate(args: argparse.Namespace, settings: Settings) -> int:
         f"{args.path}: {report.chunks} chunks, {within} within "
         f"[{budget.min_tokens}, {budget.max_tokens}] tokens, {len(report.violations)} violations"
     )
+    # Each chunk outside the budgets, with what allows it (or the violation below).
+    for chunk in document.chunks:
+        if chunk.token_count < budget.min_tokens:
+            why = chunk.undersize_reason or "no reason recorded"
+            print(f"  chunk {chunk.ordinal}: {chunk.token_count} tokens, under min: {why}")
+        elif chunk.token_count > budget.max_tokens:
+            why = (
+                f"oversize {chunk.chunk_type} kept whole (up to oversize_block_limit "
+                f"{budget.oversize_block_limit})"
+                if chunk.oversize
+                else "no reason recorded"
+            )
+            print(f"  chunk {chunk.ordinal}: {chunk.token_count} tokens, over max: {why}")
     for violation in report.violations:
         where = f"chunk {violation.ordinal}" if violation.ordinal is not None else "document"
         print(f"  {violation.rule}: {where}: {violation.message}")
@@ -306,6 +355,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     from flows.local_run import (
         RunRequest,
         prepare_environment,
+        progress_records_to,
         run_flow,
         settings_for,
         summary_without_flow,
@@ -333,16 +383,16 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
     console = Console(stderr=True)
     with _progress_bar(console, disable=args.json) as progress:
-        bar = progress.add_task("listing", total=None)
-
-        class Hook:
-            def start(self, total: int) -> None:
-                progress.update(bar, description="documents", total=total)
-
-            def advance(self, documents: int) -> None:
-                progress.advance(bar, documents)
-
-        summary = summary_without_flow(request, settings) or run_flow(request, settings, Hook())
+        bar = _PhaseBar(progress)
+        with progress_records_to(bar):
+            summary = summary_without_flow(request, settings)
+            if summary is None:
+                bar.phase(STARTING_PREFECT)
+                flow_called = time.monotonic()
+                summary = run_flow(request, settings)
+                if bar.flow_started is not None:
+                    summary["prefect_startup_seconds"] = round(bar.flow_started - flow_called, 3)
+    summary["command_seconds"] = round(time.monotonic() - args.started, 3)
     if args.json:
         print(json.dumps(summary, ensure_ascii=False))
     else:
@@ -350,14 +400,56 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     return exit_code(summary)
 
 
+STARTING_PREFECT = "starting Prefect"
+
+
+class _PhaseBar:
+    """The progress bar of a run: a line naming the phase it is in (starting Prefect,
+    listing, reconciling), and a line per counted phase (documents processed, chunks
+    embedded) that moves as each is done. Notes when the flow's first record came, which
+    ends Prefect's start-up."""
+
+    def __init__(self, progress: Any) -> None:
+        self.progress = progress
+        self.status = progress.add_task("starting", total=None)
+        self.counted: dict[str, Any] = {}
+        self.current = ""
+        self.flow_started: float | None = None
+
+    def phase(self, name: str) -> None:
+        if self.current == STARTING_PREFECT and name != STARTING_PREFECT:
+            self.flow_started = time.monotonic()
+        self.current = name
+        self.progress.update(self.status, description=name)
+
+    def count(self, name: str, total: int, done: int) -> None:
+        self.phase(name)
+        row = self.counted.get(name)
+        if row is None:
+            row = self.counted[name] = self.progress.add_task(name, total=0)
+        if total:
+            self.progress.update(row, total=(self.progress.tasks[row].total or 0) + total)
+        if done:
+            self.progress.advance(row, done)
+
+
 def _progress_bar(console: Any, *, disable: bool = False) -> Any:
     """A progress bar on stderr that clears itself when done."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+    from rich.progress import BarColumn, Progress, ProgressColumn, TimeElapsedColumn
+    from rich.text import Text
+
+    class Count(ProgressColumn):
+        """`done/total` where there is a count; nothing for a phase without one."""
+
+        def render(self, task: Any) -> Text:
+            if task.total is None:
+                return Text("")
+            return Text(f"{int(task.completed)}/{int(task.total)}", style="progress.download")
 
     return Progress(
         "[progress.description]{task.description}",
         BarColumn(),
-        MofNCompleteColumn(),
+        Count(),
         TimeElapsedColumn(),
         console=console,
         transient=True,
@@ -548,22 +640,29 @@ def _mcp(args: argparse.Namespace, settings: Settings) -> int:
 def _print_summary(summary: dict[str, Any], console: Any) -> None:
     from rich.table import Table
 
-    from flows.report import status_message
+    from flows.report import (
+        DOCUMENT_COUNTS,
+        STAGE_COLUMNS,
+        chunks_line,
+        stage_rows,
+        status_message,
+    )
 
-    docs = Table(
-        "seen", "unchanged", "changed", "new", "deleted", "failed", title=summary["source"]
-    )
-    docs.add_row(
-        *(str(summary[k]) for k in ("seen", "unchanged", "changed", "new", "deleted")),
-        str(len(summary["failed"])),
-    )
+    docs = Table("documents", *DOCUMENT_COUNTS, "failed", title=summary["source"])
+    docs.add_row("", *(str(summary[k]) for k in DOCUMENT_COUNTS), str(len(summary["failed"])))
     console.print(docs)
-    stages = Table("stage", "done", "cached", "seconds")
-    for stage, seconds in summary["seconds"].items():
-        counts = summary[stage]
-        stages.add_row(stage, str(counts["done"]), str(counts["cached"]), f"{seconds:.2f}")
+    stages = Table(*STAGE_COLUMNS)
+    for row in stage_rows(summary):
+        stages.add_row(*row)
     console.print(stages)
-    console.print(f"{summary['chunks']} chunks; {summary['wall_seconds']:.1f} s")
+    console.print(chunks_line(summary), highlight=False)
+    times = []
+    if "prefect_startup_seconds" in summary:
+        times.append(f"Prefect start-up {summary['prefect_startup_seconds']:.1f} s")
+    times.append(f"the run {summary['wall_seconds']:.1f} s")
+    console.print(
+        f"{summary['command_seconds']:.1f} s in all ({', '.join(times)})", highlight=False
+    )
     for failure in summary["failed"]:
         console.print(
             f"[red]{failure['code']}[/red] {failure['document_id']}: {failure['message']}",

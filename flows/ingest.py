@@ -3,6 +3,7 @@ reconcile -> report. Parameters are typed so the Prefect UI renders a form."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Literal
@@ -26,7 +27,7 @@ from config.errors import ConfigError, ErrorCode
 from config.settings import Settings, load_settings
 from config.sources import DEFAULT_SOURCE
 from connectors.base import DocumentRef, Listing
-from flows.report import RunSummary, status_message, summary_markdown
+from flows.report import RunNotOk, RunSummary, status_message, summary_markdown
 from flows.sync import sync
 from tasks import pipeline
 from tasks.pipeline import BatchOutcome, Plan, PreparedBatch, SourceSpec
@@ -111,7 +112,14 @@ def _configured_task_runner() -> Any:
         return ThreadPoolTaskRunner(max_workers=4)  # the flow reports the error itself
 
 
-@flow(name="ingest", task_runner=_configured_task_runner(), log_prints=True)
+# persist_result: the run's summary is its result on the server, Completed or Failed
+# (`prefect flow-run inspect`, the UI), stored under PREFECT_HOME/storage by default.
+@flow(
+    name="ingest",
+    task_runner=_configured_task_runner(),
+    log_prints=True,
+    persist_result=True,
+)
 def ingest(
     source: str = DEFAULT_SOURCE,
     targets: tuple[str, ...] = (),
@@ -235,9 +243,28 @@ def _report(summary: RunSummary) -> dict[str, Any] | State[Any]:
     _write_artifacts(summary)
     result = summary.as_dict()
     if result["status"] != "ok":
-        # Failed, so schedules and alerting notice; the summary stays the run's result.
-        return Failed(message=status_message(result), data=result)
+        # Failed, so schedules and alerting notice; the summary stays the run's result,
+        # carried by the exception Prefect resolves a Failed state's result into.
+        message = status_message(result)
+        return Failed(message=message, data=RunNotOk(message, result))
     return result
+
+
+class _RunNotOkIsNoCrash(logging.Filter):
+    """Prefect's engine re-raises the exception of every Failed run it executes for a
+    worker and logs it as "Engine execution exited with unexpected exception" with a
+    traceback, which the UI shows. A run this flow failed on purpose is no crash: its
+    state's message says why and its result holds the summary, so that record is
+    dropped; any other exception is logged as Prefect logs it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not isinstance(error, RunNotOk)
+
+
+# The engine's flow run logger (`prefect.logging.loggers.flow_run_logger`), configured
+# when Prefect was imported above; the engine loads this module before it runs the flow.
+logging.getLogger("prefect.flow_runs").addFilter(_RunNotOkIsNoCrash())
 
 
 class _BatchRunner:

@@ -4,8 +4,9 @@ unless `PREFECT_API_URL` names a server.
 Before Prefect is imported the run's surroundings are made ready: the directories it
 writes (`PREFECT_HOME`, whose parents Prefect does not create, the cache and the local
 Qdrant directory), a generous start-up time for the ephemeral API (it imports Prefect's
-whole server, ~7 CPU-s, and a loaded machine took longer than Prefect's 20 s default), no
-telemetry (an offline machine logs an ERROR for each attempt) and warnings-only logs.
+whole server, ~7 CPU-s, and a loaded machine took longer than Prefect's 20 s default) and
+warnings-only logs. Telemetry is off for every command (`telemetry_off`; an offline
+machine logged an ERROR for each attempt).
 
 An unchanged source is the common case of a scheduled sync. The run first lists and plans
 in this process, with the same pipeline functions the flow's tasks call; when nothing
@@ -61,9 +62,18 @@ def prepare_environment(settings: Settings, *, verbose: bool) -> None:
         if directory:
             Path(directory).expanduser().mkdir(parents=True, exist_ok=True)
     os.environ.setdefault(STARTUP_TIMEOUT_ENV, str(DEFAULT_STARTUP_TIMEOUT_S))
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     if not verbose:
         os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+
+
+def telemetry_off() -> None:
+    """No usage data sent by this process or the ephemeral API it starts, unless the user
+    set these variables: the server's analytics (`PREFECT_SERVER_ANALYTICS_ENABLED`) and
+    the client's (`DO_NOT_TRACK`, which also keeps Prefect from printing its telemetry
+    notice and writing `.sdk_telemetry` under PREFECT_HOME when it is imported in a
+    terminal). Before Prefect is imported: it reads them on import."""
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("DO_NOT_TRACK", "1")
 
 
 def summary_without_flow(request: RunRequest, settings: Settings) -> dict[str, Any] | None:
@@ -93,13 +103,14 @@ def summary_without_flow(request: RunRequest, settings: Settings) -> dict[str, A
     return summary.as_dict() if summary is not None else None
 
 
-def run_flow(request: RunRequest, settings: Settings, progress: Any) -> dict[str, Any]:
+def run_flow(request: RunRequest, settings: Settings) -> dict[str, Any]:
     """One run of the `ingest` flow, on the task runner `settings` name; its summary (also
     when it ended Failed)."""
     from flows.ingest import ingest, task_runner_for
+    from flows.report import summary_of
 
     flow = ingest.with_options(task_runner=task_runner_for(settings))
-    with _progress_records_to(progress), _ephemeral_api_errors():
+    with _ephemeral_api_errors():
         state = flow(
             source=request.source,
             targets=tuple(request.targets),
@@ -110,8 +121,8 @@ def run_flow(request: RunRequest, settings: Settings, progress: Any) -> dict[str
             force_delete=request.force_delete,
             return_state=True,
         )
-    summary = state.result(raise_on_failure=False)
-    if not isinstance(summary, dict):  # the run ended before its report (config, crash)
+    summary = summary_of(state.result(raise_on_failure=False))
+    if summary is None:  # the run ended before its report (config, crash)
         state.result(raise_on_failure=True)
         raise RuntimeError(f"the flow run ended {state.type.value} without a summary")
     return summary
@@ -119,23 +130,28 @@ def run_flow(request: RunRequest, settings: Settings, progress: Any) -> dict[str
 
 class _ProgressRecords(logging.Handler):
     """Feeds the pipeline's progress records (tasks.pipeline.progress) to a progress bar
-    with `start(total)` and `advance(documents)`."""
+    with `phase(name)` and `count(name, total, done)`."""
 
     def __init__(self, bar: Any) -> None:
         super().__init__(logging.DEBUG)
         self.bar = bar
 
     def emit(self, record: logging.LogRecord) -> None:
+        phase = getattr(record, "progress_phase", None)
+        if phase is None:
+            return
         total = getattr(record, "progress_total", None)
         done = getattr(record, "progress_done", None)
-        if total is not None:
-            self.bar.start(total)
-        if done is not None:
-            self.bar.advance(done)
+        if total is None and done is None:
+            self.bar.phase(phase)
+        else:
+            self.bar.count(phase, total or 0, done or 0)
 
 
 @contextmanager
-def _progress_records_to(bar: Any) -> Iterator[None]:
+def progress_records_to(bar: Any) -> Iterator[None]:
+    """The pipeline's progress records go to `bar` (in this process: the run's own look
+    and the flow it starts), not to the console."""
     from tasks.pipeline import progress
 
     handler = _ProgressRecords(bar)

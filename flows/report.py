@@ -20,7 +20,7 @@ from tasks.pipeline import (
     SourceSpec,
 )
 
-# `ingest run` exit codes (README "Exit codes"); a run with several problems reports the
+# `ingest run` exit codes (docs/operations.md "Exit codes"); a run with several problems reports the
 # first that applies in this order.
 EXIT_OK = 0
 EXIT_LISTING_INCOMPLETE = 4
@@ -34,6 +34,31 @@ STATUS_EXIT_CODES = MappingProxyType(
         "ok": EXIT_OK,
     }
 )
+
+
+class RunNotOk(Exception):
+    """The result of a run that ended Failed on purpose (its status is not `ok`): its
+    message says why, and it carries the run's summary, so the summary is the run's
+    persisted result whether it ended Completed or Failed."""
+
+    def __init__(self, message: str, summary: dict[str, Any]) -> None:
+        super().__init__(message, summary)
+        self.summary = summary
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def summary_of(result: Any) -> dict[str, Any] | None:
+    """The summary in a flow run's result (Completed: the summary itself; Failed: the
+    RunNotOk carrying it); None for a run that ended before its report."""
+    if isinstance(result, RunNotOk):
+        return result.summary
+    return result if isinstance(result, dict) else None
+
+
+# The stages whose `{done, cached}` count chunks rather than documents.
+CHUNK_UNIT_STAGES = frozenset({"embed"})
 
 
 @dataclass
@@ -51,6 +76,9 @@ class RunSummary:
     stages: dict[str, dict[str, int]]
     seconds: dict[str, float]
     chunks: int
+    # The stages that handle chunks, counted in chunks (`stages` counts documents, but
+    # for `embed`, which counts chunks like this).
+    chunk_counts: dict[str, dict[str, int]]
     token_histogram: dict[str, int]
     started: str
     wall_seconds: float
@@ -59,6 +87,10 @@ class RunSummary:
     warnings: list[DocumentWarning] = field(default_factory=list)
     # The first documents the run prepared, each with where a reader finds it.
     links: list[DocumentLink] = field(default_factory=list)
+    # Chunks embedded window by window (longer than the model's window).
+    over_window: list[dict[str, Any]] = field(default_factory=list)
+    # Points of the tenant in the collection after the run (None: unknown).
+    collection_points: int | None = None
 
     @classmethod
     def build(
@@ -73,15 +105,19 @@ class RunSummary:
         deleted: list[str],
         started: datetime,
         deletion_refused: bool = False,
+        points: int | None = None,
     ) -> RunSummary:
         unchanged = len(plan.unchanged)
         stages = {}
         for stage in STAGES:
             count = outcome.stages[stage]
-            # Unchanged documents passed every stage from cache.
-            stages[stage] = {"done": count.done, "cached": count.cached + unchanged}
-        processed = {ref.document_id for ref in plan.to_process}
+            # Unchanged documents passed every stage of documents from cache; `embed`
+            # counts chunks, and theirs were not looked at.
+            skipped = 0 if stage in CHUNK_UNIT_STAGES else unchanged
+            stages[stage] = {"done": count.done, "cached": count.cached + skipped}
         failed = [*plan.still_failing, *outcome.failures]
+        # A document that failed is neither new nor changed: it is not indexed as listed.
+        processed = {ref.document_id for ref in plan.to_process} - {f.document_id for f in failed}
         if not listing.complete:  # the source is named, so a report never shows "0 seen, ok"
             failed.insert(
                 0,
@@ -102,12 +138,16 @@ class RunSummary:
             seen=len(listing.refs),
             unchanged=unchanged,
             changed=len(processed - plan.new),
-            new=len(plan.new),
+            new=len(processed & plan.new),
             deleted=len(deleted),
             failed=failed,
             stages=stages,
             seconds={k: round(v, 3) for k, v in outcome.seconds.items()},
             chunks=outcome.chunks,
+            chunk_counts={
+                stage: {"done": count.done, "cached": count.cached}
+                for stage, count in outcome.chunk_stages.items()
+            },
             token_histogram=dict(sorted(outcome.token_histogram.items(), key=_bin_order)),
             started=started.isoformat(timespec="seconds"),
             wall_seconds=round((datetime.now().astimezone() - started).total_seconds(), 3),
@@ -119,8 +159,14 @@ class RunSummary:
                 *(DocumentWarning(spec.scope, n) for n in listing.notes),
                 *plan.warnings,
                 *outcome.warnings,
+                *_over_window_warning(spec, settings, outcome),
             ],
             links=list(outcome.links),
+            over_window=[
+                {"document_id": document_id, "ordinal": ordinal, "windows": windows}
+                for document_id, ordinal, windows in outcome.over_window
+            ],
+            collection_points=points,
         )
 
     @property
@@ -134,11 +180,6 @@ class RunSummary:
         if any(f.transient for f in self.failed):
             return "documents_failed"
         return "ok"
-
-    def cache_hit_rate(self, stage: str) -> float | None:
-        counts = self.stages[stage]
-        total = counts["done"] + counts["cached"]
-        return counts["cached"] / total if total else None
 
     def as_dict(self) -> dict[str, Any]:
         """The `--json` object (SPEC §7): documents seen/unchanged/changed/new/deleted/
@@ -157,6 +198,29 @@ class RunSummary:
         data["status"] = self.status
         del data["links"]  # the artifact's: not part of the summary's contract (SPEC §7)
         return data
+
+
+def _over_window_warning(
+    spec: SourceSpec, settings: Settings, outcome: BatchOutcome
+) -> list[DocumentWarning]:
+    """One warning for the chunks longer than the model's window: each was embedded as
+    several windows whose vectors were averaged, which blurs what a search finds."""
+    if not outcome.over_window:
+        return []
+    documents = sorted({document_id for document_id, _, _ in outcome.over_window})
+    window = f"{outcome.window} tokens" if outcome.window else "its window"
+    more = f" and {len(documents) - 3} more" if len(documents) > 3 else ""
+    named = ", ".join(documents[:3]) + more
+    return [
+        DocumentWarning(
+            spec.scope,
+            f"{len(outcome.over_window)} chunks of {len(documents)} document(s) ({named}) are "
+            f"longer than the input window of the model {settings.embedder.model} "
+            f"({window}): each was embedded window by window and its vectors averaged. "
+            "To avoid it, use a model with a larger window (embedder.model) or smaller "
+            "chunk budgets (chunking.max_tokens, chunking.oversize_block_limit)",
+        )
+    ]
 
 
 def _bin_order(item: tuple[str, int]) -> int:
@@ -187,7 +251,54 @@ def status_message(summary: dict[str, Any]) -> str:
     )
 
 
+DOCUMENT_COUNTS = ("seen", "unchanged", "changed", "new", "deleted")
+STAGE_COLUMNS = (
+    "stage",
+    "documents done",
+    "documents cached",
+    "chunks done",
+    "chunks cached",
+    "seconds",
+)
+
+
+def stage_rows(summary: dict[str, Any]) -> list[list[str]]:
+    """The stage table (`STAGE_COLUMNS`) of a summary's `as_dict` form: one unit per
+    column, a dash where a stage does not count that unit."""
+
+    def cells(counts: dict[str, int] | None) -> list[str]:
+        return [str(counts["done"]), str(counts["cached"])] if counts else ["–", "–"]
+
+    rows = []
+    for stage, seconds in summary["seconds"].items():
+        documents = None if stage in CHUNK_UNIT_STAGES else summary[stage]
+        chunks = summary["chunk_counts"].get(stage)
+        rows.append([stage, *cells(documents), *cells(chunks), f"{seconds:.2f}"])
+    return rows
+
+
+def chunks_line(summary: dict[str, Any]) -> str:
+    """The run's chunks, and what the collection holds after it."""
+    processed = summary["changed"] + summary["new"]
+    line = f"{summary['chunks']} chunks prepared from {processed} new or changed documents"
+    if summary["collection_points"] is not None:
+        line += (
+            f"; the collection holds {summary['collection_points']} points of tenant "
+            f"{summary['tenant_id']}"
+        )
+    return line
+
+
+def _hit_rate(row: list[str]) -> str:
+    """The cache hit rate of a stage row, in the unit the stage counts (documents, else
+    chunks)."""
+    done, cached = row[1:3] if row[1] != "–" else row[3:5]
+    total = int(done) + int(cached)
+    return f"{int(cached) / total:.0%}" if total else "–"
+
+
 def summary_markdown(summary: RunSummary) -> str:
+    data = summary.as_dict()
     lines = [
         f"# Ingest `{summary.source}` (tenant `{summary.tenant_id}`, {summary.mode})",
         "",
@@ -198,22 +309,15 @@ def summary_markdown(summary: RunSummary) -> str:
             else "**Listing incomplete: nothing deleted.**"
         ),
         "",
-        "| documents | seen | unchanged | changed | new | deleted | failed |",
-        "|---|---|---|---|---|---|---|",
-        f"| | {summary.seen} | {summary.unchanged} | {summary.changed} | {summary.new} "
-        f"| {summary.deleted} | {len(summary.failed)} |",
+        "| documents | " + " | ".join(DOCUMENT_COUNTS) + " | failed |",
+        "|---|" + "---|" * (len(DOCUMENT_COUNTS) + 1),
+        "| | " + " | ".join(str(data[k]) for k in DOCUMENT_COUNTS) + f" | {len(summary.failed)} |",
         "",
-        "| stage | done | cached | cache hit rate | seconds |",
-        "|---|---|---|---|---|",
+        "| " + " | ".join((*STAGE_COLUMNS, "cache hit rate")) + " |",
+        "|" + "---|" * (len(STAGE_COLUMNS) + 1),
     ]
-    for stage, counts in summary.stages.items():
-        rate = summary.cache_hit_rate(stage)
-        shown = f"{rate:.0%}" if rate is not None else "–"
-        lines.append(
-            f"| {stage} | {counts['done']} | {counts['cached']} | {shown} "
-            f"| {summary.seconds.get(stage, 0.0):.2f} |"
-        )
-    lines += ["", f"**{summary.chunks} chunks** written or confirmed.", ""]
+    lines += ["| " + " | ".join((*row, _hit_rate(row))) + " |" for row in stage_rows(data)]
+    lines += ["", chunks_line(data) + ".", ""]
     if summary.token_histogram:
         lines += ["| tokens per chunk | chunks |", "|---|---|"]
         lines += [f"| {label} | {n} |" for label, n in summary.token_histogram.items()]

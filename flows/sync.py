@@ -54,6 +54,7 @@ def sync(
 ) -> RunSummary | None:
     """The run's summary, or None where a step stopped it."""
     started = datetime.now().astimezone()
+    pipeline.progress_phase(pipeline.LISTING)
     listing = steps.discover()
     if listing is None:
         return None
@@ -62,6 +63,7 @@ def sync(
     if outcome is None:
         return None
     # Documents that failed for now are still listed, so they are never deleted here.
+    pipeline.progress_phase(pipeline.RECONCILING)
     deleted, refused = pipeline.reconcile_into(
         outcome,
         steps.spec,
@@ -81,6 +83,7 @@ def sync(
         deleted=deleted,
         started=started,
         deletion_refused=refused,
+        points=pipeline.indexed_points(steps.settings, steps.resources),
     )
     SourceLog.for_settings(steps.settings).record(
         summary.tenant_id,

@@ -147,7 +147,14 @@ class QdrantConnection:
 def _open_client(settings: QdrantSettings) -> QdrantClient:
     if settings.url:
         api_key = settings.api_key.get_secret_value() if settings.api_key else None
-        return QdrantClient(url=settings.url, api_key=api_key, timeout=int(settings.timeout_s))
+        # No version probe at construction: an unreachable server made it warn on every
+        # open, and a run that cannot reach the server reports that itself.
+        return QdrantClient(
+            url=settings.url,
+            api_key=api_key,
+            timeout=int(settings.timeout_s),
+            check_compatibility=False,
+        )
     path = Path(settings.path)
     path.mkdir(parents=True, exist_ok=True)
     try:

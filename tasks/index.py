@@ -22,6 +22,7 @@ from tasks.outcome import (
     PreparedDocument,
     StageCount,
     cache_unwritable,
+    embedding_progress,
 )
 from tasks.plan import SourceSpec
 from tasks.resources import Resources
@@ -31,10 +32,12 @@ from tasks.state import DocumentState, SyncState, pipeline_fingerprint
 
 class _TimedEmbedder:
     """The embedder, with the time spent embedding counted (the rest of a sync is
-    cache lookups, upserts and deletes)."""
+    cache lookups, upserts and deletes) and its progress reported: texts go to the
+    model `step` at a time (its own batch size, so no forward pass gets smaller)."""
 
-    def __init__(self, inner: Embedder) -> None:
+    def __init__(self, inner: Embedder, step: int) -> None:
         self.inner = inner
+        self.step = max(1, step)
         self.model_id = inner.model_id
         self.vector_size = inner.vector_size
         self.has_sparse = inner.has_sparse
@@ -42,8 +45,13 @@ class _TimedEmbedder:
 
     def embed(self, texts: Sequence[str]) -> list[Embedding]:
         started = time.perf_counter()
+        embedding_progress(more=len(texts))
         try:
-            return self.inner.embed(texts)
+            embedded: list[Embedding] = []
+            for start in range(0, len(texts), self.step):
+                embedded += self.inner.embed(texts[start : start + self.step])
+                embedding_progress(done=min(self.step, len(texts) - start))
+            return embedded
         except IngestError:
             raise
         except Exception as exc:  # the model broke on this batch: report, keep old points
@@ -102,7 +110,7 @@ def _sync(
     embed_cache = StageCache(
         settings.cache.dir, enabled=settings.cache.enabled and not force, fsync=settings.cache.fsync
     )
-    timed = _TimedEmbedder(embedder)
+    timed = _TimedEmbedder(embedder, settings.embedder.batch_size)
     result = sync_documents(
         store,
         timed,
@@ -119,6 +127,13 @@ def _sync(
     outcome.stages["upsert"] = StageCount(
         done=result.documents_written, cached=result.documents_unchanged
     )
+    chunks = sum(len(d.chunks) for d in batch)
+    outcome.chunk_stages["embed"] = StageCount(done=result.embedded, cached=result.embed_cache_hits)
+    outcome.chunk_stages["upsert"] = StageCount(
+        done=result.points_upserted, cached=chunks - result.points_upserted
+    )
+    outcome.over_window = list(result.over_window)
+    outcome.window = getattr(embedder, "window", None)
     outcome.indexed = [d.document_id for d in batch]
     fingerprint = pipeline_fingerprint(settings)
     SyncState.for_scope(settings, spec.scope).update(

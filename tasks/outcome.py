@@ -14,20 +14,54 @@ from connectors.base import DocumentRef
 from tasks.state import DocumentState
 
 STAGES = ("fetch", "normalize", "chunk", "embed", "upsert")
+CHUNK_STAGES = ("chunk", "embed", "upsert")
 TOKEN_BINS = ((0, 49), (50, 149), (150, 300), (301, 600), (601, 10**9))
 
 
-# Progress of a run as DEBUG records (`progress_total`, `progress_done` in their extra):
-# the CLI's progress bar listens in the same process; deployments report through artifacts.
+# Progress of a run as DEBUG records (`progress_phase`, and for a counted phase
+# `progress_total` added to its total and `progress_done` advanced, in their extra): the
+# CLI's progress bar listens in the same process; deployments report through artifacts.
 progress = logging.getLogger("ingest.progress")
+LISTING, PROCESSING, EMBEDDING, RECONCILING = (
+    "listing",
+    "processing documents",
+    "embedding texts",
+    "reconciling",
+)
+
+
+def progress_phase(phase: str) -> None:
+    """The run entered a phase that has no count (listing, reconciling)."""
+    progress.debug("%s", phase, extra={"progress_phase": phase})
 
 
 def progress_start(total: int) -> None:
-    progress.debug("%d documents to process", total, extra={"progress_total": total})
+    """`total` documents are to be processed (fetched, normalized, chunked)."""
+    progress.debug(
+        "%d documents to process",
+        total,
+        extra={"progress_phase": PROCESSING, "progress_total": total},
+    )
 
 
 def report_progress(documents: int) -> None:
-    progress.debug("%d documents processed", documents, extra={"progress_done": documents})
+    """`documents` more are processed (prepared, or failed)."""
+    progress.debug(
+        "%d documents processed",
+        documents,
+        extra={"progress_phase": PROCESSING, "progress_done": documents},
+    )
+
+
+def embedding_progress(*, more: int = 0, done: int = 0) -> None:
+    """`more` texts (chunks, and their parts where the collection holds part vectors)
+    are to be embedded; `done` more are embedded."""
+    progress.debug(
+        "embedding: %d more, %d done",
+        more,
+        done,
+        extra={"progress_phase": EMBEDDING, "progress_total": more, "progress_done": done},
+    )
 
 
 @dataclass(frozen=True)
@@ -73,6 +107,11 @@ class BatchOutcome:
 
     documents: int = 0
     stages: dict[str, StageCount] = field(default_factory=lambda: {s: StageCount() for s in STAGES})
+    # The same in chunks where a stage handles chunks: chunked or read from the chunk
+    # cache, embedded or read from the embedding cache, points written or already there.
+    chunk_stages: dict[str, StageCount] = field(
+        default_factory=lambda: {s: StageCount() for s in CHUNK_STAGES}
+    )
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
     failures: list[Failure] = field(default_factory=list)
     warnings: list[DocumentWarning] = field(default_factory=list)
@@ -81,6 +120,10 @@ class BatchOutcome:
     indexed: list[str] = field(default_factory=list)  # documents whose points were synced
     chunks: int = 0
     token_histogram: Counter[str] = field(default_factory=Counter)
+    # Chunks embedded this run whose embed_text was longer than the model's input window
+    # (embedded window by window): (document_id, ordinal, windows); and that window.
+    over_window: list[tuple[str, int, int]] = field(default_factory=list)
+    window: int | None = None
 
     def merge(self, other: BatchOutcome) -> None:
         self.documents += other.documents
@@ -89,12 +132,17 @@ class BatchOutcome:
             self.stages[stage].done += other.stages[stage].done
             self.stages[stage].cached += other.stages[stage].cached
             self.seconds[stage] += other.seconds[stage]
+        for stage in CHUNK_STAGES:
+            self.chunk_stages[stage].done += other.chunk_stages[stage].done
+            self.chunk_stages[stage].cached += other.chunk_stages[stage].cached
         self.failures += other.failures
         self.warnings += other.warnings
         self.links = (self.links + other.links)[:LINKS_SHOWN]
         self.gone += other.gone
         self.chunks += other.chunks
         self.token_histogram.update(other.token_histogram)
+        self.over_window += other.over_window
+        self.window = self.window or other.window
 
 
 @dataclass(frozen=True)

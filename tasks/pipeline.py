@@ -16,6 +16,9 @@ from __future__ import annotations
 
 from tasks.index import index_batch, reindex_collection
 from tasks.outcome import (
+    CHUNK_STAGES,
+    LISTING,
+    RECONCILING,
     STAGES,
     BatchOutcome,
     DocumentLink,
@@ -23,14 +26,18 @@ from tasks.outcome import (
     Failure,
     PreparedBatch,
     progress,
+    progress_phase,
     progress_start,
     report_progress,
 )
 from tasks.plan import Plan, SourceSpec, batches, discover, plan
 from tasks.prepare import prepare_batch
-from tasks.reconcile import delete_missing, reconcile, reconcile_into
+from tasks.reconcile import delete_missing, indexed_points, reconcile, reconcile_into
 
 __all__ = [
+    "CHUNK_STAGES",
+    "LISTING",
+    "RECONCILING",
     "STAGES",
     "BatchOutcome",
     "DocumentLink",
@@ -43,9 +50,11 @@ __all__ = [
     "delete_missing",
     "discover",
     "index_batch",
+    "indexed_points",
     "plan",
     "prepare_batch",
     "progress",
+    "progress_phase",
     "progress_start",
     "reconcile",
     "reconcile_into",

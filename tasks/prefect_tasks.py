@@ -59,7 +59,8 @@ def prepare_task(
     whole batch (the source went away) marks every document transiently failed."""
     try:
         return pipeline.prepare_batch(spec, settings, refs, resources, force=force)
-    except IngestError as exc:
+    except IngestError as exc:  # raised before any of its documents was processed
+        pipeline.report_progress(len(refs))
         failures = [Failure(r.document_id, exc.code.value, exc.message, True) for r in refs]
         return PreparedBatch(BatchOutcome(documents=len(refs), failures=failures), [])
 
@@ -74,7 +75,6 @@ def index_task(
 ) -> BatchOutcome:
     outcome = pipeline.index_batch(spec, settings, prepared.documents, resources, force=force)
     outcome.merge(prepared.outcome)
-    pipeline.report_progress(prepared.outcome.documents)
     return outcome
 
 
@@ -118,7 +118,9 @@ def failed_batch(
         )
     outcome = BatchOutcome(documents=len(refs))
     already = set()
-    if prepared is not None:
+    if prepared is None:  # its documents never reached the progress of preparing
+        pipeline.report_progress(len(refs))
+    else:
         outcome.merge(prepared.outcome)
         outcome.documents = len(refs)
         already = {f.document_id for f in prepared.outcome.failures}
@@ -127,5 +129,4 @@ def failed_batch(
         for r in refs
         if r.document_id not in already
     ]
-    pipeline.report_progress(len(refs))
     return outcome

@@ -39,6 +39,7 @@ from tasks.outcome import (
     cache_unwritable,
     failed_state,
     failure_of,
+    report_progress,
     token_bin,
 )
 from tasks.plan import SourceSpec
@@ -77,24 +78,27 @@ def prepare_batch(
     prepared: list[PreparedDocument] = []
     failed_states: dict[str, DocumentState] = {}
     for ref, item in zip(refs, fetched, strict=True):
-        if isinstance(item, IngestError):
-            if isinstance(item, DocumentGone):
-                outcome.gone.append(ref.document_id)
-                continue
-            outcome.failures.append(failure_of(ref.document_id, item))
-            if not item.transient:
-                failed_states[ref.document_id] = failed_state(ref, fingerprint, item)
-            continue
-        outcome.stages["fetch"].done += 1
         try:
-            prepared.append(_prepare_one(item, settings, stages, links))
-        except IngestError as exc:
-            outcome.failures.append(failure_of(ref.document_id, exc))
-            if not exc.transient:
-                failed_states[ref.document_id] = failed_state(ref, fingerprint, exc)
-        except OSError as exc:  # the cache's disk (full, unwritable): retry on the next run
-            error = cache_unwritable(settings, exc, code=ErrorCode.CHUNKING_FAILED)
-            outcome.failures.append(failure_of(ref.document_id, error))
+            if isinstance(item, IngestError):
+                if isinstance(item, DocumentGone):
+                    outcome.gone.append(ref.document_id)
+                    continue
+                outcome.failures.append(failure_of(ref.document_id, item))
+                if not item.transient:
+                    failed_states[ref.document_id] = failed_state(ref, fingerprint, item)
+                continue
+            outcome.stages["fetch"].done += 1
+            try:
+                prepared.append(_prepare_one(item, settings, stages, links))
+            except IngestError as exc:
+                outcome.failures.append(failure_of(ref.document_id, exc))
+                if not exc.transient:
+                    failed_states[ref.document_id] = failed_state(ref, fingerprint, exc)
+            except OSError as exc:  # the cache's disk (full, unwritable): retry next run
+                error = cache_unwritable(settings, exc, code=ErrorCode.CHUNKING_FAILED)
+                outcome.failures.append(failure_of(ref.document_id, error))
+        finally:  # the bar moves per document, whatever became of it
+            report_progress(1)
     if failed_states:
         state.update(failed_states)
     return PreparedBatch(outcome, prepared)
@@ -131,7 +135,10 @@ class _Stages:
     outcome: BatchOutcome
     reuse: bool
 
-    def run(self, stage: str, key: CacheKey, compute: Callable[[], V], codec: Codec[V]) -> V:
+    def run(
+        self, stage: str, key: CacheKey, compute: Callable[[], V], codec: Codec[V]
+    ) -> tuple[V, bool]:
+        """The stage's value and whether it came from the cache."""
         started = time.perf_counter()
         value, hit = cached(self.cache, key, compute, codec, reuse=self.reuse)
         count = self.outcome.stages[stage]
@@ -140,7 +147,7 @@ class _Stages:
         else:
             count.done += 1
         self.outcome.seconds[stage] += time.perf_counter() - started
-        return value
+        return value, hit
 
 
 def _prepare_one(
@@ -153,7 +160,7 @@ def _prepare_one(
         config_hash(settings.limits),
         sha256_hex(normalize_input(source)),
     )
-    normalized = stages.run(
+    normalized, _ = stages.run(
         "normalize",
         normalize_key,
         lambda: within_time_limit(
@@ -172,7 +179,8 @@ def _prepare_one(
     source = _with_link_counts(source, normalized)
     chunk_key = _chunk_key(source, normalized, settings)
     citation = links.connector if isinstance(links.connector, HeadingCitation) else None
-    records: list[dict[str, Any]] = stages.run(
+    records: list[dict[str, Any]]
+    records, hit = stages.run(
         "chunk",
         chunk_key,
         lambda: [
@@ -188,6 +196,11 @@ def _prepare_one(
             DocumentLink(source.ref.document_id, source.title, document_url(source))
         )
     outcome.chunks += len(records)
+    chunked = outcome.chunk_stages["chunk"]
+    if hit:
+        chunked.cached += len(records)
+    else:
+        chunked.done += len(records)
     for record in records:
         outcome.token_histogram[token_bin(int(record["token_count"]))] += 1
     return PreparedDocument(

@@ -94,6 +94,17 @@ def reconcile_into(
     return deleted, False
 
 
+def indexed_points(settings: Settings, resources: Resources) -> int | None:
+    """How many points of the run's tenant the collection holds after the run (a re-run
+    prepares no chunks, and its report still says what the index has); None where there
+    is no collection yet or Qdrant cannot answer now."""
+    try:
+        store = resources.store()
+        return store.count(settings.tenant_id) if store.resolve() is not None else None
+    except IngestError:  # e.g. another process holds the local storage
+        return None
+
+
 def reconcile(
     spec: SourceSpec,
     settings: Settings,

@@ -1,4 +1,5 @@
-"""The CLI contract of SPEC §7 (names, options, JSON fields, exit codes) and the README."""
+"""The CLI contract of SPEC §7 (names, options, JSON fields, exit codes), its readable
+output, and the commands the README and docs/configuration.md name."""
 
 from __future__ import annotations
 
@@ -68,6 +69,73 @@ def test_chunk_table_format_and_normalize(
     assert "paragraph" in capsys.readouterr().out
 
 
+GUIDE = """# Install guide
+
+Some **bold** words and a [link](http://example.com/very/long/path) that go on for a
+while, so that the text is longer than any terminal is wide: it keeps going and going
+with more words, and more `code` words, until no column can show all of it.
+
+---
+
+## Upgrade from an older release
+
+| option | meaning |
+|---|---|
+| `--force` | ignore the caches |
+"""
+
+
+@pytest.mark.parametrize("width", [40, 80, 200])
+def test_chunk_table_fits_the_terminal_and_reads_as_text(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    width: int,
+) -> None:
+    doc = tmp_path / "guide.md"
+    doc.write_text(GUIDE)
+    monkeypatch.setenv("COLUMNS", str(width))
+    assert main(["chunk", str(doc), "--format", "table"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines and max(len(line) for line in lines) <= width
+    rows = [line for line in lines if line.startswith("│")]
+    assert len(rows) == 2  # a line a chunk, whatever the width
+    assert rows[0].rstrip(" │").endswith("…")  # the long text is cut, and says so
+    text = "\n".join(rows)
+    for mark in ("**", "](", "| ---", "`", "│ /", "# "):
+        assert mark not in text, mark
+    if width == 200:
+        assert "Install guide › Upgrade" in text and "Some bold words and a link" in text
+
+
+def test_every_argument_of_every_command_has_help() -> None:
+    import argparse
+
+    from flows.cli import _parser
+
+    parser = _parser()
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    missing = [
+        f"{name} {action.dest}"
+        for name, command in commands.choices.items()
+        for action in command._actions
+        if not action.help or action.help == argparse.SUPPRESS
+    ]
+    assert not missing, missing
+
+
+def test_validate_names_the_reason_of_each_chunk_outside_the_budgets(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = tmp_path / "guide.md"
+    doc.write_text(GUIDE)
+    assert main(["validate", str(doc)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].endswith("2 chunks, 0 within [150, 300] tokens, 0 violations")
+    assert out[1].startswith("  chunk 0: ") and out[1].endswith("under min: section_end")
+    assert out[2].startswith("  chunk 1: ") and out[2].endswith("under min: section_end")
+
+
 def test_bad_input_exits_1_with_its_code(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -109,11 +177,8 @@ def test_bad_setting_exits_2_naming_it(tmp_path: Path, capsys: pytest.CaptureFix
     assert "chunking.max_tokens" in capsys.readouterr().err
 
 
-def test_readme_documents_every_setting_and_its_env_var() -> None:
-    # The README and the pages of docs/ it links to.
-    readme = "\n".join(
-        path.read_text("utf-8") for path in [ROOT / "README.md", *sorted(ROOT.glob("docs/*.md"))]
-    )
+def test_the_configuration_reference_documents_every_setting_and_its_env_var() -> None:
+    readme = (ROOT / "docs" / "configuration.md").read_text("utf-8")
     sections = {name: info.annotation for name, info in Settings.model_fields.items()}
     for name, annotation in (sections | settings_models({})).items():
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):

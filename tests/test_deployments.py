@@ -4,14 +4,15 @@ Fast: `deployments/prefect.yaml` declares what the spec asks for (the `files` sc
 off, its `prefect-version` the installed Prefect), `ingest serve` builds the same
 deployments from it, and the pull step resolves the project on the machine that runs it.
 
-Slow (`-m slow`, part of the default run): the real thing, as README "Prefect
-deployments" writes it. Its commands are read out of the README, so the test breaks when
-the README drifts: a `prefect server` on SQLite (README's command on a free loopback port,
-a temporary PREFECT_HOME), a process work pool, `prefect deploy --all`, the token's Secret
-block, a `prefect worker` started outside the repository with README's environment for
+Slow (`-m slow`, part of the default run): the real thing, as docs/deployments.md writes
+it. Its commands are read out of that page, so the test breaks when the page drifts: a
+`prefect server` on SQLite (the page's command on a free loopback port, a temporary
+PREFECT_HOME), a process work pool, `prefect deploy --all`, the token's Secret block, a
+`prefect worker` started outside the repository with the page's environment for
 Confluence, and `prefect deployment run ... --watch` against the local Confluence API with
-the tiny model; a backfill with `--param`; a schedule switched on. Then `ingest serve`
-against the same server. Only the processes started here are stopped.
+the tiny model; a backfill with `--param`; a schedule switched on; a run that fails on
+purpose, cleanly, its summary kept as its result. Then `ingest serve` against the same
+server. Only the processes started here are stopped.
 """
 
 from __future__ import annotations
@@ -60,16 +61,16 @@ PREFECT = str(BIN / "prefect")
 INGEST = str(BIN / "ingest")
 POOL = "ingest-pool"
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "CRASHED"}
-README = PROJECT_ROOT / "README.md"
-README_PORT = "4200"  # the port README's commands name; the slow tests use a free one
+DEPLOYMENTS_DOC = PROJECT_ROOT / "docs" / "deployments.md"
+README_PORT = "4200"  # the port the page's commands name; the slow tests use a free one
 
 
-# -- README "Prefect deployments", as a user copies it --------------------------------------
+# -- docs/deployments.md, as a user copies it ---------------------------------------------
 
 
 def readme_section() -> str:
-    text = README.read_text(encoding="utf-8")
-    return text.split("\n## Prefect deployments\n", 1)[1].split("\n## ", 1)[0]
+    """The deployment guide (docs/deployments.md, which the README links to)."""
+    return DEPLOYMENTS_DOC.read_text(encoding="utf-8")
 
 
 def readme_lines() -> list[str]:
@@ -84,7 +85,7 @@ def readme_command(prefix: str, port: int, **placeholders: str) -> list[str]:
     interpreter's virtual environment for `.venv/bin/`, `port` for README's, the
     `placeholders` (SCHEDULE_ID=...) filled in, no trailing `&`."""
     found = [line for line in readme_lines() if line.startswith(prefix)]
-    assert len(found) == 1, f'README "Prefect deployments": one `{prefix}` expected: {found}'
+    assert len(found) == 1, f"docs/deployments.md: one `{prefix}` expected: {found}"
     line = found[0].replace(README_PORT, str(port)).removesuffix("&")
     for name, value in placeholders.items():
         line = line.replace(name, value)
@@ -451,6 +452,29 @@ class PrefectServer:
         result: list[dict[str, Any]] = response.json()
         return result
 
+    def logs_of(self, run_id: str) -> list[str]:
+        response = self.http.post(
+            "/logs/filter", json={"logs": {"flow_run_id": {"any_": [run_id]}}}
+        )
+        response.raise_for_status()
+        return [log["message"] for log in response.json()]
+
+    def persisted_summary(self, run_id: str) -> dict[str, Any]:
+        """The summary the run's final state holds as its persisted result (in the local
+        result storage of the worker, which shares this PREFECT_HOME)."""
+        from prefect.serializers import Serializer
+
+        from flows.report import summary_of
+
+        data = self.flow_run(run_id)["state"]["data"]
+        assert data and data.get("storage_key"), data
+        path = Path(data["storage_key"])
+        if not path.is_absolute():
+            path = Path(self.env["PREFECT_HOME"]) / "storage" / path
+        summary = summary_of(Serializer(**data["serializer"]).loads(path.read_bytes()))
+        assert summary is not None, path
+        return summary
+
     def wait_for_run(self, run_id: str, timeout: float = 180.0) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -589,7 +613,7 @@ def test_the_readme_deployment_steps_end_in_a_completed_run(
     tiny_model_dir: Path,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    """README "Prefect deployments" as written, on a machine configured for Confluence
+    """docs/deployments.md as written, on a machine configured for Confluence
     only (the server is the module's fixture, started with README's command): pool,
     `deploy --all`, the token's Secret block, a worker in a directory outside the
     checkout, `deployment run ... --watch`, a backfill with `--param`, a schedule
@@ -746,6 +770,33 @@ def test_the_readme_deployment_steps_end_in_a_completed_run(
         ]
         assert "confluence:HR" in backfill_summary[0]["data"]
         assert "full" in backfill_summary[0]["data"]
+        # Each run's summary is its persisted result on the server.
+        assert server.persisted_summary(first["id"])["status"] == "ok"
+        assert server.persisted_summary(backfill_run["id"])["source"] == "confluence:HR"
+
+        # A run that fails on purpose (a backfill of a space the site does not have: the
+        # listing is incomplete) ends Failed with its reason and its summary as result,
+        # and no engine traceback in its logs or the worker's.
+        nope = server.cli(
+            "deployment", "run", "ingest/backfill", "--param", 'targets=["NOPE"]', cwd=outside
+        )
+        failed = server.wait_for_run(_run_id(nope))
+        assert failed["state_type"] == "FAILED", failed["state"]
+        assert "the listing was incomplete" in failed["state"]["message"]
+        failed_summary = server.persisted_summary(failed["id"])
+        assert failed_summary["status"] == "listing_incomplete"
+        assert failed_summary["source"] == "confluence:NOPE"
+        own_word = "the listing of confluence:NOPE is incomplete"  # the run's own warning
+        _wait(  # a flow run's logs reach the server in batches, after its state may
+            "the failed run's logs",
+            lambda: own_word in "\n".join(server.logs_of(failed["id"])),
+            30,
+            lambda: "\n".join(server.logs_of(failed["id"])),
+        )
+        logs = "\n".join(server.logs_of(failed["id"]))
+        for noise in ("Engine execution exited", "Traceback", "cannot be resolved"):
+            assert noise not in logs, logs
+            assert noise not in processes.log("worker"), processes.log("worker")
         processes.stop("worker")
 
         hr = _points(tmp_path / "qdrant", space_key="HR")

@@ -121,7 +121,7 @@ def test_points_hold_a_vector_per_part_cached_like_embeddings(
         records, _ = store.client.scroll(
             store.collection, limit=10, with_vectors=True, with_payload=["ordinal"]
         )
-        held = {r.payload["ordinal"]: r.vector[DENSE_PARTS] for r in records}  # type: ignore[index,call-overload]
+        held: dict[Any, Any] = {r.payload["ordinal"]: r.vector[DENSE_PARTS] for r in records}  # type: ignore[index,call-overload]
         for chunk in document.chunks:
             expected = [e.dense for e in tiny_embedder.embed(splitter.texts(chunk))]
             assert len(held[chunk.ordinal]) == len(expected)

@@ -193,7 +193,8 @@ def test_a_file_swapped_for_a_fifo_mid_run_fails_alone_and_the_run_goes_on(
     label = root_label(docs)
     assert failures(summary) == {f"{label}/note0.md": "FETCH_FAILED"}
     assert "not a regular file" in summary["failed"][0]["message"]
-    assert summary["changed"] == 2 and summary["deleted"] == 0
+    # the file that failed is not counted as changed: only the one indexed
+    assert summary["changed"] == 1 and summary["deleted"] == 0
     after = space.documents()
     assert after[f"{label}/note0.md"] == old_points[f"{label}/note0.md"]  # kept
     assert after[f"{label}/note1.md"].isdisjoint(old_points[f"{label}/note1.md"])  # updated
@@ -295,6 +296,10 @@ SUMMARY_KEYS = {
     "started",
     "wall_seconds",
     "warnings",
+    "chunk_counts",
+    "over_window",
+    "collection_points",
+    "command_seconds",
 }
 
 
@@ -311,10 +316,23 @@ def test_one_summary_shape_and_an_unchanged_source_is_reported_without_a_flow_ru
     docs = share(tmp_path / "docs", notes("s", NAMES[:3]))
     space = workspace()
     code, first = run_cli(space, "files", str(docs), capsys=capsys)
-    assert code == EXIT_OK and set(first) == SUMMARY_KEYS  # no `stages` twin
+    # no `stages` twin; Prefect's start-up, on its own, where the run started Prefect
+    assert code == EXIT_OK and set(first) == SUMMARY_KEYS | {"prefect_startup_seconds"}
     for stage in ("fetch", "normalize", "chunk", "embed", "upsert"):
         assert set(first[stage]) == {"done", "cached"}, stage
     assert first["new"] == 3 and first["normalize"] == {"done": 3, "cached": 0}
+    # one unit per count: `embed` and `chunk_counts` count chunks, the rest documents
+    chunks = first["chunks"]
+    assert first["embed"] == {"done": chunks, "cached": 0}
+    assert first["chunk_counts"] == {
+        "chunk": {"done": chunks, "cached": 0},
+        "embed": {"done": chunks, "cached": 0},
+        "upsert": {"done": chunks, "cached": 0},
+    }
+    assert first["collection_points"] == chunks
+    # the command's wall time holds Prefect's start-up and the run
+    assert first["command_seconds"] > first["prefect_startup_seconds"] > 0
+    assert first["command_seconds"] > first["wall_seconds"] > 0
     runs = flow_runs()
     before = snapshot(space)
 
@@ -323,6 +341,9 @@ def test_one_summary_shape_and_an_unchanged_source_is_reported_without_a_flow_ru
     assert code == EXIT_OK and set(again) == SUMMARY_KEYS
     assert (again["unchanged"], again["new"], again["changed"]) == (3, 0, 0)
     assert again["normalize"] == {"done": 0, "cached": 3}
+    # no chunk of an unchanged document was looked at, and the index still holds them all
+    assert again["embed"] == {"done": 0, "cached": 0} and again["chunks"] == 0
+    assert again["collection_points"] == chunks
     assert flow_runs() == runs  # nothing to orchestrate: no flow run, no Prefect API
     assert snapshot(space) == before
     # a deletion is still reconciled on that path
@@ -358,3 +379,41 @@ def test_a_document_indexed_with_a_warning_has_it_in_the_run_report(
     assert [w["message"] for w in warned] == ["no text on page(s) 2"], summary["warnings"]
     assert len(summary["warnings"]) == 1
     assert any(d.endswith("/report.pdf") for d in space.documents())
+
+
+class PhaseRecorder:
+    """A progress bar that writes down what the run's progress records tell it."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, int, int]] = []
+
+    def phase(self, name: str) -> None:
+        self.events.append((name, 0, 0))
+
+    def count(self, name: str, total: int, done: int) -> None:
+        self.events.append((name, total, done))
+
+
+def test_progress_moves_per_document_and_a_failed_document_is_not_new(
+    workspace: Callable[..., Workspace], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from flows.local_run import progress_records_to
+
+    docs = share(tmp_path / "docs", notes("p", NAMES[:3]))
+    (docs / "broken.pdf").write_bytes(b"%PDF-1.4\n1 0 obj <<\n")  # truncated: CORRUPT
+    space = workspace()
+    recorder = PhaseRecorder()
+    with progress_records_to(recorder):
+        code, summary = run_cli(space, "files", str(docs), capsys=capsys)
+
+    assert code == EXIT_OK and [f["code"] for f in summary["failed"]] == ["CORRUPT"]
+    # the file that failed is counted once, as failed, not as new
+    assert (summary["seen"], summary["new"], summary["changed"]) == (4, 3, 0)
+    phases = [name for name, _, _ in recorder.events]
+    assert phases[0] == "listing" and phases[-1] == "reconciling"
+    processing = [(total, done) for name, total, done in recorder.events if "documents" in name]
+    assert processing == [(4, 0), (0, 1), (0, 1), (0, 1), (0, 1)]  # a step per document
+    # texts embedded: every chunk, and its parts where the collection holds part vectors
+    embedding = [(total, done) for name, total, done in recorder.events if "embedding" in name]
+    assert sum(t for t, _ in embedding) == sum(d for _, d in embedding) >= summary["chunks"]
+    assert len(embedding) > 1  # the line moves as the embedder goes

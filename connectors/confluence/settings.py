@@ -1,4 +1,4 @@
-"""The `confluence` settings section (README "Configuration"), which the connector
+"""The `confluence` settings section (docs/configuration.md), which the connector
 declares as its settings model; its HTTP pacing and retries are `HttpSettings`."""
 
 from __future__ import annotations
