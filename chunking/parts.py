@@ -36,22 +36,18 @@ class PartSplitter:
     """What a chunk's `dense_parts` vectors embed: its parts of at most `max_tokens`, each
     headed by the chunk's context header (title and headings), as its embed_text is."""
 
-    def __init__(self, max_tokens: int, counter: TokenCounter, *, header: bool = True) -> None:
+    def __init__(self, max_tokens: int, counter: TokenCounter) -> None:
         self.max_tokens = max_tokens
         self.counter = counter
-        self.header = header
 
     @property
     def id(self) -> str:
         """Names how parts are made; a collection whose parts were made otherwise is
         rebuilt by a re-index."""
-        header = "header" if self.header else "bare"
-        return f"parts-v{PARTS_VERSION}-{self.max_tokens}-{header}-{self.counter.name}"
+        return f"parts-v{PARTS_VERSION}-{self.max_tokens}-{self.counter.name}"
 
     def texts(self, chunk: Chunk) -> list[str]:
         parts = chunk_parts(chunk.md_text, self.max_tokens, self.counter)
-        if not self.header:
-            return parts
         header = context_header(chunk.document.get("title"), chunk.headings_path)
         return [f"{header}\n\n{part}" if header else part for part in parts]
 

@@ -87,8 +87,8 @@ def test_parts_carry_the_context_header_and_the_splitter_id_names_its_settings()
     chunk = document.chunks[0]
     splitter = PartSplitter(40, COUNTER)
     texts = splitter.texts(chunk)
-    assert all(t.startswith("Title of doc > Intro\n\n") for t in texts)
-    assert PartSplitter(40, COUNTER, header=False).texts(chunk) == chunk_parts(PROSE, 40, COUNTER)
+    header = "Title of doc > Intro\n\n"
+    assert texts == [header + part for part in chunk_parts(PROSE, 40, COUNTER)]
     assert splitter.id != PartSplitter(60, COUNTER).id
 
 
