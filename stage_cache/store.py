@@ -23,6 +23,7 @@ import os
 import struct
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,25 @@ _TEMP_PREFIX = ".tmp-"
 _STALE_TEMP_S = 3600.0
 # Reads refresh an entry's mtime (for prune's least-recently-used order) at most this often.
 _TOUCH_AFTER_S = 3600.0
+
+
+def write_atomic(path: Path, parts: Sequence[bytes], *, prefix: str, fsync: bool) -> None:
+    """`parts` as the whole content of `path`, or `path` as it was: written to a temporary
+    file beside it whose name starts with `prefix`, then renamed over it (with `fsync`,
+    flushed to disk first). A failed write leaves no temporary file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(prefix=prefix, dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            for part in parts:
+                handle.write(part)
+            if fsync:
+                handle.flush()
+                os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
 
 
 @dataclass
@@ -102,20 +122,8 @@ class StageCache:
     def put(self, key: CacheKey, value: bytes) -> None:
         if not self.enabled:
             return
-        path = self.path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(prefix=_TEMP_PREFIX, dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(_HEADER.pack(_MAGIC, len(value), hashlib.sha256(value).digest()))
-                handle.write(value)
-                if self.fsync:
-                    handle.flush()
-                    os.fsync(handle.fileno())
-            os.replace(temp, path)
-        except BaseException:
-            Path(temp).unlink(missing_ok=True)
-            raise
+        header = _HEADER.pack(_MAGIC, len(value), hashlib.sha256(value).digest())
+        write_atomic(self.path(key), (header, value), prefix=_TEMP_PREFIX, fsync=self.fsync)
 
     def get_json(self, key: CacheKey) -> Any | None:
         raw = self.get(key)

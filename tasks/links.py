@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from stage_cache.store import write_atomic
 
 
 @dataclass(frozen=True)
@@ -120,12 +120,5 @@ class LinkStore:
 
 
 def _write_atomic(path: Path, data: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".links-")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(data)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    """Link files are rebuilt by the next run if lost, so they are not fsynced."""
+    write_atomic(path, (data.encode("utf-8"),), prefix=".links-", fsync=False)

@@ -15,8 +15,6 @@ import fcntl
 import hashlib
 import json
 import logging
-import os
-import tempfile
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
@@ -25,6 +23,7 @@ from typing import Any
 
 from config.settings import Settings
 from stage_cache.keys import config_hash
+from stage_cache.store import write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -169,18 +168,5 @@ def _locked_update(
     with open(lock_path, "a+b") as lock_file:
         fcntl.flock(lock_file.fileno(), fcntl.LOCK_EX)  # released when the file closes
         updated = change(_read_json(path))
-        _write_atomic(path, json.dumps(updated))
+        write_atomic(path, (json.dumps(updated).encode(),), prefix=".state-", fsync=True)
         return updated
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".state-")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
