@@ -174,6 +174,9 @@ class LimitsSettings(StrictModel):
 
 
 class QdrantSettings(StrictModel):
+    # The embedded store at `path` when `url` is unset: Qdrant Edge in-process, or
+    # qdrant-client's local mode (for a platform without an Edge wheel).
+    engine: Literal["edge", "local"] = "edge"
     path: str = ".ingest/qdrant"
     url: str | None = None
     api_key: SecretStr | None = None
@@ -188,6 +191,9 @@ class QdrantSettings(StrictModel):
     # A collection a re-index moved the alias away from is dropped after this many days
     # (by the next run's reconcile or re-index); `ingest reindex --drop-old` drops it at once.
     keep_old_days: float = Field(7.0, ge=0)
+    # Edge: a segment's HNSW index is built at the end of a run once it holds more than
+    # this many points; below it an exact search is about as fast.
+    optimize_threshold: int = Field(20_000, ge=0)
 
 
 class EmbedderSettings(StrictModel):

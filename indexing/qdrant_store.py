@@ -1,9 +1,12 @@
 """Every Qdrant call of the project (SPEC §4).
 
-Local mode on disk (`QdrantClient(path=...)`) by default; `qdrant.url` (+ `api_key`)
-selects a server or cluster. The configured `qdrant.collection` name is an ALIAS that
-readers use; the points live in a physical collection `<name>_<timestamp>` behind it, so
-a re-index into another collection can be switched to by moving the alias.
+Three engines behind one store: Qdrant Edge in-process on disk (the default,
+`qdrant.engine: edge`, indexing/edge.py), qdrant-client's local mode on disk
+(`qdrant.engine: local`), or a server or cluster when `qdrant.url` (+ `api_key`) is set.
+The store speaks qdrant-client's API to all three; nothing above this module knows which
+runs. The configured `qdrant.collection` name is an ALIAS that readers use; the points
+live in a physical collection behind it, so a re-index into another collection can be
+switched to by moving the alias.
 
 Named vectors: `dense` (cosine, size from the embedder); with `parts.enabled`,
 `dense_parts` (the same model's vectors of the chunk's parts, a multivector compared by
@@ -11,8 +14,8 @@ MaxSim, chunking/parts.py); when the embedder has one,
 `sparse` (BGE-M3 lexical weights); and, with `lexical.enabled`, `lexical` (contextual
 BM25 term weights, indexing/lexical.py). `sparse` has NO IDF modifier: BGE-M3's lexical
 score is the plain dot product of learned term weights, which already encode term
-importance. `lexical` has `Modifier.IDF`: Qdrant (server, cluster and local mode) supplies
-the inverse document frequency as points come and go, so the dot product is BM25.
+importance. `lexical` has `Modifier.IDF`: Qdrant (every engine) supplies the inverse
+document frequency as points come and go, so the dot product is BM25.
 
 A collection's metadata records what made its vectors (model id, lexical encoder id) and
 how it split parts (parts id), and its part in a re-index (`state`: live, building,
@@ -21,8 +24,10 @@ retired), see indexing/reindex.py.
 
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
+import time
 import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -32,7 +37,7 @@ from functools import partial
 from pathlib import Path
 from threading import Lock, RLock
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import httpx
 from qdrant_client import QdrantClient, models
@@ -43,6 +48,9 @@ from config.errors import ConfigError, ErrorCode, IngestError
 from config.settings import QdrantSettings
 from indexing.embedders import Embedding
 from indexing.lexical import SparseWeights
+
+if TYPE_CHECKING:
+    from indexing.edge import EdgeClient
 
 log = logging.getLogger(__name__)
 
@@ -106,22 +114,32 @@ PartVectors = Sequence[Sequence[float]]
 
 
 class QdrantConnection:
-    """The client of one Qdrant (a server URL, or a local-mode directory) and what the
-    stores over it share. Local mode allows one client per directory (a file lock), so a
-    run opens one connection, hands its stores around, and closes it at the end; a closed
-    connection opens a new client when next used (Qdrant came back)."""
+    """The client of one Qdrant (a server URL, an Edge directory, or a local-mode
+    directory) and what the stores over it share. The embedded engines allow one process
+    per directory (a file lock), so a run opens one connection, hands its stores around,
+    and closes it at the end; a closed connection opens a new client when next used
+    (Qdrant came back)."""
 
     def __init__(self, settings: QdrantSettings) -> None:
         self.settings = settings
-        self._client: QdrantClient | None = None
+        self.engine = engine_of(settings)
+        self._client: QdrantClient | EdgeClient | None = None
         self._opening = Lock()
-        # Local mode's client is not thread-safe: its calls are serialized.
-        self.lock: AbstractContextManager[Any] = nullcontext() if settings.url else RLock()
+        # The embedded engines' calls are serialized: local mode's client is not
+        # thread-safe, and an Edge shard holds the GIL while it works anyway.
+        self.lock: AbstractContextManager[Any] = (
+            nullcontext() if self.engine == "server" else RLock()
+        )
         self.creating = Lock()  # one collection creation at a time in this process
         # physical collection -> tenant -> its points (local mode only)
         self.points: dict[str, dict[str, PointMap]] = {}
         # What this run was already told about a collection's schema (said once a run).
         self.warned: set[str] = set()
+
+    @property
+    def local(self) -> bool:
+        """qdrant-client's local mode: no payload indexes, filters scanned in Python."""
+        return self.engine == "local"
 
     def __enter__(self) -> QdrantConnection:
         return self
@@ -130,10 +148,10 @@ class QdrantConnection:
         self.close()
 
     @property
-    def client(self) -> QdrantClient:
+    def client(self) -> QdrantClient | EdgeClient:
         with self._opening:
             if self._client is None:
-                self._client = _open_client(self.settings)
+                self._client = _open_client(self.settings, self.engine)
             return self._client
 
     def close(self) -> None:
@@ -144,8 +162,16 @@ class QdrantConnection:
             client.close()
 
 
-def _open_client(settings: QdrantSettings) -> QdrantClient:
-    if settings.url:
+Engine = Literal["server", "edge", "local"]
+
+
+def engine_of(settings: QdrantSettings) -> Engine:
+    """A URL selects the server, whatever `engine` says; else the embedded engine."""
+    return "server" if settings.url else settings.engine
+
+
+def _open_client(settings: QdrantSettings, engine: Engine) -> QdrantClient | EdgeClient:
+    if engine == "server":
         api_key = settings.api_key.get_secret_value() if settings.api_key else None
         # No version probe at construction: an unreachable server made it warn on every
         # open, and a run that cannot reach the server reports that itself.
@@ -157,6 +183,10 @@ def _open_client(settings: QdrantSettings) -> QdrantClient:
         )
     path = Path(settings.path)
     path.mkdir(parents=True, exist_ok=True)
+    if engine == "edge":
+        from indexing.edge import EdgeClient  # the Rust extension, loaded only when used
+
+        return EdgeClient(path, index_after_points=settings.optimize_threshold)
     try:
         return QdrantClient(path=str(path))
     except RuntimeError as exc:  # another process holds the local storage lock
@@ -167,6 +197,16 @@ def _open_client(settings: QdrantSettings) -> QdrantClient:
             subject=str(path),
             transient=True,
         ) from None
+
+
+def local_mode_collections(path: str | Path) -> list[str]:
+    """Collections qdrant-client's local mode keeps at `path` (its `meta.json`), read
+    without opening them: a store from before Edge was the embedded default."""
+    try:
+        meta = json.loads((Path(path) / "meta.json").read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        return []
+    return sorted(meta.get("collections") or {})
 
 
 # --- results and filters -------------------------------------------------------------
@@ -310,7 +350,12 @@ REINDEX_ADVICE = (
 
 
 def _sparse_vector(weights: SparseWeights) -> models.SparseVector:
-    return models.SparseVector(indices=list(weights.keys()), values=list(weights.values()))
+    """Indices unique (a map's keys) and sorted, as every engine reads them best; Edge
+    would store a repeated index and count it twice."""
+    ordered = sorted(weights.items())
+    return models.SparseVector(
+        indices=[index for index, _ in ordered], values=[value for _, value in ordered]
+    )
 
 
 def _query_of(
@@ -387,7 +432,7 @@ class QdrantStore:
                 transient=True,
             ) from None
         except RuntimeError as exc:
-            if self.settings.url:
+            if not self.connection.local:
                 raise
             # local mode: the storage was closed under this call (the process let go of
             # it, another run took it); a later attempt opens it again
@@ -419,6 +464,7 @@ class QdrantStore:
         with self.connection.creating:
             physical = self.resolve()
             if physical is None:
+                self._refuse_over_local_mode()
                 direct = self.collection != self.alias  # a named collection, no alias
                 physical = self.collection if direct else f"{self.alias}_initial"
                 if not self._exists(physical):
@@ -433,6 +479,22 @@ class QdrantStore:
         self._tune_local_storage(physical)
         return physical
 
+    def _refuse_over_local_mode(self) -> None:
+        """Edge's first collection is not made beside a local-mode store at the same path:
+        the run would index everything again while the old points sit unused."""
+        if self.connection.engine != "edge":
+            return
+        found = local_mode_collections(self.settings.path)
+        if found:
+            raise ConfigError(
+                f"{self.settings.path} holds a qdrant-client local-mode store "
+                f"(collections {', '.join(found)}), and the embedded engine is now Qdrant "
+                "Edge: run `ingest reindex` to move it into Edge (vectors are copied, "
+                "nothing is fetched or chunked again), or set qdrant.engine: local to "
+                "keep using local mode",
+                setting="qdrant.engine",
+            )
+
     def _exists(self, name: str) -> bool:
         return self._call("exists", lambda: self.client.collection_exists(name))
 
@@ -441,8 +503,8 @@ class QdrantStore:
         rollback journal every one is an fsync (about 120 points/s on this machine's disk).
         WAL with synchronous=NORMAL stays consistent after a process crash and at worst
         loses the last writes on power loss, which the next run re-upserts (points are
-        compared by id). No-op on a server, or if qdrant-client's layout changes."""
-        if self.settings.url:
+        compared by id). No-op on another engine, or if qdrant-client's layout changes."""
+        if not self.connection.local:
             return
         local = getattr(self.client, "_client", None)
         collection = getattr(local, "collections", {}).get(physical)
@@ -520,9 +582,9 @@ class QdrantStore:
             )
 
     def _add_missing_payload_indexes(self, physical: str, info: Any) -> None:
-        """A server collection created before an index was declared gets it now, once.
-        Local mode keeps no payload indexes."""
-        if not self.settings.url:
+        """A collection created before an index was declared gets it now, once. Local
+        mode keeps no payload indexes."""
+        if self.connection.local:
             return
         missing = {k: v for k, v in PAYLOAD_INDEXES.items() if k not in info.payload_schema}
         self._create_payload_indexes(physical, missing)
@@ -634,7 +696,7 @@ class QdrantStore:
 
     def payload_schema(self) -> dict[str, str]:
         """Indexed payload fields reported by Qdrant (local mode reports none: it keeps no
-        payload indexes; a server does)."""
+        payload indexes; a server and Edge do)."""
         physical = self.resolve() or self.collection
         info = self._call("describe", lambda: self.client.get_collection(physical))
         return {name: str(schema.data_type.value) for name, schema in info.payload_schema.items()}
@@ -687,8 +749,8 @@ class QdrantStore:
         return len(chunks)
 
     def _loaded_point_maps(self) -> dict[str, PointMap]:
-        """Local mode: the point maps loaded so far, by tenant (none on a server)."""
-        if self.settings.url:
+        """Local mode: the point maps loaded so far, by tenant (none elsewhere)."""
+        if not self.connection.local:
             return {}
         return self.connection.points.get(self.resolve() or self.collection, {})
 
@@ -751,7 +813,7 @@ class QdrantStore:
         page: int | None = None,
     ) -> Iterator[models.Record]:
         offset: Any = None
-        limit = page or (_SCROLL_PAGE if self.settings.url else _LOCAL_SCROLL_PAGE)
+        limit = page or (_LOCAL_SCROLL_PAGE if self.connection.local else _SCROLL_PAGE)
         while True:
             records, offset = self._call(
                 "scroll",
@@ -775,7 +837,7 @@ class QdrantStore:
         """{document_id: {point_id: source_version_id}} for the tenant's given documents."""
         if not document_ids:
             return {}
-        if not self.settings.url:
+        if self.connection.local:
             with self._lock:
                 known = self._tenant_points(tenant_id)
                 return {doc: dict(known[doc]) for doc in document_ids if known.get(doc)}
@@ -831,13 +893,13 @@ class QdrantStore:
     ) -> None:
         """Set the same payload fields on every point of the given documents (e.g.
         `links_in`): one update per 1,000 documents, not one per document. A server
-        selects them by filter (payload indexes); local mode, which has none and scans
+        or Edge selects them by filter (payload indexes); local mode, which has none and scans
         every point against the id list (quadratic: 196 s at 12,000 documents), by the
         point ids of its tenant map."""
         for start in range(0, len(document_ids), 1000):
             some = document_ids[start : start + 1000]
             selector: models.FilterSelector | models.PointIdsList
-            if self.settings.url:
+            if not self.connection.local:
                 selection = models.Filter(
                     must=[_match("tenant_id", tenant_id), _match_any("document_id", some)]
                 )
@@ -906,7 +968,7 @@ class QdrantStore:
         self, tenant_id: str, document_id: str, version: str, first: int, last: int
     ) -> list[dict[str, Any]]:
         """Payloads of one document version's chunks with ordinals first..last (a
-        `document_id` + `ordinal` range lookup on a server)."""
+        `document_id` + `ordinal` range lookup with payload indexes)."""
         selection = models.Filter(
             must=[
                 _match("tenant_id", tenant_id),
@@ -918,7 +980,7 @@ class QdrantStore:
         return [record.payload or {} for record in self._scroll(selection, True)]
 
     def section_chunks(self, tenant_id: str, section_id: str) -> list[dict[str, Any]]:
-        """Payloads of every chunk of one section (a `section_id` lookup on a server)."""
+        """Payloads of every chunk of one section (a `section_id` lookup with payload indexes)."""
         selection = models.Filter(
             must=[_match("tenant_id", tenant_id), _match("section_id", section_id)]
         )
@@ -963,6 +1025,25 @@ class QdrantStore:
             lambda: self.client.count(self.collection, count_filter=selection, exact=True),
         )
         return int(result.count)
+
+    def optimize(self) -> float | None:
+        """Edge: build the HNSW index of segments past `qdrant.optimize_threshold` points
+        (and merge, vacuum) now, blocking; the seconds it took, or None when there was
+        nothing to do or the engine indexes by itself (a server; local mode has no index).
+        Called at the end of a run, never inside a search."""
+        if self.connection.engine != "edge":
+            return None
+        from indexing.edge import EdgeClient
+
+        client = self.client
+        assert isinstance(client, EdgeClient)  # the edge engine's client
+        physical = self.resolve()
+        if physical is None:
+            return None
+        started = time.perf_counter()
+        with self._lock:
+            changed = client.optimize(physical)
+        return time.perf_counter() - started if changed else None
 
     def query(
         self,
