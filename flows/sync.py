@@ -73,6 +73,8 @@ def sync(
         force_delete,
         steps.reconciler,
     )
+    pipeline.progress_phase(pipeline.OPTIMIZING)
+    optimized = pipeline.optimize_index(steps.resources)
     summary = RunSummary.build(
         spec=steps.spec,
         settings=steps.settings,
@@ -84,6 +86,7 @@ def sync(
         started=started,
         deletion_refused=refused,
         points=pipeline.indexed_points(steps.settings, steps.resources),
+        optimize_seconds=optimized,
     )
     SourceLog.for_settings(steps.settings).record(
         summary.tenant_id,

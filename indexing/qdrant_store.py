@@ -464,7 +464,7 @@ class QdrantStore:
         with self.connection.creating:
             physical = self.resolve()
             if physical is None:
-                self._refuse_over_local_mode()
+                self.refuse_over_local_mode()
                 direct = self.collection != self.alias  # a named collection, no alias
                 physical = self.collection if direct else f"{self.alias}_initial"
                 if not self._exists(physical):
@@ -479,7 +479,7 @@ class QdrantStore:
         self._tune_local_storage(physical)
         return physical
 
-    def _refuse_over_local_mode(self) -> None:
+    def refuse_over_local_mode(self) -> None:
         """Edge's first collection is not made beside a local-mode store at the same path:
         the run would index everything again while the old points sit unused."""
         if self.connection.engine != "edge":

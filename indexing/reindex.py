@@ -15,6 +15,11 @@ points missing or different are written, strays deleted. Before the move the bui
 hold exactly the old collection's point ids and the same payloads on a sample. After it
 the old collection is recorded `retired` and dropped once `qdrant.keep_old_days` have
 passed (or at once with `drop_old`); abandoned builds are dropped too.
+
+The same build moves a store from qdrant-client's local mode into Qdrant Edge: an Edge
+store with nothing behind its alias takes the local-mode collection at the same path as
+its source (its vectors copied where the model is the same), and the local-mode one is
+recorded retired in its own store.
 """
 
 from __future__ import annotations
@@ -34,7 +39,14 @@ from config.errors import ConfigError, ErrorCode, IngestError
 from indexing.embed_cache import embed_with_cache, lexical_with_cache, parts_with_cache
 from indexing.embedders import Embedder, Embedding
 from indexing.lexical import LexicalEncoder
-from indexing.qdrant_store import DENSE, SPARSE, CollectionSchema, QdrantStore
+from indexing.qdrant_store import (
+    DENSE,
+    SPARSE,
+    CollectionSchema,
+    QdrantConnection,
+    QdrantStore,
+    local_mode_collections,
+)
 from stage_cache.store import StageCache
 
 log = logging.getLogger(__name__)
@@ -78,33 +90,74 @@ def reindex(
     and move the alias to it. `cache` is the stage cache (embeddings, lexical weights,
     part vectors); `parts` splits chunks where the build holds `dense_parts`;
     `progress(done, total)` hears of every page written."""
-    source = live.resolve()
-    if source is None or source == live.alias:
-        raise ConfigError(
-            f"no collection behind the alias {live.alias!r} to re-index: run `ingest run` first",
-            setting="qdrant.collection",
+    old = _source(live)
+    try:
+        return _reindex(
+            live,
+            old,
+            _Encoders(embedder, lexical, parts),
+            cache,
+            target,
+            drop_old,
+            keep_old_days,
+            progress,
+            page_size,
         )
-    held = live.describe(source)
+    finally:
+        if old.connection is not live.connection:
+            old.connection.close()
+
+
+def _source(live: QdrantStore) -> QdrantStore:
+    """The collection behind the alias; or, for an Edge store that has none yet, the
+    local-mode collection at the same path (the store before Edge was the default)."""
+    source = live.resolve()
+    if source is not None and source != live.alias:
+        return QdrantStore(live.connection, live.describe(source), collection=source)
+    if live.connection.engine == "edge" and local_mode_collections(live.settings.path):
+        local = QdrantConnection(live.settings.model_copy(update={"engine": "local"}))
+        reader = QdrantStore(local, live.schema)
+        found = reader.resolve()
+        if found is not None and found != live.alias:
+            log.info("moving the local-mode collection %r into Qdrant Edge", found)
+            return QdrantStore(local, reader.describe(found), collection=found)
+        local.close()
+    raise ConfigError(
+        f"no collection behind the alias {live.alias!r} to re-index: run `ingest run` first",
+        setting="qdrant.collection",
+    )
+
+
+def _reindex(
+    live: QdrantStore,
+    old: QdrantStore,
+    encoders: _Encoders,
+    cache: StageCache,
+    target: str | None,
+    drop_old: bool,
+    keep_old_days: float,
+    progress: Callable[[int, int], None] | None,
+    page_size: int,
+) -> ReindexResult:
+    source, held = old.collection, old.holds
     name = target or build_name(live.alias, live.schema)
-    needed = held.conflicts(live.schema) or held.lacks(live.schema)
+    moving = old.connection is not live.connection
+    needed = moving or held.conflicts(live.schema) or held.lacks(live.schema)
     if name == source or (target is None and not needed):
         dropped = drop_retired(live, keep_old_days)
         return ReindexResult(source, source, live.count(), 0, 0, 0, False, dropped)
     build = QdrantStore(live.connection, live.schema, collection=name)
     _open_build(build, source)
-    old = QdrantStore(live.connection, held, collection=source)
-    written, embedded, encoded = _fill(
-        old, build, _Encoders(embedder, lexical, parts), cache, progress, page_size
-    )
+    written, embedded, encoded = _fill(old, build, encoders, cache, progress, page_size)
     old_ids = old.point_ids()
     build.delete_ids(sorted(build.point_ids() - old_ids))
     points = _verify(old, build, old_ids)
     build.record(name, state="live")
     live.point_alias_at(name)
-    build.record(source, state="retired", retired_at=datetime.now(UTC).isoformat())
+    old.record(source, state="retired", retired_at=datetime.now(UTC).isoformat())
     dropped = (source,) if drop_old else ()
     if drop_old:
-        live.drop_collection(source)
+        old.drop_collection(source)
     dropped += drop_retired(live, keep_old_days)
     return ReindexResult(source, name, points, written, embedded, encoded, True, dropped)
 

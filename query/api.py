@@ -190,6 +190,7 @@ class Index:
         """The store, refusing a collection that does not exist yet."""
         store = self._resources.store()
         if store.resolve() is None:
+            store.refuse_over_local_mode()
             raise IndexMissing(
                 f"no collection {self.settings.qdrant.collection!r} yet: run `ingest run` first"
             )

@@ -22,16 +22,17 @@ TOKEN_BINS = ((0, 49), (50, 149), (150, 300), (301, 600), (601, 10**9))
 # `progress_total` added to its total and `progress_done` advanced, in their extra): the
 # CLI's progress bar listens in the same process; deployments report through artifacts.
 progress = logging.getLogger("ingest.progress")
-LISTING, PROCESSING, EMBEDDING, RECONCILING = (
+LISTING, PROCESSING, EMBEDDING, RECONCILING, OPTIMIZING = (
     "listing",
     "processing documents",
     "embedding texts",
     "reconciling",
+    "building the search index",
 )
 
 
 def progress_phase(phase: str) -> None:
-    """The run entered a phase that has no count (listing, reconciling)."""
+    """The run entered a phase that has no count (listing, reconciling, optimizing)."""
     progress.debug("%s", phase, extra={"progress_phase": phase})
 
 

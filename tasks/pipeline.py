@@ -18,6 +18,7 @@ from tasks.index import index_batch, reindex_collection
 from tasks.outcome import (
     CHUNK_STAGES,
     LISTING,
+    OPTIMIZING,
     RECONCILING,
     STAGES,
     BatchOutcome,
@@ -32,11 +33,18 @@ from tasks.outcome import (
 )
 from tasks.plan import Plan, SourceSpec, batches, discover, plan
 from tasks.prepare import prepare_batch
-from tasks.reconcile import delete_missing, indexed_points, reconcile, reconcile_into
+from tasks.reconcile import (
+    delete_missing,
+    indexed_points,
+    optimize_index,
+    reconcile,
+    reconcile_into,
+)
 
 __all__ = [
     "CHUNK_STAGES",
     "LISTING",
+    "OPTIMIZING",
     "RECONCILING",
     "STAGES",
     "BatchOutcome",
@@ -51,6 +59,7 @@ __all__ = [
     "discover",
     "index_batch",
     "indexed_points",
+    "optimize_index",
     "plan",
     "prepare_batch",
     "progress",

@@ -105,6 +105,18 @@ def indexed_points(settings: Settings, resources: Resources) -> int | None:
         return None
 
 
+def optimize_index(resources: Resources) -> float | None:
+    """Build the search index where the store leaves that to the end of a run (Edge, past
+    `qdrant.optimize_threshold` unindexed points): the seconds it took, or None. A
+    failure costs only speed (search stays exact), so it is logged, not failed on."""
+    try:
+        store = resources.store()
+        return store.optimize() if store.resolve() is not None else None
+    except IngestError as exc:
+        log.warning("building the search index failed (searches stay exact): %s", exc)
+        return None
+
+
 def reconcile(
     spec: SourceSpec,
     settings: Settings,

@@ -9,6 +9,15 @@ import pytest
 from chunking.tokens import TokenCounter, get_token_counter
 from config.settings import ChunkingSettings
 
+# The engines the store tests run on: both embedded ones, or the server in QDRANT_URL.
+ENGINES = ("server",) if os.environ.get("QDRANT_URL") else ("edge", "local")
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request: pytest.FixtureRequest) -> str:
+    """The Qdrant engine of a store test (tests/index_helpers.py `store_factory`)."""
+    return str(request.param)
+
 
 @pytest.fixture(scope="session")
 def counter() -> TokenCounter:

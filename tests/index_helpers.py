@@ -79,7 +79,8 @@ def make_document(
 
 
 def qdrant_settings(tmp_path: Path, **overrides: Any) -> QdrantSettings:
-    """Local mode in `tmp_path`, or the server in `QDRANT_URL` with a unique collection."""
+    """The embedded store (Edge unless `engine` says) in `tmp_path`, or the server in
+    `QDRANT_URL` with a unique collection."""
     values: dict[str, Any] = {"collection": f"t{uuid.uuid4().hex[:12]}", "upsert_batch_size": 16}
     url = os.environ.get("QDRANT_URL")
     if url:
@@ -142,15 +143,16 @@ def open_store(
 
 
 @pytest.fixture
-def store_factory(tmp_path: Path) -> Iterator[Any]:
-    """Opens stores on a fresh collection; drops server collections and closes their
-    connections."""
+def store_factory(tmp_path: Path, engine: str) -> Iterator[Any]:
+    """Opens stores on a fresh collection, on each engine; drops server collections and
+    closes their connections."""
     opened: list[QdrantStore] = []
 
     def factory(
         vector_size: int, sparse: bool, lexical: bool = False, **overrides: Any
     ) -> CountingStore:
-        settings = qdrant_settings(tmp_path, **overrides)
+        embedded = {} if engine == "server" else {"engine": engine}
+        settings = qdrant_settings(tmp_path, **{**embedded, **overrides})
         store = open_store(settings, vector_size, sparse, lexical)
         opened.append(store)
         return store
