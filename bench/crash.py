@@ -35,7 +35,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from tests.confluence_api import (
     FakeConfluence,
@@ -261,16 +260,14 @@ def kill_once(env: dict[str, str], target: str, delay_s: float, timeout: float =
 
 def snapshot(root: Path) -> dict[str, tuple[str, list[float], str]]:
     """point id -> (payload as canonical JSON, dense vector, sparse vector as JSON)."""
-    from qdrant_client import QdrantClient
+    from config.settings import QdrantSettings
+    from indexing.qdrant_store import CollectionSchema, QdrantConnection, QdrantStore
 
-    client = QdrantClient(path=str(root / "qdrant"))
-    try:
-        points: dict[str, tuple[str, list[float], str]] = {}
-        offset: Any = None
-        while True:
-            page, offset = client.scroll(
-                "chunks", limit=256, offset=offset, with_payload=True, with_vectors=True
-            )
+    settings = QdrantSettings(path=str(root / "qdrant"))  # type: ignore[call-arg]
+    points: dict[str, tuple[str, list[float], str]] = {}
+    with QdrantConnection(settings) as connection:
+        store = QdrantStore(connection, CollectionSchema(0, False, False))
+        for page in store.pages(256):
             for p in page:
                 vectors = p.vector if isinstance(p.vector, dict) else {"dense": p.vector}
                 dense = vectors.get("dense")
@@ -290,10 +287,7 @@ def snapshot(root: Path) -> dict[str, tuple[str, list[float], str]]:
                         )
                     ),
                 )
-            if offset is None:
-                return points
-    finally:
-        client.close()
+    return points
 
 
 def cache_problems(root: Path) -> list[str]:

@@ -28,6 +28,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from threading import RLock
+from types import MappingProxyType
 from typing import Any
 
 import numpy
@@ -480,17 +481,19 @@ class EdgeClient:
 
 # --- translation ---------------------------------------------------------------------
 
-_SCHEMA_NAMES = {
-    edge.PayloadSchemaType.Keyword: models.PayloadSchemaType.KEYWORD,
-    edge.PayloadSchemaType.Integer: models.PayloadSchemaType.INTEGER,
-    edge.PayloadSchemaType.Float: models.PayloadSchemaType.FLOAT,
-    edge.PayloadSchemaType.Geo: models.PayloadSchemaType.GEO,
-    edge.PayloadSchemaType.Text: models.PayloadSchemaType.TEXT,
-    edge.PayloadSchemaType.Bool: models.PayloadSchemaType.BOOL,
-    edge.PayloadSchemaType.Datetime: models.PayloadSchemaType.DATETIME,
-    edge.PayloadSchemaType.Uuid: models.PayloadSchemaType.UUID,
-}
-_SCHEMA_TYPES = {name: edge_type for edge_type, name in _SCHEMA_NAMES.items()}
+_SCHEMA_NAMES = MappingProxyType(
+    {
+        edge.PayloadSchemaType.Keyword: models.PayloadSchemaType.KEYWORD,
+        edge.PayloadSchemaType.Integer: models.PayloadSchemaType.INTEGER,
+        edge.PayloadSchemaType.Float: models.PayloadSchemaType.FLOAT,
+        edge.PayloadSchemaType.Geo: models.PayloadSchemaType.GEO,
+        edge.PayloadSchemaType.Text: models.PayloadSchemaType.TEXT,
+        edge.PayloadSchemaType.Bool: models.PayloadSchemaType.BOOL,
+        edge.PayloadSchemaType.Datetime: models.PayloadSchemaType.DATETIME,
+        edge.PayloadSchemaType.Uuid: models.PayloadSchemaType.UUID,
+    }
+)
+_SCHEMA_TYPES = MappingProxyType({name: edge_type for edge_type, name in _SCHEMA_NAMES.items()})
 
 
 def _index_schema(

@@ -34,9 +34,9 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from qdrant_client import QdrantClient, models
+from qdrant_client import models
 
-from config.errors import ConfigError
+from config.errors import ConfigError, IngestError
 from config.settings import QdrantSettings
 from flows.ingest import ingest
 from flows.serve import (
@@ -46,6 +46,7 @@ from flows.serve import (
     load_specs,
     set_project_directory,
 )
+from indexing.qdrant_store import CollectionSchema, QdrantConnection, QdrantStore
 from tasks.resources import in_secret_block, secret_value
 from tests.confluence_api import (
     DEFAULT_READERS,
@@ -549,28 +550,25 @@ def _ingest_env(
 
 
 def _points(path: Path, **match: str) -> list[dict[str, Any]]:
-    """Payloads in the local-mode store at `path` matching `match`; waits for the flow-run
+    """Payloads in the embedded store at `path` matching `match`; waits for the flow-run
     process that last held the store to let go of it."""
     deadline = time.monotonic() + 30
+    selection = models.Filter(
+        must=[
+            models.FieldCondition(key=key, match=models.MatchValue(value=value))
+            for key, value in match.items()
+        ]
+    )
     while True:
-        try:
-            client = QdrantClient(path=str(path))
-            break
-        except RuntimeError:  # still locked by the exiting flow-run process
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
-    try:
-        selection = models.Filter(
-            must=[
-                models.FieldCondition(key=key, match=models.MatchValue(value=value))
-                for key, value in match.items()
-            ]
-        )
-        points, _ = client.scroll("chunks", scroll_filter=selection, limit=1000)
-        return [dict(p.payload or {}) for p in points]
-    finally:
-        client.close()
+        with QdrantConnection(QdrantSettings(path=str(path))) as connection:  # type: ignore[call-arg]
+            store = QdrantStore(connection, CollectionSchema(0, False, False))
+            try:
+                points, _ = store.client.scroll("chunks", scroll_filter=selection, limit=1000)
+                return [dict(p.payload or {}) for p in points]
+            except IngestError as exc:  # still locked by the exiting flow-run process
+                if not exc.transient or time.monotonic() > deadline:
+                    raise
+        time.sleep(0.5)
 
 
 def _run_id(output: str) -> str:

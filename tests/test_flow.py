@@ -411,28 +411,33 @@ def test_corrupt_attachment_is_reported_and_the_rest_indexed(
 
 # --- Qdrant unavailable ---------------------------------------------------------------------
 
+ROOT = Path(__file__).resolve().parent.parent
 _HOLDER = """
 import sys
-from qdrant_client import QdrantClient
-client = None
+from config.settings import QdrantSettings
+from indexing.qdrant_store import CollectionSchema, QdrantConnection, QdrantStore
+connection = None
 for line in sys.stdin:
     if line.strip() == "lock":
-        client = QdrantClient(path=sys.argv[1])
-    elif line.strip() == "release" and client is not None:
-        client.close()
-        client = None
+        connection = QdrantConnection(QdrantSettings(path=sys.argv[1], collection=sys.argv[2]))
+        QdrantStore(connection, CollectionSchema(0, False, False)).count()  # opens it
+    elif line.strip() == "release" and connection is not None:
+        connection.close()
+        connection = None
     print("ok", flush=True)
 """
 
 
 class StorageHolder:
-    """Another process that opens the same Qdrant local-mode directory: local mode allows
-    one process per directory (a file lock), so while it holds the storage, every attempt
-    of this process to open it fails as Qdrant unavailable (transient UPSERT_FAILED)."""
+    """Another process that opens the same embedded store (the collection behind the
+    alias): one process at a time may open it (a file lock), so while it holds the
+    store, every attempt of this process to open it fails as Qdrant unavailable
+    (transient UPSERT_FAILED)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, collection: str) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-c", _HOLDER, path],
+            [sys.executable, "-c", _HOLDER, path, collection],
+            cwd=ROOT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -525,7 +530,8 @@ def outage(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Outage]]:
     monkeypatch.setattr(resources, "QdrantConnection", RecordedConnection)
 
     def make(space: Workspace, *, at: str, recover: bool) -> Outage:
-        holder = StorageHolder(space.settings().qdrant.path)
+        qdrant = space.settings().qdrant
+        holder = StorageHolder(qdrant.path, qdrant.collection)
         space.release()
         handler = Outage(holder, opened, at=at, recover=recover)
         logger.addHandler(handler)
