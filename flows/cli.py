@@ -566,12 +566,15 @@ def _reindex(args: argparse.Namespace, settings: Settings) -> int:
     finally:
         resources.close()
     alias = settings.qdrant.collection
-    if not result.source:
-        print(f"no collection {alias!r} yet: `ingest run` creates it as the settings say")
-    elif not result.moved:
+    if not result.moved:
         print(f"{alias!r} -> {result.source} already holds what the settings make: nothing to do")
     else:
         kept = "dropped" if args.drop_old else f"kept {settings.qdrant.keep_old_days:g} days"
+        if result.source_engine == "local" and not args.drop_old:
+            kept = (
+                f"kept in local mode's files under {settings.qdrant.path} (meta.json, "
+                "collection/): delete them when you no longer need them"
+            )
         print(
             f"{alias!r} -> {result.target}: {result.points} points ({result.written} written, "
             f"{result.embedded} texts embedded, {result.lexical_encoded} lexically encoded); "

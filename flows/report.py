@@ -143,14 +143,7 @@ class RunSummary:
             deleted=len(deleted),
             failed=failed,
             stages=stages,
-            # `optimize`: the search index built at the run's end, when it was
-            seconds={
-                k: round(v, 3)
-                for k, v in {
-                    **outcome.seconds,
-                    **({} if optimize_seconds is None else {"optimize": optimize_seconds}),
-                }.items()
-            },
+            seconds=_stage_seconds(outcome, optimize_seconds),
             chunks=outcome.chunks,
             chunk_counts={
                 stage: {"done": count.done, "cached": count.cached}
@@ -270,6 +263,15 @@ STAGE_COLUMNS = (
 )
 
 
+def _stage_seconds(outcome: BatchOutcome, optimize_seconds: float | None) -> dict[str, float]:
+    """Seconds per stage; `optimize` (the search index built at the run's end) only when
+    the run built it."""
+    seconds = dict(outcome.seconds)
+    if optimize_seconds is not None:
+        seconds["optimize"] = optimize_seconds
+    return {stage: round(value, 3) for stage, value in seconds.items()}
+
+
 def stage_rows(summary: dict[str, Any]) -> list[list[str]]:
     """The stage table (`STAGE_COLUMNS`) of a summary's `as_dict` form: one unit per
     column, a dash where a stage does not count that unit."""
@@ -300,8 +302,10 @@ def chunks_line(summary: dict[str, Any]) -> str:
 
 def _hit_rate(row: list[str]) -> str:
     """The cache hit rate of a stage row, in the unit the stage counts (documents, else
-    chunks)."""
+    chunks; neither for `optimize`)."""
     done, cached = row[1:3] if row[1] != "–" else row[3:5]
+    if done == "–":
+        return "–"
     total = int(done) + int(cached)
     return f"{int(cached) / total:.0%}" if total else "–"
 

@@ -172,6 +172,9 @@ class EdgeClient:
             sparse_vectors=sparse or None,
             on_disk_payload=record["on_disk_payload"],
             optimizers=edge.EdgeOptimizersConfig(indexing_threshold=max(1, threshold_kb)),
+            # Without its write-ahead log a shard loses acknowledged writes in a crash and
+            # a second process may open it; never turned off.
+            wal_enabled=True,
         )
 
     def _shard(self, name: str) -> edge.EdgeShard:

@@ -65,6 +65,8 @@ class ReindexResult:
     lexical_encoded: int
     moved: bool
     dropped: tuple[str, ...]
+    # The source's engine: `local` when a local-mode store moved into Edge.
+    source_engine: str = "edge"
 
 
 def build_name(alias: str, schema: CollectionSchema) -> str:
@@ -145,7 +147,9 @@ def _reindex(
     needed = moving or held.conflicts(live.schema) or held.lacks(live.schema)
     if name == source or (target is None and not needed):
         dropped = drop_retired(live, keep_old_days)
-        return ReindexResult(source, source, live.count(), 0, 0, 0, False, dropped)
+        return ReindexResult(
+            source, source, live.count(), 0, 0, 0, False, dropped, live.connection.engine
+        )
     build = QdrantStore(live.connection, live.schema, collection=name)
     _open_build(build, source)
     written, embedded, encoded = _fill(old, build, encoders, cache, progress, page_size)
@@ -159,7 +163,9 @@ def _reindex(
     if drop_old:
         old.drop_collection(source)
     dropped += drop_retired(live, keep_old_days)
-    return ReindexResult(source, name, points, written, embedded, encoded, True, dropped)
+    return ReindexResult(
+        source, name, points, written, embedded, encoded, True, dropped, old.connection.engine
+    )
 
 
 def _open_build(build: QdrantStore, source: str) -> None:

@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from qdrant_client import models
 
 from config.errors import ConfigError, IngestError
+from flows.cli import main
 from indexing.edge import EdgeClient, edge_root
 from indexing.embedders import BgeM3Embedder
 from indexing.qdrant_store import CollectionSchema, QdrantConnection, QdrantStore
@@ -273,3 +275,40 @@ def test_local_mode_store_is_refused_by_a_run_and_moved_by_reindex(
     with QdrantConnection(local) as qdrant:  # the old store is kept, recorded retired
         kept = QdrantStore(qdrant, schema_of(tiny_embedder))
         assert kept.count() == 24 and kept.recorded(source or "")["state"] == "retired"
+
+
+def test_the_cli_points_a_search_to_reindex_which_moves_the_store(
+    tmp_path: Path,
+    tiny_model_dir: Path,
+    tiny_embedder: BgeM3Embedder,
+    cache: StageCache,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """What a user of an earlier version sees: `ingest search` on the new default names
+    `ingest reindex`, which moves the store and says where the old files stay; then
+    search finds what was indexed."""
+    path = tmp_path / "qdrant"
+    local = qdrant_settings(tmp_path, engine="local", url=None, path=str(path), collection="chunks")
+    with QdrantConnection(local) as qdrant:
+        old = QdrantStore(qdrant, schema_of(tiny_embedder))
+        old.ensure_collection()
+        sync_documents(old, tiny_embedder, cache, "default", documents("default", 4))
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "qdrant": {"path": str(path)},
+                "cache": {"dir": str(cache.root), "fsync": False},
+                "embedder": {"model": str(tiny_model_dir), "device": "cpu"},
+            }
+        )
+    )
+    assert main(["search", "ledger 2", "--config", str(config)]) == 2
+    assert "ingest reindex" in capsys.readouterr().err
+
+    assert main(["reindex", "--config", str(config)]) == 0
+    said = capsys.readouterr().out
+    assert "8 points" in said and f"kept in local mode's files under {path}" in said
+
+    assert main(["search", "ledger 2 of default", "--config", str(config)]) == 0
+    assert "ledger 2 of default" in capsys.readouterr().out

@@ -362,6 +362,30 @@ def test_unchanged_rerun_does_no_work_and_changes_nothing(
     assert len(downloads) == len([p for p in api.paths[:requests_before] if "/download/" in p])
 
 
+def test_the_search_index_is_built_at_the_end_of_a_run_past_the_threshold_only(
+    workspace: Callable[..., Workspace], eng: tuple[FakeConfluence, Fixture]
+) -> None:
+    """Edge searches new points exactly until a run's end builds the HNSW index of a
+    segment past `qdrant.optimize_threshold` points: the report's `optimize` stage."""
+    api, _ = eng
+    below = workspace("below", api=api)
+    _, summary = below.run(source="confluence", targets=["ENG"])
+    assert "optimize" not in summary["seconds"]  # 20,000 points by default
+
+    past = workspace("past", api=api, INGEST_QDRANT__OPTIMIZE_THRESHOLD="1")
+    state, summary = past.run(source="confluence", targets=["ENG"])
+    assert state.is_completed() and summary["seconds"]["optimize"] >= 0
+
+    def indexed(space: Workspace) -> int:
+        # sparse vectors count as indexed from the start, dense ones once in an HNSW graph
+        return space.store().client.get_collection("chunks").indexed_vectors_count or 0
+
+    assert indexed(past) > indexed(below) > 0
+    _, again = past.run(source="confluence", targets=["ENG"])
+    assert "optimize" not in again["seconds"]  # nothing new to index
+    assert past.points() == below.points()
+
+
 def test_corrupt_attachment_is_reported_and_the_rest_indexed(
     workspace: Callable[..., Workspace], eng: tuple[FakeConfluence, Fixture]
 ) -> None:

@@ -410,7 +410,7 @@ def test_progress_moves_per_document_and_a_failed_document_is_not_new(
     # the file that failed is counted once, as failed, not as new
     assert (summary["seen"], summary["new"], summary["changed"]) == (4, 3, 0)
     phases = [name for name, _, _ in recorder.events]
-    assert phases[0] == "listing" and phases[-1] == "reconciling"
+    assert phases[0] == "listing" and phases[-2:] == ["reconciling", "building the search index"]
     processing = [(total, done) for name, total, done in recorder.events if "documents" in name]
     assert processing == [(4, 0), (0, 1), (0, 1), (0, 1), (0, 1)]  # a step per document
     # texts embedded: every chunk, and its parts where the collection holds part vectors
