@@ -120,19 +120,11 @@ class EdgeClient:
             shutil.rmtree(directory, ignore_errors=True)  # a creation that did not finish
             record = {
                 "vectors": {
-                    name: {
-                        "size": params.size,
-                        "distance": params.distance.value,
-                        "on_disk": params.on_disk,
-                        "multivector": params.multivector_config is not None,
-                    }
+                    name: params.model_dump(mode="json", exclude_none=True)
                     for name, params in vectors_config.items()
                 },
                 "sparse_vectors": {
-                    name: {
-                        "idf": params.modifier == models.Modifier.IDF,
-                        "on_disk": bool(params.index and params.index.on_disk),
-                    }
+                    name: params.model_dump(mode="json", exclude_none=True)
                     for name, params in (sparse_vectors_config or {}).items()
                 },
                 "on_disk_payload": bool(on_disk_payload),
@@ -146,26 +138,28 @@ class EdgeClient:
         return True
 
     def _config(self, record: Mapping[str, Any]) -> edge.EdgeConfig:
+        dense, sparse_params = _vectors_of(record)
         vectors = {
             name: edge.EdgeVectorParams(
-                size=int(spec["size"]),
-                distance=getattr(edge.Distance, spec["distance"]),
-                on_disk=spec["on_disk"],
+                size=params.size,
+                distance=getattr(edge.Distance, params.distance.value),
+                on_disk=params.on_disk,
                 multivector_config=(
-                    edge.MultiVectorConfig(comparator=edge.MultiVectorComparator.MaxSim)
-                    if spec["multivector"]
-                    else None
+                    None
+                    if params.multivector_config is None
+                    else edge.MultiVectorConfig(comparator=edge.MultiVectorComparator.MaxSim)
                 ),
             )
-            for name, spec in record["vectors"].items()
+            for name, params in dense.items()
         }
         sparse = {
             name: edge.EdgeSparseVectorParams(
-                on_disk=spec["on_disk"], modifier=edge.Modifier.Idf if spec["idf"] else None
+                on_disk=bool(params.index and params.index.on_disk),
+                modifier=edge.Modifier.Idf if params.modifier == models.Modifier.IDF else None,
             )
-            for name, spec in record["sparse_vectors"].items()
+            for name, params in sparse_params.items()
         }
-        widest = max((int(spec["size"]) for spec in record["vectors"].values()), default=1)
+        widest = max((params.size for params in dense.values()), default=1)
         threshold_kb = math.ceil(self.index_after_points * widest * _FLOAT_BYTES / 1024)
         return edge.EdgeConfig(
             vectors=vectors,
@@ -205,23 +199,7 @@ class EdgeClient:
     def get_collection(self, collection_name: str) -> http_models.CollectionInfo:
         record = self._record(collection_name)
         info = self._shard(collection_name).info()
-        vectors = {
-            name: models.VectorParams(
-                size=int(spec["size"]),
-                distance=models.Distance(spec["distance"]),
-                on_disk=spec["on_disk"],
-                multivector_config=(
-                    models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM)
-                    if spec["multivector"]
-                    else None
-                ),
-            )
-            for name, spec in record["vectors"].items()
-        }
-        sparse = {
-            name: models.SparseVectorParams(modifier=models.Modifier.IDF if spec["idf"] else None)
-            for name, spec in record["sparse_vectors"].items()
-        }
+        vectors, sparse = _vectors_of(record)
         schema = {
             field: http_models.PayloadIndexInfo(
                 data_type=_SCHEMA_NAMES[index.data_type], points=index.points
@@ -483,6 +461,23 @@ class EdgeClient:
 
 
 # --- translation ---------------------------------------------------------------------
+
+
+def _vectors_of(
+    record: Mapping[str, Any],
+) -> tuple[dict[str, models.VectorParams], dict[str, models.SparseVectorParams]]:
+    """The vectors a collection was created with, as its record keeps them."""
+    return (
+        {
+            name: models.VectorParams.model_validate(spec)
+            for name, spec in record["vectors"].items()
+        },
+        {
+            name: models.SparseVectorParams.model_validate(spec)
+            for name, spec in record["sparse_vectors"].items()
+        },
+    )
+
 
 _SCHEMA_NAMES = MappingProxyType(
     {

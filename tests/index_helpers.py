@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from chunking.record import Chunk, compute_chunk_id
-from config.settings import QdrantSettings
+from config.settings import LexicalSettings, QdrantSettings
 from indexing.embedders import Embedder, Embedding
-from indexing.lexical import SparseWeights
+from indexing.lexical import LexicalEncoder, SparseWeights
 from indexing.qdrant_store import CollectionSchema, PartVectors, QdrantConnection, QdrantStore
 from indexing.reconcile import DocumentChunks
 
@@ -132,6 +132,20 @@ class CountingStore(QdrantStore):
 
 def schema(vector_size: int, sparse: bool, lexical: bool = False) -> CollectionSchema:
     return CollectionSchema(vector_size=vector_size, sparse=sparse, lexical=lexical)
+
+
+ENCODER = LexicalEncoder(LexicalSettings())  # type: ignore[call-arg]
+
+
+def schema_of(embedder: Embedder, lexical: bool = False) -> CollectionSchema:
+    """The schema the embedder makes, without part vectors (and lexical if asked)."""
+    return CollectionSchema(
+        vector_size=embedder.vector_size,
+        sparse=embedder.has_sparse,
+        lexical=lexical,
+        model_id=embedder.model_id,
+        lexical_id=ENCODER.id if lexical else None,
+    )
 
 
 def open_store(

@@ -29,7 +29,7 @@ from indexing.reconcile import sync_documents
 from indexing.reindex import reindex
 from indexing.search import search
 from stage_cache.store import StageCache
-from tests.index_helpers import CountingEmbedder, make_document, qdrant_settings
+from tests.index_helpers import CountingEmbedder, make_document, qdrant_settings, schema_of
 from tests.tiny_model import tiny_embedder, tiny_model_dir
 
 __all__ = ["tiny_embedder", "tiny_model_dir"]  # fixtures used below
@@ -44,15 +44,6 @@ def test_pyproject_pins_the_installed_edge_exactly() -> None:
     pins = [d for d in project["project"]["dependencies"] if d.startswith("qdrant-edge-py")]
     assert len(pins) == 1 and re.fullmatch(r"qdrant-edge-py==\d+\.\d+\.\d+", pins[0]), pins
     assert pins[0].split("==")[1] == version("qdrant-edge-py")
-
-
-def schema_of(embedder: BgeM3Embedder) -> CollectionSchema:
-    return CollectionSchema(
-        vector_size=embedder.vector_size,
-        sparse=embedder.has_sparse,
-        lexical=False,
-        model_id=embedder.model_id,
-    )
 
 
 def documents(tenant: str, count: int) -> list[Any]:

@@ -15,21 +15,25 @@ from typing import Any
 import pytest
 import yaml
 
-from config.settings import LexicalSettings, QdrantSettings
+from config.settings import QdrantSettings
 from indexing.embedders import BgeM3Embedder
-from indexing.lexical import LexicalEncoder
-from indexing.qdrant_store import LEXICAL, CollectionSchema, QdrantConnection, QdrantStore
+from indexing.qdrant_store import LEXICAL, QdrantConnection, QdrantStore
 from indexing.reconcile import sync_documents
 from indexing.reindex import build_name, drop_retired, reindex
 from indexing.search import search
 from stage_cache.store import StageCache
-from tests.index_helpers import CountingEmbedder, make_document, qdrant_settings
+from tests.index_helpers import (
+    ENCODER,
+    CountingEmbedder,
+    make_document,
+    qdrant_settings,
+    schema_of,
+)
 from tests.tiny_model import tiny_embedder, tiny_model_dir
 
 __all__ = ["tiny_embedder", "tiny_model_dir"]  # fixtures used below
 
 ROOT = Path(__file__).resolve().parent.parent
-ENCODER = LexicalEncoder(LexicalSettings())  # type: ignore[call-arg]
 WORDS = (
     "backup",
     "restore",
@@ -55,16 +59,6 @@ def documents(tenant: str, count: int) -> list[Any]:
         )
         for i in range(count)
     ]
-
-
-def schema_of(embedder: BgeM3Embedder, lexical: bool) -> CollectionSchema:
-    return CollectionSchema(
-        vector_size=embedder.vector_size,
-        sparse=embedder.has_sparse,
-        lexical=lexical,
-        model_id=embedder.model_id,
-        lexical_id=ENCODER.id if lexical else None,
-    )
 
 
 def dense_collection(
