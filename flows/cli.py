@@ -468,7 +468,7 @@ def _search(args: argparse.Namespace, settings: Settings) -> int:
             "(pass --user NAME and --group GROUP to see only what that user may read)",
             file=sys.stderr,
         )
-    # local mode: the storage lock is released before the interpreter exits
+    # an embedded store: its lock is released before the interpreter exits
     with Index(settings) as index:
         try:
             hits = index.search(

@@ -289,7 +289,7 @@ class _BatchRunner:
             progress=0.0 if batches else 100.0,
             description=f"documents processed of {self.spec.scope}",
         )
-        # Qdrant local mode is one process's store (a file lock on its directory): under a
+        # An embedded Qdrant (Edge, local mode) is one process's store (a file lock): under a
         # runner of other processes (Dask), index batches run here in the flow's process
         # while fetching, normalizing and chunking still spread over the workers.
         index_here = not self.settings.qdrant.url and not isinstance(

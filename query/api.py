@@ -163,7 +163,7 @@ class SourceInfo:
 
 class Index:
     """The collection the settings name, opened for reading. Close it (or use it as a
-    context manager): local mode holds a file lock on the storage while it is open."""
+    context manager): an embedded store holds a file lock while it is open."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings

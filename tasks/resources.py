@@ -1,9 +1,8 @@
 """What one run opens once and its batches share: the source's connector (the one that
 listed also fetches, so what the listing learned is reused), the embedder and lexical
-encoder, the Qdrant
-connection (local mode allows one per directory), and the link resolutions of saved
-listings. The flow (or the CLI) creates one `Resources` per run and
-closes it at the end.
+encoder, the Qdrant connection (an embedded store allows one process, so one connection,
+per directory), and the link resolutions of saved listings. The flow (or the CLI)
+creates one `Resources` per run and closes it at the end.
 
 A copy sent to another process arrives empty and opens its own; on a Dask worker it
 hands over to the one the worker keeps for the same settings, so the batches a worker
