@@ -10,7 +10,8 @@ excerpts' characters that the retrieved pieces of its corpus cover.
 Methods, in one run, with one embedder (the quickstart's all-MiniLM-L6-v2 through the
 project's embedder: a text over its window is embedded window by window, as a run does):
 - `product`: each corpus normalized and chunked by this checkout at the default budgets,
-  written to a Qdrant local-mode collection by `QdrantStore.upsert` and searched by
+  written to a collection of the embedded store (Qdrant Edge by default) by
+  `QdrantStore.upsert` and searched by
   `indexing.search` in its default mode (hybrid of every vector the collection holds) and
   densely;
 - baselines over the raw corpora: 1,000/200-character windows and the benchmark's

