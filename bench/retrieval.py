@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
 import statistics
 import tempfile
@@ -195,9 +196,13 @@ def index(
     root: Path,
     parts: PartSplitter | None = None,
 ) -> QdrantStore:
-    """A collection of the pieces in the embedded store, written as a run writes them
-    (`sync_documents`: dense, lexical and, with `parts`, the `dense_parts` vectors)."""
-    settings = QdrantSettings(path=str(root / name), collection=name)  # type: ignore[call-arg]
+    """A collection of the pieces in the embedded store (the engine
+    `INGEST_QDRANT__ENGINE` names, as for a run: Edge by default), written as a run writes
+    them (`sync_documents`: dense, lexical and, with `parts`, the `dense_parts` vectors)."""
+    engine = os.environ.get("INGEST_QDRANT__ENGINE", "edge")
+    settings = QdrantSettings.model_validate(
+        {"path": str(root / name), "collection": name, "engine": engine}
+    )
     schema = CollectionSchema(
         vector_size=embedder.vector_size,
         sparse=False,

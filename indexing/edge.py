@@ -41,8 +41,6 @@ from stage_cache.store import write_atomic
 
 EDGE_DIR = "edge"
 _ALIASES = "aliases.json"
-# qdrant-client's and Qdrant's own default RRF constant, so every engine fuses alike.
-RRF_K = 2
 # Bytes of one dense float32 component, to state the indexing threshold in Edge's unit.
 _FLOAT_BYTES = 4
 
@@ -621,10 +619,10 @@ def _scoring(query: Any, using: str | None) -> Any:
     points to a dense, multi- or sparse vector of the named vector `using`."""
     if query is None:
         return None
-    if isinstance(query, models.FusionQuery):
-        if query.fusion != models.Fusion.RRF:
-            raise _failed(f"fusion {query.fusion} is not supported by the embedded store")
-        return edge.Fusion.Rrf(k=RRF_K)
+    if isinstance(query, models.RrfQuery):
+        if query.rrf.k is None:
+            raise _failed("reciprocal rank fusion needs its k")
+        return edge.Fusion.Rrf(k=query.rrf.k, weights=query.rrf.weights)
     if isinstance(query, models.SparseVector):
         return edge.Query.Nearest(sparse_in(query), using=using)
     if isinstance(query, list):

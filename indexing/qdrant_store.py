@@ -59,6 +59,8 @@ DENSE_PARTS = "dense_parts"
 SPARSE = "sparse"
 LEXICAL = "lexical"
 METADATA_KEY = "ingest"  # the collection metadata this project writes, under one key
+RRF_K = 2  # Qdrant's and qdrant-client's default
+FIRST_PREFETCH_WEIGHT = 1.0001  # see _rrf
 _SCROLL_PAGE = 1024
 # Local mode sorts every id and filters every point for each scroll page, so a scan
 # costs pages x points: fewer, larger pages keep it linear (its records are in memory).
@@ -367,6 +369,17 @@ def _query_of(
     if vector and not isinstance(vector[0], float | int):
         return [[float(x) for x in row] for row in vector]  # type: ignore[union-attr]
     return [float(x) for x in vector]  # type: ignore[arg-type]
+
+
+def _rrf(prefetches: int) -> models.RrfQuery:
+    """Reciprocal rank fusion with Qdrant's own k. Its scores tie often (one point first in
+    one ranking, another first in the other); Edge and a server order ties by a hash that
+    changes from one process to the next, local mode by prefetch. A first prefetch (the
+    model's ranking) heavier by 0.01% breaks every tie its way on every engine, the same
+    each time, and moves no score by more than that."""
+    return models.RrfQuery(
+        rrf=models.Rrf(k=RRF_K, weights=[FIRST_PREFETCH_WEIGHT] + [1.0] * (prefetches - 1))
+    )
 
 
 def _schema_of(info: models.CollectionInfo) -> CollectionSchema:
@@ -1078,7 +1091,7 @@ class QdrantStore:
             if len(views) > 1 and others:
                 fused = models.Prefetch(
                     prefetch=[prefetch(using) for using in views],
-                    query=models.FusionQuery(fusion=models.Fusion.RRF),
+                    query=_rrf(len(views)),
                     limit=candidates,
                     filter=selection,
                 )
@@ -1087,7 +1100,7 @@ class QdrantStore:
                 prefetches = [prefetch(using) for using in vectors]
             request = {
                 "prefetch": prefetches,
-                "query": models.FusionQuery(fusion=models.Fusion.RRF),
+                "query": _rrf(len(prefetches)),
             }
         response = self._call(
             "query",

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from qdrant_client import models
 
 from config.settings import LexicalSettings
 from indexing.embedders import BgeM3Embedder
@@ -214,6 +215,38 @@ def test_auto_fuses_dense_lexical_and_sparse_with_the_filter_in_every_prefetch(
     assert sorted(p.using for p in request["prefetch"]) == ["dense", "lexical", "sparse"]
     assert all(p.filter is not None and p.limit == 8 for p in request["prefetch"])
     assert request["query"].fusion.value == "rrf"
+
+
+def test_a_tie_of_the_fusion_goes_to_the_models_ranking_every_time(store_factory: Any) -> None:
+    """Point `a` is first in the dense ranking only, `b` first in the lexical one only:
+    their fused scores tie. The model's ranking wins the tie on every engine and in every
+    query (Edge and a server would otherwise order ties by a hash that varies)."""
+    store: CountingStore = store_factory(4, sparse=False, lexical=True)
+    points = [
+        models.PointStruct(
+            id=f"00000000-0000-0000-0000-00000000000{i}",
+            vector={
+                "dense": dense,
+                LEXICAL: models.SparseVector(indices=terms, values=[1.0] * len(terms)),
+            },
+            payload={"tenant_id": "t", "name": name},
+        )
+        for i, (name, dense, terms) in enumerate(
+            [("a", [1.0, 0.0, 0.0, 0.0], []), ("b", [0.0, 1.0, 0.0, 0.0], [7])], start=1
+        )
+    ]
+    store.client.upsert(store.collection, points)
+    query: dict[str, list[float] | dict[int, float]] = {
+        "dense": [1.0, 0.0, 0.0, 0.0],
+        LEXICAL: {7: 1.0},
+    }
+    firsts = {
+        store.query(query, limit=1, prefetch_factor=1, filters=SearchFilters(tenant_id="t"))[
+            0
+        ].payload["name"]
+        for _ in range(30)
+    }
+    assert firsts == {"a"}
 
 
 def test_queries_without_terms_and_hostile_queries_answer_or_say_why(
