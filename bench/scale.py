@@ -1,7 +1,7 @@
 """Benchmark (run by hand): a full ingest of a generated Confluence space (issue 7, Scale).
 
     .venv/bin/python -m bench.scale [--pages 1000] [--attachments-share 0.2]
-        [--runner threads|dask|both]
+        [--runner threads|dask|both] [--engine edge|local] [--dump FILE]
 
 A space of `--pages` pages and pages/5 attachments is served by the local Confluence
 API: a realistic mix of long English and Russian pages with headings, big tables, code
@@ -9,13 +9,21 @@ macros, panels and lists, short pages, blog-like notes; attachments are PDF, DOC
 PPTX, Markdown and text files. The `ingest` flow runs in this process under
 `prefect_test_harness` (a temporary Prefect API server on SQLite in a subprocess, what
 `ingest run` gets from the ephemeral API; its start-up is printed apart) with the tiny
-BGE-M3-shaped model into local-mode Qdrant. Printed: wall time, seconds per stage (from
-the run summary), peak RSS of this process and of the API server subprocess (sampled
-every 0.2 s with psutil), and the Prefect task-run count of the flow run.
+BGE-M3-shaped model into the embedded store `--engine` names (`qdrant.engine`: Qdrant
+Edge, the default, or qdrant-client's local mode). Printed: wall time, seconds per stage
+(from the run summary: fetch, normalize, chunk, embed, upsert summed over batches, and
+`optimize`, the HNSW build at the run's end, when the collection passed
+`qdrant.optimize_threshold`), the upsert stage's share of the wall time, peak RSS of this
+process and of the API server subprocess (sampled every 0.2 s with psutil), and the
+Prefect task-run count of the flow run.
+
+`--dump FILE` writes the point ids and payloads as JSON (sorted), for comparing two
+versions of the code or the two engines: `python -m bench.scale --engine edge --dump
+edge.json`, the same with `local`, then compare the files (`cmp`, or load both).
 
 `--runner dask` runs the flow on prefect-dask's `DaskTaskRunner` with a local cluster of 2
 worker processes (batches are prepared in the workers and indexed in the flow's process,
-local-mode Qdrant being one process's store); `--runner both` runs threads, then Dask into
+an embedded store being one process's); `--runner both` runs threads, then Dask into
 a second collection, and compares the two: same point ids and payloads.
 """
 
@@ -225,6 +233,7 @@ def _environment(root: Path, api: FakeConfluence, model: Path, args: argparse.Na
         {
             **ingest_environment(root, api, model),
             "INGEST_RUN__BATCH_SIZE": str(args.batch_size),
+            "INGEST_QDRANT__ENGINE": args.engine,
         }
     )
 
@@ -241,12 +250,12 @@ def _flow(runner: str) -> Any:
     return ingest.with_options(task_runner=dask)
 
 
-def _payloads(root: Path) -> dict[str, str]:
+def _payloads(root: Path, engine: str) -> dict[str, str]:
     """point id -> payload as canonical JSON, for comparing two runs (vectors differ in
     the last float bits with batch padding, see bench/crash.py)."""
     from bench.crash import snapshot
 
-    return {point: payload for point, (payload, _, _) in snapshot(root).items()}
+    return {point: payload for point, (payload, _, _) in snapshot(root, engine).items()}
 
 
 def _task_runs(flow_run_id: Any) -> tuple[int, dict[str, float]]:
@@ -283,6 +292,12 @@ def main() -> None:
         choices=["threads", "dask", "both"],
         default="threads",
         help="task runner; `both` runs threads then Dask and compares the collections",
+    )
+    parser.add_argument(
+        "--engine",
+        choices=["edge", "local"],
+        default="edge",
+        help="qdrant.engine: Qdrant Edge (the default) or qdrant-client's local mode",
     )
     parser.add_argument(
         "--dump",
@@ -326,8 +341,8 @@ def main() -> None:
                     wall = time.perf_counter() - started
                 summary: dict[str, Any] = state.result()
                 task_runs, task_seconds = _task_runs(state.state_details.flow_run_id)
-                collections[runner] = _payloads(work / runner)
-                _report(runner, wall, summary, task_runs, task_seconds, rss)
+                collections[runner] = _payloads(work / runner, args.engine)
+                _report(runner, args.engine, wall, summary, task_runs, task_seconds, rss)
     if args.dump:
         first = collections[runners[0]]
         args.dump.write_text(
@@ -343,6 +358,7 @@ def main() -> None:
 
 def _report(
     runner: str,
+    engine: str,
     wall: float,
     summary: dict[str, Any],
     task_runs: int,
@@ -351,13 +367,17 @@ def _report(
 ) -> None:
     mib = 1024 * 1024
     print(
-        f"\n[{runner}] wall {wall:.1f} s; {wall / max(1, summary['seen']) * 1000:.1f} ms/document"
+        f"\n[{runner}, {engine}] wall {wall:.1f} s; "
+        f"{wall / max(1, summary['seen']) * 1000:.1f} ms/document"
     )
     print(
         f"seen {summary['seen']}, new {summary['new']}, chunks {summary['chunks']}, "
         f"failed {len(summary['failed'])}, task runs {task_runs}"
     )
-    print("seconds per stage (summed over batches): " + str(summary.get("seconds")))
+    seconds = summary.get("seconds", {})
+    upsert = seconds.get("upsert", 0.0)
+    print("seconds per stage (summed over batches): " + str(seconds))
+    print(f"upsert stage: {upsert:.1f} s, {upsert / wall:.1%} of the wall time")
     print(
         "task run seconds (summed per task): "
         + ", ".join(f"{k} {v:.1f}" for k, v in sorted(task_seconds.items()))
