@@ -20,7 +20,9 @@ Prefect task-run count of the flow run.
 
 `--dump FILE` writes the point ids and payloads as JSON (sorted), for comparing two
 versions of the code or the two engines: `python -m bench.scale --engine edge --dump
-edge.json`, the same with `local`, then compare the files (`cmp`, or load both).
+edge.json`, the same with `local --dump local.json`, then `python -m bench.scale
+--compare-dumps edge.json local.json` prints the point counts, whether the ids are the
+same and how many payloads differ (the local API's port, new each run, left out of URLs).
 
 `--runner dask` runs the flow on prefect-dask's `DaskTaskRunner` with a local cluster of 2
 worker processes (batches are prepared in the workers and indexed in the flow's process,
@@ -34,6 +36,7 @@ import argparse
 import json
 import os
 import random
+import re
 import tempfile
 import threading
 import time
@@ -294,6 +297,28 @@ def _payloads(root: Path, engine: str) -> dict[str, str]:
     return {point: payload for point, (payload, _, _) in snapshot(root, engine).items()}
 
 
+def compare_dumps(first: Path, second: Path) -> None:
+    """Print how two `--dump` files differ: counts, ids, payloads (a few shown)."""
+
+    def load(path: Path) -> dict[str, Any]:
+        # The local Confluence API listens on a new port each run, which every URL holds.
+        text = re.sub(r"http://127\.0\.0\.1:\d+", "http://confluence", path.read_text())
+        loaded: dict[str, Any] = json.loads(text)
+        return loaded
+
+    a, b = load(first), load(second)
+    differing = sorted(k for k in a.keys() & b.keys() if a[k] != b[k])
+    print(
+        f"{first}: {len(a)} points, {second}: {len(b)}; same ids: {a.keys() == b.keys()}; "
+        f"payloads differing: {len(differing)}; identical: {a == b}"
+    )
+    for point in differing[:3]:
+        fields = sorted(
+            f for f in a[point].keys() | b[point].keys() if a[point].get(f) != b[point].get(f)
+        )
+        print(f"  {point}: {', '.join(fields)}")
+
+
 def _task_runs(flow_run_id: Any) -> tuple[int, dict[str, float]]:
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
@@ -341,7 +366,17 @@ def main() -> None:
         help="write the first runner's point ids and payloads as JSON to this file, "
         "for comparing two versions of the code",
     )
+    parser.add_argument(
+        "--compare-dumps",
+        nargs=2,
+        type=Path,
+        metavar=("FIRST", "SECOND"),
+        help="compare two --dump files and exit (nothing is ingested)",
+    )
     args = parser.parse_args()
+    if args.compare_dumps:
+        compare_dumps(*args.compare_dumps)
+        return
     runners = ["threads", "dask"] if args.runner == "both" else [args.runner]
     if "dask" in runners:
         try:
