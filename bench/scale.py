@@ -15,8 +15,10 @@ Edge, the default, or qdrant-client's local mode). Printed: wall time, seconds p
 `optimize`, the HNSW build at the run's end, when the collection passed
 `qdrant.optimize_threshold`), the upsert stage's share of the wall time, the seconds
 inside the store client's own upserts (`StoreWrites`) and their share, peak RSS of this
-process and of the API server subprocess (sampled every 0.2 s with psutil), and the
-Prefect task-run count of the flow run.
+process (and its RSS before the run: the local Confluence API and its generated space
+live in this process too) and of the API server subprocess (sampled every 0.2 s with
+psutil), and the Prefect task-run count of the flow run. The tiny model's vectors have 32
+dimensions: the store holds far less than with BGE-M3's 1024.
 
 `--dump FILE` writes the point ids and payloads as JSON (sorted), for comparing two
 versions of the code or the two engines: `python -m bench.scale --engine edge --dump
@@ -221,6 +223,7 @@ class RssSampler:
             pass
 
     def __enter__(self) -> RssSampler:
+        self.start_self = self.me.memory_info().rss
         self.peak_self = 0
         self.peak_children = {}
         self._thread.start()
@@ -458,7 +461,10 @@ def _report(
         "task run seconds (summed per task): "
         + ", ".join(f"{k} {v:.1f}" for k, v in sorted(task_seconds.items()))
     )
-    print(f"peak RSS: this process {rss.peak_self / mib:.0f} MiB")
+    print(
+        f"peak RSS: this process {rss.peak_self / mib:.0f} MiB ({rss.start_self / mib:.0f} MiB "
+        "before the run: imports, the model built, the generated space served in-process)"
+    )
     by_command: dict[str, tuple[int, int]] = {}
     for name, peak in rss.peak_children.values():
         count, top = by_command.get(name or "?", (0, 0))
