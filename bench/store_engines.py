@@ -22,8 +22,9 @@ nothing to do) and its seconds; reopen seconds (connection closed, opened again,
 collection checked and a first hybrid query answered); the child's RSS once its data was
 loaded (before any store) and its peak RSS.
 
-Local mode loads about 50 points a second, so `--local-points` (default: `--points`)
-keeps it to the sizes it finishes in reasonable time. `bench.lexical` runs the same
+Local mode scans every point for each query in Python (seconds a query at 10,000 points,
+growing with the count), so `--local-points` (default: `--points`) keeps it to the sizes
+it finishes in reasonable time; on Edge at 100,000 points the HNSW build takes minutes. `bench.lexical` runs the same
 measurement as its latency part.
 """
 
