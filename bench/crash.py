@@ -258,12 +258,13 @@ def kill_once(env: dict[str, str], target: str, delay_s: float, timeout: float =
     return Kill(target, delay_s, phase)
 
 
-def snapshot(root: Path) -> dict[str, tuple[str, list[float], str]]:
-    """point id -> (payload as canonical JSON, dense vector, sparse vector as JSON)."""
+def snapshot(root: Path, engine: str = "edge") -> dict[str, tuple[str, list[float], str]]:
+    """point id -> (payload as canonical JSON, dense vector, sparse vector as JSON), read
+    from the `engine` store (Edge, the default, or local mode) under `root`."""
     from config.settings import QdrantSettings
     from indexing.qdrant_store import CollectionSchema, QdrantConnection, QdrantStore
 
-    settings = QdrantSettings(path=str(root / "qdrant"))  # type: ignore[call-arg]
+    settings = QdrantSettings.model_validate({"path": str(root / "qdrant"), "engine": engine})
     points: dict[str, tuple[str, list[float], str]] = {}
     with QdrantConnection(settings) as connection:
         store = QdrantStore(connection, CollectionSchema(0, False, False))

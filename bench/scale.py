@@ -1,7 +1,7 @@
 """Benchmark (run by hand): a full ingest of a generated Confluence space (issue 7, Scale).
 
     .venv/bin/python -m bench.scale [--pages 1000] [--attachments-share 0.2]
-        [--runner threads|dask|both]
+        [--runner threads|dask|both] [--engine edge|local] [--dump FILE]
 
 A space of `--pages` pages and pages/5 attachments is served by the local Confluence
 API: a realistic mix of long English and Russian pages with headings, big tables, code
@@ -9,13 +9,26 @@ macros, panels and lists, short pages, blog-like notes; attachments are PDF, DOC
 PPTX, Markdown and text files. The `ingest` flow runs in this process under
 `prefect_test_harness` (a temporary Prefect API server on SQLite in a subprocess, what
 `ingest run` gets from the ephemeral API; its start-up is printed apart) with the tiny
-BGE-M3-shaped model into local-mode Qdrant. Printed: wall time, seconds per stage (from
-the run summary), peak RSS of this process and of the API server subprocess (sampled
-every 0.2 s with psutil), and the Prefect task-run count of the flow run.
+BGE-M3-shaped model into the embedded store `--engine` names (`qdrant.engine`: Qdrant
+Edge, the default, or qdrant-client's local mode). Printed: wall time, seconds per stage
+(from the run summary: fetch, normalize, chunk, embed, upsert summed over batches, and
+`optimize`, the HNSW build at the run's end, when the collection passed
+`qdrant.optimize_threshold`), the upsert stage's share of the wall time, the seconds
+inside the store client's own upserts (`StoreWrites`) and their share, peak RSS of this
+process (and its RSS before the run: the local Confluence API and its generated space
+live in this process too) and of the API server subprocess (sampled every 0.2 s with
+psutil), and the Prefect task-run count of the flow run. The tiny model's vectors have 32
+dimensions: the store holds far less than with BGE-M3's 1024.
+
+`--dump FILE` writes the point ids and payloads as JSON (sorted), for comparing two
+versions of the code or the two engines: `python -m bench.scale --engine edge --dump
+edge.json`, the same with `local --dump local.json`, then `python -m bench.scale
+--compare-dumps edge.json local.json` prints the point counts, whether the ids are the
+same and how many payloads differ (the local API's port, new each run, left out of URLs).
 
 `--runner dask` runs the flow on prefect-dask's `DaskTaskRunner` with a local cluster of 2
 worker processes (batches are prepared in the workers and indexed in the flow's process,
-local-mode Qdrant being one process's store); `--runner both` runs threads, then Dask into
+an embedded store being one process's); `--runner both` runs threads, then Dask into
 a second collection, and compares the two: same point ids and payloads.
 """
 
@@ -25,6 +38,7 @@ import argparse
 import json
 import os
 import random
+import re
 import tempfile
 import threading
 import time
@@ -209,6 +223,7 @@ class RssSampler:
             pass
 
     def __enter__(self) -> RssSampler:
+        self.start_self = self.me.memory_info().rss
         self.peak_self = 0
         self.peak_children = {}
         self._thread.start()
@@ -220,11 +235,47 @@ class RssSampler:
         self.sample()
 
 
+class StoreWrites:
+    """Seconds spent inside the store client's `upsert` (`EdgeClient` or qdrant-client's)
+    while in the block: the engine's own writes. The run's `upsert` stage is wider (all of
+    indexing but the model: the store's lookups, lexical weights, parts, the embedding
+    cache, waiting for the connection's lock) and is summed over batches that overlap in
+    threads; these calls run under the connection's lock, one at a time."""
+
+    def __init__(self, engine: str) -> None:
+        from qdrant_client import QdrantClient
+
+        from indexing.edge import EdgeClient
+
+        self.client_class: type[Any] = EdgeClient if engine == "edge" else QdrantClient
+        self.seconds = 0.0
+        self.calls = 0
+
+    def __enter__(self) -> StoreWrites:
+        original = self.client_class.upsert
+
+        def timed(client: Any, *args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return original(client, *args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - started
+                self.calls += 1
+
+        self._original = original
+        self.client_class.upsert = timed
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.client_class.upsert = self._original
+
+
 def _environment(root: Path, api: FakeConfluence, model: Path, args: argparse.Namespace) -> None:
     os.environ.update(
         {
             **ingest_environment(root, api, model),
             "INGEST_RUN__BATCH_SIZE": str(args.batch_size),
+            "INGEST_QDRANT__ENGINE": args.engine,
         }
     )
 
@@ -241,12 +292,34 @@ def _flow(runner: str) -> Any:
     return ingest.with_options(task_runner=dask)
 
 
-def _payloads(root: Path) -> dict[str, str]:
+def _payloads(root: Path, engine: str) -> dict[str, str]:
     """point id -> payload as canonical JSON, for comparing two runs (vectors differ in
     the last float bits with batch padding, see bench/crash.py)."""
     from bench.crash import snapshot
 
-    return {point: payload for point, (payload, _, _) in snapshot(root).items()}
+    return {point: payload for point, (payload, _, _) in snapshot(root, engine).items()}
+
+
+def compare_dumps(first: Path, second: Path) -> None:
+    """Print how two `--dump` files differ: counts, ids, payloads (a few shown)."""
+
+    def load(path: Path) -> dict[str, Any]:
+        # The local Confluence API listens on a new port each run, which every URL holds.
+        text = re.sub(r"http://127\.0\.0\.1:\d+", "http://confluence", path.read_text())
+        loaded: dict[str, Any] = json.loads(text)
+        return loaded
+
+    a, b = load(first), load(second)
+    differing = sorted(k for k in a.keys() & b.keys() if a[k] != b[k])
+    print(
+        f"{first}: {len(a)} points, {second}: {len(b)}; same ids: {a.keys() == b.keys()}; "
+        f"payloads differing: {len(differing)}; identical: {a == b}"
+    )
+    for point in differing[:3]:
+        fields = sorted(
+            f for f in a[point].keys() | b[point].keys() if a[point].get(f) != b[point].get(f)
+        )
+        print(f"  {point}: {', '.join(fields)}")
 
 
 def _task_runs(flow_run_id: Any) -> tuple[int, dict[str, float]]:
@@ -285,12 +358,28 @@ def main() -> None:
         help="task runner; `both` runs threads then Dask and compares the collections",
     )
     parser.add_argument(
+        "--engine",
+        choices=["edge", "local"],
+        default="edge",
+        help="qdrant.engine: Qdrant Edge (the default) or qdrant-client's local mode",
+    )
+    parser.add_argument(
         "--dump",
         type=Path,
         help="write the first runner's point ids and payloads as JSON to this file, "
         "for comparing two versions of the code",
     )
+    parser.add_argument(
+        "--compare-dumps",
+        nargs=2,
+        type=Path,
+        metavar=("FIRST", "SECOND"),
+        help="compare two --dump files and exit (nothing is ingested)",
+    )
     args = parser.parse_args()
+    if args.compare_dumps:
+        compare_dumps(*args.compare_dumps)
+        return
     runners = ["threads", "dask"] if args.runner == "both" else [args.runner]
     if "dask" in runners:
         try:
@@ -320,14 +409,14 @@ def main() -> None:
             )
             for runner in runners:
                 _environment(work / runner, api, model, args)
-                with RssSampler() as rss:
+                with RssSampler() as rss, StoreWrites(args.engine) as writes:
                     started = time.perf_counter()
                     state = _flow(runner)(source="confluence", targets=[SPACE], return_state=True)
                     wall = time.perf_counter() - started
                 summary: dict[str, Any] = state.result()
                 task_runs, task_seconds = _task_runs(state.state_details.flow_run_id)
-                collections[runner] = _payloads(work / runner)
-                _report(runner, wall, summary, task_runs, task_seconds, rss)
+                collections[runner] = _payloads(work / runner, args.engine)
+                _report(runner, args.engine, wall, summary, task_runs, task_seconds, rss, writes)
     if args.dump:
         first = collections[runners[0]]
         args.dump.write_text(
@@ -343,26 +432,39 @@ def main() -> None:
 
 def _report(
     runner: str,
+    engine: str,
     wall: float,
     summary: dict[str, Any],
     task_runs: int,
     task_seconds: dict[str, float],
     rss: RssSampler,
+    writes: StoreWrites,
 ) -> None:
     mib = 1024 * 1024
     print(
-        f"\n[{runner}] wall {wall:.1f} s; {wall / max(1, summary['seen']) * 1000:.1f} ms/document"
+        f"\n[{runner}, {engine}] wall {wall:.1f} s; "
+        f"{wall / max(1, summary['seen']) * 1000:.1f} ms/document"
     )
     print(
         f"seen {summary['seen']}, new {summary['new']}, chunks {summary['chunks']}, "
         f"failed {len(summary['failed'])}, task runs {task_runs}"
     )
-    print("seconds per stage (summed over batches): " + str(summary.get("seconds")))
+    seconds = summary.get("seconds", {})
+    upsert = seconds.get("upsert", 0.0)
+    print("seconds per stage (summed over batches): " + str(seconds))
+    print(f"upsert stage: {upsert:.1f} s, {upsert / wall:.1%} of the wall time")
+    print(
+        f"store writes ({writes.calls} client upserts): {writes.seconds:.1f} s, "
+        f"{writes.seconds / wall:.1%} of the wall time"
+    )
     print(
         "task run seconds (summed per task): "
         + ", ".join(f"{k} {v:.1f}" for k, v in sorted(task_seconds.items()))
     )
-    print(f"peak RSS: this process {rss.peak_self / mib:.0f} MiB")
+    print(
+        f"peak RSS: this process {rss.peak_self / mib:.0f} MiB ({rss.start_self / mib:.0f} MiB "
+        "before the run: imports, the model built, the generated space served in-process)"
+    )
     by_command: dict[str, tuple[int, int]] = {}
     for name, peak in rss.peak_children.values():
         count, top = by_command.get(name or "?", (0, 0))
