@@ -54,14 +54,15 @@ def edge_root(path: str | Path) -> Path:
 
 
 class EdgeClient:
-    """Edge shards under `<path>/edge/`, spoken to like a `QdrantClient`. A segment of
-    more than `index_after_points` points' dense vectors gets its HNSW index when
-    `optimize` runs (Edge's indexing threshold, stated in points)."""
+    """Edge shards under `<path>/edge/`, spoken to like a `QdrantClient`. A segment with
+    more than `index_after_vectors` vectors of one name (a multivector counts each of
+    its vectors) gets its HNSW index when `optimize` runs: Edge's indexing threshold,
+    which it states in kilobytes of the segment's largest vector storage."""
 
-    def __init__(self, path: str | Path, *, index_after_points: int) -> None:
+    def __init__(self, path: str | Path, *, index_after_vectors: int) -> None:
         self.root = edge_root(path)
         self.root.mkdir(parents=True, exist_ok=True)
-        self.index_after_points = index_after_points
+        self.index_after_vectors = index_after_vectors
         self._shards: dict[str, edge.EdgeShard] = {}
         # Collections with points deleted since their shard was opened: Edge's IDF counts
         # deleted points until the shard is opened again, so a query reopens it first.
@@ -158,7 +159,7 @@ class EdgeClient:
             for name, params in sparse_params.items()
         }
         widest = max((params.size for params in dense.values()), default=1)
-        threshold_kb = math.ceil(self.index_after_points * widest * _FLOAT_BYTES / 1024)
+        threshold_kb = math.ceil(self.index_after_vectors * widest * _FLOAT_BYTES / 1024)
         return edge.EdgeConfig(
             vectors=vectors,
             sparse_vectors=sparse or None,

@@ -188,7 +188,7 @@ def _open_client(settings: QdrantSettings, engine: Engine) -> QdrantClient | Edg
     if engine == "edge":
         from indexing.edge import EdgeClient  # the Rust extension, loaded only when used
 
-        return EdgeClient(path, index_after_points=settings.optimize_threshold)
+        return EdgeClient(path, index_after_vectors=settings.optimize_threshold)
     try:
         return QdrantClient(path=str(path))
     except RuntimeError as exc:  # another process holds the local storage lock
@@ -1040,7 +1040,7 @@ class QdrantStore:
         return int(result.count)
 
     def optimize(self) -> float | None:
-        """Edge: build the HNSW index of segments past `qdrant.optimize_threshold` points
+        """Edge: build the HNSW index of segments past `qdrant.optimize_threshold` vectors
         (and merge, vacuum) now, blocking; the seconds it took, or None when there was
         nothing to do or the engine indexes by itself (a server; local mode has no index).
         Called at the end of a run, never inside a search."""

@@ -107,7 +107,7 @@ def indexed_points(settings: Settings, resources: Resources) -> int | None:
 
 def optimize_index(resources: Resources) -> float | None:
     """Build the search index where the store leaves that to the end of a run (Edge, past
-    `qdrant.optimize_threshold` unindexed points): the seconds it took, or None. A
+    `qdrant.optimize_threshold` unindexed vectors): the seconds it took, or None. A
     failure costs only speed (search stays exact), so it is logged, not failed on."""
     try:
         store = resources.store()

@@ -77,7 +77,7 @@ def cache(tmp_path: Path) -> StageCache:
 def test_sparse_vectors_are_written_sorted_and_a_repeated_index_is_refused(
     tmp_path: Path,
 ) -> None:
-    client = EdgeClient(tmp_path, index_after_points=20_000)
+    client = EdgeClient(tmp_path, index_after_vectors=20_000)
     client.create_collection(
         "c",
         vectors_config={"dense": models.VectorParams(size=2, distance=models.Distance.COSINE)},
@@ -149,7 +149,7 @@ def test_the_alias_file_is_replaced_whole_or_not_at_all(
 
 
 def test_a_creation_cut_short_is_no_collection_and_is_made_again(tmp_path: Path) -> None:
-    client = EdgeClient(tmp_path, index_after_points=20_000)
+    client = EdgeClient(tmp_path, index_after_vectors=20_000)
     (edge_root(tmp_path) / "half" / "segments").mkdir(parents=True)  # no record beside it
     assert not client.collection_exists("half") and client.get_collections().collections == []
     dense = models.VectorParams(size=2, distance=models.Distance.COSINE)

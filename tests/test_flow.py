@@ -366,11 +366,11 @@ def test_the_search_index_is_built_at_the_end_of_a_run_past_the_threshold_only(
     workspace: Callable[..., Workspace], eng: tuple[FakeConfluence, Fixture]
 ) -> None:
     """Edge searches new points exactly until a run's end builds the HNSW index of a
-    segment past `qdrant.optimize_threshold` points: the report's `optimize` stage."""
+    segment past `qdrant.optimize_threshold` vectors: the report's `optimize` stage."""
     api, _ = eng
     below = workspace("below", api=api)
     _, summary = below.run(source="confluence", targets=["ENG"])
-    assert "optimize" not in summary["seconds"]  # 20,000 points by default
+    assert "optimize" not in summary["seconds"]  # 20,000 vectors by default
 
     past = workspace("past", api=api, INGEST_QDRANT__OPTIMIZE_THRESHOLD="1")
     state, summary = past.run(source="confluence", targets=["ENG"])
