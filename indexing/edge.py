@@ -37,6 +37,7 @@ from qdrant_client import models
 from qdrant_client.http import models as http_models
 
 from config.errors import ErrorCode, IngestError
+from indexing.qdrant_store import PayloadIndexSchema
 from stage_cache.store import write_atomic
 
 EDGE_DIR = "edge"
@@ -279,9 +280,7 @@ class EdgeClient:
         self,
         collection_name: str,
         field_name: str,
-        field_schema: models.PayloadSchemaType
-        | models.KeywordIndexParams
-        | models.IntegerIndexParams,
+        field_schema: PayloadIndexSchema,
         wait: bool = True,
     ) -> None:
         self._update(
@@ -494,12 +493,21 @@ _SCHEMA_TYPES = MappingProxyType({name: edge_type for edge_type, name in _SCHEMA
 
 
 def _index_schema(
-    schema: models.PayloadSchemaType | models.KeywordIndexParams | models.IntegerIndexParams,
-) -> edge.PayloadSchemaType | edge.KeywordIndexParams | edge.IntegerIndexParams:
+    schema: PayloadIndexSchema,
+) -> (
+    edge.PayloadSchemaType
+    | edge.KeywordIndexParams
+    | edge.IntegerIndexParams
+    | edge.DatetimeIndexParams
+):
     if isinstance(schema, models.KeywordIndexParams):
-        return edge.KeywordIndexParams(is_tenant=schema.is_tenant)
+        return edge.KeywordIndexParams(is_tenant=schema.is_tenant, enable_hnsw=schema.enable_hnsw)
     if isinstance(schema, models.IntegerIndexParams):
-        return edge.IntegerIndexParams(lookup=schema.lookup, range=schema.range)
+        return edge.IntegerIndexParams(
+            lookup=schema.lookup, range=schema.range, enable_hnsw=schema.enable_hnsw
+        )
+    if isinstance(schema, models.DatetimeIndexParams):
+        return edge.DatetimeIndexParams(enable_hnsw=schema.enable_hnsw)
     return _SCHEMA_TYPES[models.PayloadSchemaType(schema)]
 
 

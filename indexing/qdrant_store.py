@@ -54,6 +54,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+PayloadIndexSchema = (
+    models.PayloadSchemaType
+    | models.KeywordIndexParams
+    | models.IntegerIndexParams
+    | models.DatetimeIndexParams
+)
 DENSE = "dense"
 DENSE_PARTS = "dense_parts"
 SPARSE = "sparse"
@@ -70,23 +76,26 @@ _LOCAL_SCROLL_PAGE = 100_000
 # filters on them). `tenant_id` is the tenant index: Qdrant co-locates a tenant's points.
 # `section_id` and `document_id` + `ordinal` (a range index) make search's expansion of a
 # hit to its section or neighbours a lookup, not a scan.
-PAYLOAD_INDEXES: Mapping[
-    str, models.PayloadSchemaType | models.KeywordIndexParams | models.IntegerIndexParams
-] = MappingProxyType(
+# Fields only looked up (a document's points, a section, neighbours, a version) need no
+# HNSW links of their own: building them for every value multiplies the index build.
+_LOOKUP_KEYWORD = models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, enable_hnsw=False)
+PAYLOAD_INDEXES: Mapping[str, PayloadIndexSchema] = MappingProxyType(
     {
         "tenant_id": models.KeywordIndexParams(
             type=models.KeywordIndexType.KEYWORD, is_tenant=True
         ),
-        "document_id": models.PayloadSchemaType.KEYWORD,
-        "section_id": models.PayloadSchemaType.KEYWORD,
+        "document_id": _LOOKUP_KEYWORD,
+        "section_id": _LOOKUP_KEYWORD,
         "ordinal": models.IntegerIndexParams(
-            type=models.IntegerIndexType.INTEGER, lookup=False, range=True
+            type=models.IntegerIndexType.INTEGER, lookup=False, range=True, enable_hnsw=False
         ),
         "source_type": models.PayloadSchemaType.KEYWORD,
         CONTAINER_FIELD: models.PayloadSchemaType.KEYWORD,
         "labels": models.PayloadSchemaType.KEYWORD,
-        "updated_at": models.PayloadSchemaType.DATETIME,
-        "source_version_id": models.PayloadSchemaType.KEYWORD,
+        "updated_at": models.DatetimeIndexParams(
+            type=models.DatetimeIndexType.DATETIME, enable_hnsw=False
+        ),
+        "source_version_id": _LOOKUP_KEYWORD,
         "archived": models.PayloadSchemaType.BOOL,
         "acl.public": models.PayloadSchemaType.BOOL,
         "acl.users": models.PayloadSchemaType.KEYWORD,

@@ -214,7 +214,7 @@ def test_auto_fuses_dense_lexical_and_sparse_with_the_filter_in_every_prefetch(
     (request,) = asked
     assert sorted(p.using for p in request["prefetch"]) == ["dense", "lexical", "sparse"]
     assert all(p.filter is not None and p.limit == 8 for p in request["prefetch"])
-    assert request["query"].fusion.value == "rrf"
+    assert request["query"].rrf.k == 2 and request["query"].rrf.weights[0] > 1.0
 
 
 def test_a_tie_of_the_fusion_goes_to_the_models_ranking_every_time(store_factory: Any) -> None:

@@ -304,10 +304,12 @@ def test_collection_has_named_vectors_and_payload_indexes(tmp_path, tiny_embedde
         assert recording.indexes == PAYLOAD_INDEXES
         assert recording.indexes["tenant_id"].is_tenant is True
         # search's expansion: a section lookup, and an ordinal range within a document
-        assert recording.indexes["section_id"] == "keyword"
+        assert recording.indexes["section_id"].type == "keyword"
+        # looked up, never searched by: no HNSW links of their own to build
+        assert recording.indexes["section_id"].enable_hnsw is False
         assert recording.indexes["ordinal"].type == "integer"
         assert recording.indexes["ordinal"].range is True
-        if settings.url:  # a server reports its indexes; local mode keeps none
+        if not store.connection.local:  # Edge and a server report indexes; local mode keeps none
             indexed = store.payload_schema()
             assert set(PAYLOAD_INDEXES) <= set(indexed)
             assert indexed["updated_at"] == "datetime"
