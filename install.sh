@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the project needs on a bare Debian/Ubuntu machine:
-#   - LibreOffice (headless) for legacy DOC/XLS/PPT and tesseract for optional OCR of
-#     scanned PDF pages, from the distribution's packages;
+#   - LibreOffice (headless) for legacy DOC/XLS/PPT and Visio VSD, tesseract with its
+#     English and Russian data for the text in pictures and scanned PDF pages, and
+#     Chromium (headless) for the tests of the chunk page, from the distribution's packages;
 #   - a virtual environment in .venv with the project, its ML extra (CPU torch 2.13.0,
 #     transformers) and its development tools. pandoc comes with pypandoc-binary.
 # Usage: ./install.sh            (run as root, or with sudo available)
@@ -9,14 +10,24 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-if [ -z "${INGEST_SKIP_APT:-}" ] && ! { command -v soffice && command -v tesseract; } >/dev/null 2>&1; then
+# Each package is checked by what it installs, so an upgrade of this script installs what
+# an older one did not.
+have_system_packages() {
+    local langs
+    command -v soffice && command -v tesseract && command -v chromium \
+        && [ -e /usr/lib/libreoffice/program/libwpftdrawlo.so ] \
+        && langs="$(tesseract --list-langs 2>/dev/null)" \
+        && grep -qx eng <<<"$langs" && grep -qx rus <<<"$langs"
+}
+if [ -z "${INGEST_SKIP_APT:-}" ] && ! have_system_packages >/dev/null 2>&1; then
     SUDO=""
     [ "$(id -u)" -eq 0 ] || SUDO="sudo"
     export DEBIAN_FRONTEND=noninteractive
     $SUDO apt-get update -qq
     $SUDO apt-get install -y -qq --no-install-recommends \
         libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui \
-        tesseract-ocr tesseract-ocr-eng >/dev/null
+        libreoffice-draw-nogui tesseract-ocr tesseract-ocr-eng tesseract-ocr-rus \
+        chromium >/dev/null
 fi
 
 PYTHON="${PYTHON:-python3}"
