@@ -5,9 +5,10 @@ format module implements (`Normalizer`)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Protocol
 
 from config.errors import ErrorCode, IngestError
 from config.settings import LimitsSettings
@@ -81,6 +82,15 @@ class NormalizedDocument:
         )
 
 
+class PictureText(Protocol):
+    """Reads what a picture shows for the normalizer that found it, one per document (it
+    counts what it read and skips repeats of a picture)."""
+
+    def text(self, data: bytes, name: str) -> str:
+        """The Markdown to put where the picture stands ("" for nothing: skipped, no text)."""
+        ...
+
+
 @dataclass(frozen=True)
 class NormalizeContext:
     filename: str  # file name or page title: used in messages and as an extension hint
@@ -92,6 +102,10 @@ class NormalizeContext:
     base_url: str | None = None
     container: str | None = None
     locator: str | None = None
+    # Reads the pictures the document holds; None: a picture keeps its alt text only.
+    pictures: PictureText | None = None
+    # The attachments a Confluence page's body shows (diagram macros, images), by file name.
+    attachments: Mapping[str, bytes] = field(default_factory=lambda: MappingProxyType({}))
 
     def fail(self, code: ErrorCode, message: str) -> IngestError:
         return IngestError(code, message, subject=self.filename)
