@@ -117,7 +117,7 @@ def render_chunk_page(
         f"<h1>{escape(name)}</h1>",
         f'<p class="summary">{summary}</p>',
         _histogram(chunks, config),
-        _LEGEND,
+        _LEGEND.format(parts=_PARTS_LEGEND if budgets.parts_max_tokens else ""),
         f'<ul class="problems">{problems}</ul>' if problems else "",
         '<main class="document">',
         *_document_html(document, budgets, counter, findings),
@@ -131,6 +131,11 @@ def render_chunk_page(
     )
 
 
+_PARTS_LEGEND = (
+    '<span><u style="text-decoration-color:#0f9d8a;text-decoration-thickness:2px">part</u>'
+    ' <u style="text-decoration-color:#9b5de5;text-decoration-thickness:2px">part</u>'
+    " embedded on their own</span>"
+)
 _LEGEND = (
     '<div class="legend">'
     '<span><i style="background:var(--a)"></i><i style="background:var(--b)"></i>'
@@ -138,9 +143,7 @@ _LEGEND = (
     '<span><i style="background:var(--within)"></i>within budget</span>'
     '<span><i style="background:var(--under)"></i>under min</span>'
     '<span><i style="background:var(--over)"></i>over max</span>'
-    '<span><u style="text-decoration-color:#0f9d8a;text-decoration-thickness:2px">part</u>'
-    ' <u style="text-decoration-color:#9b5de5;text-decoration-thickness:2px">part</u>'
-    " embedded on their own</span>"
+    "{parts}"
     '<span class="carried">faded: repeated from earlier</span>'
     "</div>"
 )
