@@ -23,8 +23,7 @@ from normalizers.detection import biff_version, detect_format
 from normalizers.legacy import LIBREOFFICE_APT_INSTALL, Conversion, convert_with_libreoffice
 from normalizers.model import NormalizeContext, NormalizedDocument
 from tests import fixtures_docx
-
-POI = Path(__file__).parent / "corpus" / "poi"
+from tests.corpus import POI
 
 _TO_BINARY = {
     "doc": Conversion(".docx", "MS Word 2007 XML", "doc", "doc:MS Word 97"),
