@@ -1,12 +1,18 @@
 """Which format a document is, decided from its bytes; the extension and MIME type only
 break ties the content cannot (OLE2 containers, text flavours). Diagrams are told by
 `normalizers.diagrams.sniff` first: a PNG or SVG that carries a draw.io diagram is the
-diagram, any other is a picture."""
+diagram, any other is a picture.
+
+Excel workbooks before Excel 5 (BIFF2, BIFF3, BIFF4: Excel 2.x, 3.0, 4.0) are no OLE2
+container: the file is the bare BIFF record stream, starting with its BOF record. They are
+XLS all the same, and LibreOffice reads them like the later ones.
+"""
 
 from __future__ import annotations
 
 import io
 import re
+import struct
 import zipfile
 from pathlib import PurePath
 from types import MappingProxyType
@@ -17,6 +23,11 @@ from normalizers.registry import FORMATS, supported_extensions
 
 _OLE2_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 _ENCRYPTED_PACKAGE = "EncryptedPackage".encode("utf-16-le")
+# A bare BIFF stream's first record, BOF: its id by BIFF version (BIFF5/8 streams are
+# normally inside an OLE2 container, but a bare one is read too), and the sheet types it
+# may announce (workbook globals, worksheet, chart, macro sheet, BIFF4 workbook).
+_BIFF_BOF_IDS = MappingProxyType({0x0009: 2, 0x0209: 3, 0x0409: 4, 0x0809: 5})
+_BIFF_SHEET_TYPES = frozenset({0x0005, 0x0010, 0x0020, 0x0040, 0x0100})
 _OOXML_MAIN_PART = (("word/", "docx"), ("xl/", "xlsx"), ("ppt/", "pptx"), ("visio/", "vsdx"))
 _LEGACY_BY_EXTENSION = MappingProxyType(
     {".doc": "doc", ".xls": "xls", ".ppt": "ppt", ".vsd": "vsd"}
@@ -63,6 +74,8 @@ def detect_format(data: bytes, filename: str, mime: str | None = None) -> str:
                 subject=filename,
             )
         return legacy
+    if biff_version(data) is not None:
+        return "xls"
     if by_mime == "confluence":
         return "confluence"
     if by_ext in _BY_CONTENT:
@@ -91,6 +104,21 @@ def detect_format(data: bytes, filename: str, mime: str | None = None) -> str:
             subject=filename,
         )
     return "text"
+
+
+def biff_version(data: bytes) -> int | None:
+    """The BIFF version (2 to 5; 5 covers BIFF8) of a bare Excel record stream, read from
+    its BOF record; None for anything else."""
+    if len(data) < 8:
+        return None
+    record, length = struct.unpack_from("<HH", data)
+    version = _BIFF_BOF_IDS.get(record)
+    if version is None or not 4 <= length <= 20:
+        return None
+    # BIFF2's BOF holds the format version then the sheet type; later ones the same, the
+    # version being 0 in BIFF3/4 files Excel wrote and 0x0500/0x0600 in BIFF5/8.
+    sheet_type = struct.unpack_from("<H", data, 6)[0]
+    return version if sheet_type in _BIFF_SHEET_TYPES else None
 
 
 def _detect_zip(data: bytes, filename: str) -> str:

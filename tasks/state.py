@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 # Bump when a stage's output changes for the same input (invalidates caches and state).
 NORMALIZE_STAGE_VERSION = "4"
-CHUNK_STAGE_VERSION = "10"
+CHUNK_STAGE_VERSION = "11"
 
 
 def pipeline_fingerprint(settings: Settings) -> str:

@@ -49,7 +49,8 @@ whiteboards, databases and smart links (`add_folder`, `add_whiteboard`) sit in t
 tree (`parentType`, ancestors) without a body; CQL finds them by type. `archive()` makes
 a page archived: listed only when asked for (`status`), never searched. A page's rendered
 view (v2 `body-format=view`, v1 `expand=body.view`) gives every heading the id Confluence
-gives it (`render_view`), for tests to check deep links against (`rendered_anchors`).
+gives it and every anchor macro its id (`render_view`), for tests to check deep links
+against (`rendered_anchors`).
 Answers can say `X-RateLimit-NearLimit: true` (`near_limit(n)`), and a fault can carry
 Cloud's rate-limit headers (`fail(..., headers=...)`).
 
@@ -826,6 +827,7 @@ class FakeConfluence:
                 continue
             macros = [m for m in heading.iter() if m.tag == "ac:structured-macro"]
             for macro in macros:
+                self._render_anchor_macro(macro, item.title)
                 macro.drop_tree()
             words = heading.text_content().split()
             if not any(ch.isalnum() for word in words for ch in word):
@@ -836,7 +838,23 @@ class FakeConfluence:
                 base = "".join(item.title.split()) + "-" + "".join(words)
             heading.set("id", f"{base}.{seen[base]}" if seen[base] else base)
             seen[base] += 1
+        for macro in list(root.iter("ac:structured-macro")):
+            self._render_anchor_macro(macro, item.title)
         return "".join(lxml_html.tostring(child, encoding="unicode") for child in root)
+
+    def _render_anchor_macro(self, macro: Any, title: str) -> None:
+        """An anchor macro as the page shows it: an empty span whose id is the anchor's
+        name on Cloud, `PageTitle-name` (title without whitespace) on Data Center."""
+        if macro.get("ac:name") != "anchor":
+            return
+        name = "".join(
+            p.text_content() for p in macro.iter("ac:parameter") if p.get("ac:name") == ""
+        ).strip()
+        if name:
+            anchor = name if self.layout == "cloud" else "".join(title.split()) + "-" + name
+            macro.addprevious(
+                macro.makeelement("span", {"class": "confluence-anchor-link", "id": anchor})
+            )
 
     def _v2_body(self, item: FakeContent, query: dict[str, list[str]]) -> dict[str, Any]:
         fmt = query.get("body-format", [""])[0]
@@ -1667,8 +1685,9 @@ class Fixture:
 
 
 def rendered_anchors(api: FakeConfluence, content_id: str) -> set[str]:
-    """The heading ids of a page as the API renders it (Cloud v2 `body-format=view`, Data
-    Center v1 `expand=body.view`), asked over HTTP like any client."""
+    """The heading and anchor macro ids of a page as the API renders it (Cloud v2
+    `body-format=view`, Data Center v1 `expand=body.view`), asked over HTTP like any
+    client."""
     import requests
 
     item = api.content[content_id]
@@ -1683,7 +1702,8 @@ def rendered_anchors(api: FakeConfluence, content_id: str) -> set[str]:
     response = requests.get(url, params=params, auth=auth, headers=headers, timeout=10)
     response.raise_for_status()
     view = response.json()["body"]["view"]["value"]
-    return {html.unescape(m) for m in re.findall(r'<h[1-6][^>]*\bid="([^"]*)"', view)}
+    ids = r'<(?:h[1-6]|span class="confluence-anchor-link")[^>]*\bid="([^"]*)"'
+    return {html.unescape(m) for m in re.findall(ids, view)}
 
 
 def ingest_environment(root: Path, api: FakeConfluence, model: Path) -> dict[str, str]:
