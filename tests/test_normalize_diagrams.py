@@ -135,6 +135,16 @@ def test_c4_pages_fill_placeholders_and_name_connections() -> None:
     assert bag_recall(label_words(page_models(C4.read_bytes())), md) >= 0.97
 
 
+def test_placeholders_are_filled_from_the_nearest_ancestor_that_has_them() -> None:
+    kanban = normalize_bytes((DRAWIO / "kanban-examples.drawio").read_bytes(), "k.drawio")
+    # a card's %status% is its column's attribute, as draw.io shows it
+    assert "- Task 4 In progress\n" in kanban.markdown
+    assert "- Task 1 New\n" in kanban.markdown
+    metadata = normalize_bytes((DRAWIO / "metadata.xml").read_bytes(), "metadata.xml")
+    # ... and the root cell's, for any cell of the page
+    assert "This diagram was created by John Doe. Current revision is v1.0." in metadata.markdown
+
+
 def test_swimlanes_group_their_labels_and_edge_labels_stay() -> None:
     md = normalize(BPMN)
     assert md.startswith("# Existing Translation Process\n")

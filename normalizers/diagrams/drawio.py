@@ -204,22 +204,34 @@ def _cells(model: etree._Element) -> list[_Cell]:
     root = model.find("root")
     if root is None:
         return []
-    cells = []
+    read: list[tuple[etree._Element | None, dict[str, str], str, bool]] = []
+    # A wrapper's attributes and every cell's parent: placeholders are looked up in the
+    # cell's own attributes, then its ancestors' (a Kanban card's %status% is its column's).
+    attributes_of: dict[str, dict[str, str]] = {}
+    parent_of: dict[str, str] = {}
     for element in root:
         if element.tag in _WRAPPERS:
             cell = element.find("mxCell")
             attributes = dict(element.attrib)
             label = attributes.get("label", "")
-            if attributes.get("placeholders") == "1":
-                label = _filled(label, attributes)
+            attributes_of[attributes.get("id", "")] = attributes
+            placeholders = attributes.get("placeholders") == "1"
         elif element.tag == "mxCell":
             cell, attributes = element, dict(element.attrib)
-            label = attributes.get("value", "")
+            label, placeholders = attributes.get("value", ""), False
         else:
             continue
+        parent = cell.get("parent") if cell is not None else None
+        if parent is not None:
+            parent_of[attributes.get("id", "")] = parent
+        read.append((cell, attributes, label, placeholders))
+    cells = []
+    for cell, attributes, label, placeholders in read:
         cell_attributes = dict(cell.attrib) if cell is not None else {}
         style = cell_attributes.get("style", "")
         geometry = cell.find("mxGeometry") if cell is not None else None
+        if placeholders:
+            label = _filled(label, attributes.get("id", ""), attributes_of, parent_of)
         cells.append(
             _Cell(
                 id=attributes.get("id", ""),
@@ -236,9 +248,27 @@ def _cells(model: etree._Element) -> list[_Cell]:
     return cells
 
 
-def _filled(label: str, attributes: dict[str, str]) -> str:
-    """`%name%` replaced by the attribute `name` (nothing where there is none)."""
-    return _PLACEHOLDER.sub(lambda match: attributes.get(match.group(1), ""), label)
+def _filled(
+    label: str,
+    cell_id: str,
+    attributes_of: dict[str, dict[str, str]],
+    parent_of: dict[str, str],
+) -> str:
+    """`%name%` replaced by the attribute `name` of the cell or its nearest ancestor that
+    has one, as draw.io shows it (nothing where none has it)."""
+
+    def value(match: re.Match[str]) -> str:
+        current: str | None = cell_id
+        seen: set[str] = set()
+        while current is not None and current not in seen:
+            seen.add(current)
+            found = attributes_of.get(current, {}).get(match.group(1))
+            if found is not None:
+                return found
+            current = parent_of.get(current)
+        return ""
+
+    return _PLACEHOLDER.sub(value, label)
 
 
 def _number(geometry: etree._Element | None, name: str) -> float:
