@@ -33,6 +33,8 @@ def detect_format(data: bytes, filename: str, mime: str | None = None) -> str:
         return "pdf"
     if head.startswith(b"PK\x03\x04"):
         return _detect_zip(data, filename)
+    if _is_image(data):  # a picture format: its text is read by OCR
+        return "image"
     if head.startswith(_OLE2_MAGIC):
         if _ENCRYPTED_PACKAGE in data:
             # Password-protected .docx/.xlsx/.pptx are OLE2 containers around an
@@ -54,7 +56,7 @@ def detect_format(data: bytes, filename: str, mime: str | None = None) -> str:
         return legacy
     if by_mime == "confluence":
         return "confluence"
-    if by_ext in ("pdf", "docx", "xlsx", "pptx", "doc", "xls", "ppt"):
+    if by_ext in ("pdf", "docx", "xlsx", "pptx", "doc", "xls", "ppt", "image"):
         raise IngestError(
             ErrorCode.CORRUPT,
             f"the extension says {by_ext.upper()} but the content is not one (truncated or "
@@ -98,6 +100,20 @@ def _detect_zip(data: bytes, filename: str) -> str:
         "a ZIP archive that is not a Word, Excel or PowerPoint document",
         subject=filename,
     )
+
+
+# The signatures of PNG, JPEG, GIF, TIFF (both byte orders), BMP and WebP (in RIFF).
+_IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"II*\x00", b"MM\x00*")
+# BMP's "BM" is short: its info header's size (bytes 14-18) must be one of the known ones.
+_BMP_INFO_SIZES = frozenset({12, 40, 52, 56, 64, 108, 124})
+
+
+def _is_image(data: bytes) -> bool:
+    if data.startswith(_IMAGE_MAGIC):
+        return True
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return True
+    return data[:2] == b"BM" and int.from_bytes(data[14:18], "little") in _BMP_INFO_SIZES
 
 
 def _looks_binary(data: bytes) -> bool:
