@@ -17,6 +17,7 @@ from connectors.base import DocumentRef, HeadingCitation, SourceDocument
 from normalizers.base import normalize_bytes
 from normalizers.model import NormalizedDocument
 from normalizers.pictures import PictureSetup, ocr_languages, picture_setup
+from normalizers.pictures.captions import VisionCaptioner
 from stage_cache.keys import CacheKey
 from stage_cache.store import StageCache
 from tasks.citations import cite
@@ -56,7 +57,8 @@ def run_pictures(settings: Settings) -> PictureSetup:
     """How a run reads pictures (built once per run; `picture_warnings` says what of it
     is off)."""
     cache = PictureStageCache(handoff_cache(settings)) if settings.cache.enabled else None
-    return picture_setup(settings.pictures, cache=cache)[0]
+    captioner = VisionCaptioner(settings.vision, cache=cache) if settings.vision.enabled else None
+    return picture_setup(settings.pictures, cache=cache, captioner=captioner)[0]
 
 
 def picture_warnings(settings: Settings) -> list[str]:
