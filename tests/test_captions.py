@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from PIL import Image
+from pydantic import SecretStr
 
 from config.settings import PicturesSettings, VisionSettings, load_settings
 from normalizers.pictures import PictureReader
@@ -85,8 +86,8 @@ def vision() -> Iterator[FakeVision]:
 
 def captioner(fake: FakeVision, cache_dir: Path | None = None, **settings: Any) -> VisionCaptioner:
     cache = PictureStageCache(StageCache(cache_dir)) if cache_dir is not None else None
-    vision = VisionSettings(  # type: ignore[call-arg]
-        enabled=True, url=fake.url, model="llava-test", api_key=SECRET, **settings
+    vision = VisionSettings(
+        enabled=True, url=fake.url, model="llava-test", api_key=SecretStr(SECRET), **settings
     )
     return VisionCaptioner(vision, cache=cache)
 
