@@ -112,5 +112,8 @@ FORMATS: Mapping[str, FormatEntry] = MappingProxyType(
 )
 
 
-def supported_extensions() -> frozenset[str]:
-    return frozenset(e for entry in FORMATS.values() for e in entry.extensions)
+def supported_extensions(without: tuple[str, ...] = ()) -> frozenset[str]:
+    """The extensions of every format but those named in `without`."""
+    return frozenset(
+        e for entry in FORMATS.values() if entry.name not in without for e in entry.extensions
+    )

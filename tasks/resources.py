@@ -99,7 +99,9 @@ class Resources:
             section=section,
             limits=settings.limits,
             state_path=Path(settings.cache.dir) / kind / f"{sha256_hex(scope)[:16]}.json",
-            document_extensions=frozenset(supported_extensions()),
+            # A picture attached to a page is read where the page shows it, not as a
+            # document of its own (image files of a share are documents).
+            document_extensions=supported_extensions(without=("image",)),
             token=secret_value(section, "token"),
         )
         return connector_class(kind, settings.sources).from_context(context)

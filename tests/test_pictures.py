@@ -8,9 +8,11 @@ import pytest
 
 from config.errors import ConfigError
 from config.settings import PicturesSettings, load_settings
+from flows.report import RunSummary, pictures_line, summary_markdown
 from markdown_text import normalize_markdown
 from normalizers.pictures import PictureReader, picture_setup
 from stage_cache.store import StageCache
+from tasks.outcome import PictureTally
 from tasks.stages import PictureStageCache
 from tests.picture_helpers import text_picture
 
@@ -156,3 +158,48 @@ def test_limits_ocr_is_another_name_of_pictures_ocr(tmp_path: Path) -> None:
 def test_captions_need_an_endpoint_and_a_model() -> None:
     with pytest.raises(ConfigError, match=r"vision\.url and vision\.model"):
         load_settings({"vision.enabled": True, "vision.url": "http://127.0.0.1:1/v1"})
+
+
+def test_the_report_counts_diagrams_pictures_skips_and_ocr_time() -> None:
+    batch, other = PictureTally(), PictureTally()
+    pictures = reader()
+    pictures.text(text_picture(["Counted picture"]), "a.png")
+    pictures.text(text_picture(["tiny"], size=(40, 40)), "icon.png")
+    batch.add_document(
+        {"format": "pptx", "diagram_pages": 2, "pictures": pictures.counts.metadata()}
+    )
+    batch.add_document({"format": "markdown"})  # no pictures: nothing counted
+    other.add_document({"diagram_pages": 1, "pictures": {"read": 2, "skipped": {"small": 1}}})
+    batch.merge(other)
+    counted = batch.summary()
+    assert counted["diagrams"] == 3 and counted["read"] == 3
+    assert counted["skipped"] == {"small": 2} and counted["ocr_seconds"] > 0
+    summary = RunSummary(
+        source="files:docs",
+        tenant_id="default",
+        mode="incremental",
+        listing_complete=True,
+        seen=3,
+        unchanged=0,
+        changed=0,
+        new=3,
+        deleted=0,
+        failed=[],
+        stages={},
+        seconds={},
+        chunks=4,
+        chunk_counts={},
+        token_histogram={},
+        started="2026-11-28T03:00:00+00:00",
+        wall_seconds=1.0,
+        pictures=counted,
+    )
+    data = summary.as_dict()
+    assert data["pictures"] == counted and data["chunks"] == 4  # beside the old fields
+    line = (
+        f"3 diagram pages and 3 pictures read, skipped: 2 small; OCR {counted['ocr_seconds']:.1f} s"
+    )
+    assert pictures_line(data) == line
+    assert f"\n{line}.\n" in summary_markdown(summary)  # the run's artifact
+    # a run that met no picture says nothing of them
+    assert pictures_line({**data, "pictures": PictureTally().summary()}) is None
