@@ -336,3 +336,10 @@ def test_corpus_pdf_converts_with_word_recall_above_floor(name: str) -> None:
     reference = path.with_name(name + ".md").read_text(encoding="utf-8")
     assert word_recall(reference, doc.markdown) >= RECALL_FLOORS[name]
     assert [a.value for a in doc.anchors] == list(range(1, (doc.page_count or 0) + 1))
+
+
+def test_a_picture_with_its_own_alpha_and_a_soft_mask_is_read() -> None:
+    data = (CORPUS / "right_to_left_03.pdf").read_bytes()
+    doc = normalize_bytes(data, "rtl.pdf", pictures=pictures())
+    assert doc.metadata["pictures"]["read"] == 1
+    assert doc.markdown.startswith(normalize_bytes(data, "rtl.pdf").markdown.rstrip("\n"))
