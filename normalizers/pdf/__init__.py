@@ -24,7 +24,7 @@ from typing import Any
 from config.errors import ErrorCode
 from normalizers.boilerplate import report_dropped
 from normalizers.model import NormalizeContext, NormalizedDocument, PictureText
-from normalizers.pdf.extraction import PYMUPDF, TEXT_FLAGS, Page, extract_page
+from normalizers.pdf.extraction import PYMUPDF, TEXT_FLAGS, Item, Page, extract_page
 from normalizers.pdf.layout import document_styles, drop_running_lines
 from normalizers.pdf.rendering import render
 from normalizers.pictures import PictureReader
@@ -132,10 +132,10 @@ _AS_STORED = frozenset({"png", "jpeg", "jpg", "bmp", "tiff", "tif", "gif", "webp
 _COVERED_CHARS = 20
 
 
-def _page_pictures(doc: Any, page: Page, pictures: PictureText) -> list[str]:
-    """The pictures a page with a text layer shows, read; one per image where it is
-    drawn several times."""
-    read: list[str] = []
+def _page_pictures(doc: Any, page: Page, pictures: PictureText) -> list[Item]:
+    """The pictures a page with a text layer shows, read, each where it stands; one per
+    image where it is drawn several times."""
+    read: list[Item] = []
     seen: set[int] = set()
     drawn = doc[page.number - 1]
     if not drawn.get_images():  # the page's resources name no image: no drawing pass
@@ -153,7 +153,8 @@ def _page_pictures(doc: Any, page: Page, pictures: PictureText) -> list[str]:
             data = b""
         text = pictures.text(data, f"page {page.number}, picture {number}")
         if text:
-            read.append(text)
+            x0, y0, x1, y1 = info["bbox"]
+            read.append(Item(x0, y0, x1, y1, table=text))
     return read
 
 
