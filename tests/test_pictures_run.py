@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from flows.cli import main
+from tests import fixtures_pdf
 from tests.picture_helpers import text_picture
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,3 +85,16 @@ def test_a_files_run_finds_a_word_only_the_screenshot_holds(
         (hit,) = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line]
         assert hit["title"] == "shot.png", mode
         assert "Marmalade observatory opens" in hit["md_text"], mode
+
+
+def test_a_pictures_quote_reaches_its_chunk_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slides = tmp_path / "slides.pdf"
+    slides.write_bytes(fixtures_pdf.pdf_with_pictures([text_picture(["Throughput doubled"])]))
+    monkeypatch.setenv("INGEST_CACHE__DIR", str(tmp_path / "cache"))
+    assert main(["chunk", str(slides), "--format", "jsonl"]) == 0
+    (chunk,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    quote = "> *Picture (page 1, picture 1):*\n>\n> Throughput doubled"
+    assert chunk["md_text"] == f"Page one shows a chart.\n\n{quote}"
+    assert quote in chunk["embed_text"]
