@@ -181,15 +181,12 @@ def iso_datetime(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def media_part(archive: zipfile.ZipFile, name: str, ctx: NormalizeContext) -> bytes | None:
-    """A media part's bytes for the picture reader; None where the part is missing,
-    damaged or alone larger than limits.max_decompressed_bytes (zipfile inflates no
-    more than the size the zip declares, which `check_zip_limits` bounded in total). A
-    picture that cannot be read costs its text, never the document."""
+def media_part(archive: zipfile.ZipFile, name: str) -> bytes | None:
+    """A media part's bytes for the picture reader; None where the part is missing or
+    damaged (a picture that cannot be read costs its text, never the document). zipfile
+    inflates no more than the size the zip declares, which `check_zip_limits` bounds in
+    total by limits.max_decompressed_bytes."""
     try:
-        info = archive.getinfo(name)
-        if info.file_size > ctx.limits.max_decompressed_bytes:
-            return None
-        return archive.read(info)
+        return archive.read(name)
     except (KeyError, zipfile.BadZipFile, ValueError, OSError, NotImplementedError, zlib.error):
         return None

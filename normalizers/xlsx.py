@@ -187,7 +187,7 @@ def _convert_workbook(reader: Any, ctx: NormalizeContext) -> NormalizedDocument:
         placed.extend((row, col, 1, chart) for row, col, chart in _sheet_charts(anchors, book))
         blocks = [markdown for *_, markdown in sorted(placed, key=lambda p: p[:3])]
         if ctx.pictures is not None:
-            blocks += _sheet_pictures(anchors, book, ctx, ctx.pictures)
+            blocks += _sheet_pictures(anchors, book, ctx.pictures)
         comments = _sheet_comments(book, links, persons)
         out.add(sheet.name, _section(sheet.name, blocks + ([comments] if comments else [])))
         sheets.append(sheet.name)
@@ -396,9 +396,7 @@ def _cell_name(row: int | None, col: int | None) -> str:
     return f"{get_column_letter(col)}{row}"
 
 
-def _sheet_pictures(
-    anchors: list[_Anchor], book: _Book, ctx: NormalizeContext, pictures: PictureText
-) -> list[str]:
+def _sheet_pictures(anchors: list[_Anchor], book: _Book, pictures: PictureText) -> list[str]:
     """The sheet's pictures by their anchor cell, top to bottom, left to right: each
     picture's alt text, then what it shows, named by its media part and cell."""
     found: list[tuple[int, int, str]] = []
@@ -411,7 +409,7 @@ def _sheet_pictures(
             blocks = [f"Image{at}: {escape_block_start(alt)}"] if alt else []
             blip = picture.find(_BLIP)
             media = anchor.targets.get(blip.get(_EMBED, "")) if blip is not None else None
-            data = media_part(book.archive, media, ctx) if media else None
+            data = media_part(book.archive, media) if media else None
             shown = pictures.text(data, posixpath.basename(media) + at) if media and data else ""
             blocks += [shown] if shown else []
             found.extend((anchor.row or 0, anchor.col or 0, block) for block in blocks)

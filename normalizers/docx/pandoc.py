@@ -6,8 +6,8 @@ cover, cell content flattened to one line) so the writer emits GFM pipe tables i
 of raw HTML; images become their alt text (and, with a picture reader, the picture's
 text follows the block that shows it: `place_pictures`); code blocks become fenced
 blocks; list items become tight; adjacent bullet lists merge and adjacent numbered
-lists alternate "1."/"1)" to stay apart; checkbox paragraphs become task list items. The writer emits
-GFM without raw HTML, math as `$...$`/`$$...$$`.
+lists alternate "1."/"1)" to stay apart; checkbox paragraphs become task list items.
+The writer emits GFM without raw HTML, math as `$...$`/`$$...$$`.
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ class ShownPictures:
             return ""
         if self._archive is None:
             self._archive = zipfile.ZipFile(io.BytesIO(self._package))
-        data = media_part(self._archive, part, self._ctx)
+        data = media_part(self._archive, part)
         if not data:
             return ""
         digest = hashlib.sha256(data).hexdigest()
