@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import docx
 import pytest
+from docx.oxml import parse_xml
 from docx.shared import Inches
 from openpyxl import Workbook
 from openpyxl.drawing.image import Image as SheetImage
@@ -18,6 +19,9 @@ from pptx.util import Inches as SlideInches
 
 from config.settings import PicturesSettings
 from normalizers.docx import normalize_docx
+from normalizers.docx.package import prepare_package
+from normalizers.docx.pictures import ReadOnce, ShownPictures
+from normalizers.docx.walk import walk_markdown
 from normalizers.model import NormalizeContext, NormalizedDocument
 from normalizers.pictures import PictureReader
 from normalizers.pptx import normalize_pptx
@@ -125,6 +129,57 @@ def test_docx_broken_picture_is_skipped_and_the_document_still_reads() -> None:
     assert "INVOICE" not in markdown
     assert "> WAREHOUSE CODE 815" in markdown
     assert pictures.counts.skipped["unreadable"] == 1
+
+
+# A legacy (VML) picture, as Word wrote them before DrawingML and still writes for some
+# objects: a w:pict shape whose v:imagedata names the image relationship.
+_VML_RUN = (
+    '<w:r xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main" '
+    'xmlns:v="urn:schemas-microsoft-com:vml" '
+    'xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships">'
+    '<w:pict><v:shape id="legacy" style="width:400pt;height:60pt">'
+    '<v:imagedata r:id="{rel_id}"/></v:shape></w:pict></w:r>'
+)
+
+
+def make_vml_docx() -> bytes:
+    document = docx.Document()
+    document.add_paragraph("Before the legacy picture.")
+    rel_id, _ = document.part.get_or_add_image(io.BytesIO(text_picture(["LEGACY VML PICTURE"])))
+    document.add_paragraph()._p.append(parse_xml(_VML_RUN.format(rel_id=rel_id)))
+    document.add_paragraph("After the legacy picture.")
+    document.add_picture(io.BytesIO(text_picture(["MODERN DRAWING PICTURE"])))
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+def test_docx_vml_and_drawingml_pictures_both_read_in_place() -> None:
+    markdown, _ = read(normalize_docx, make_vml_docx(), "v.docx")
+    assert in_order(
+        markdown,
+        "Before the legacy picture.",
+        "> LEGACY VML PICTURE",
+        "After the legacy picture.",
+        "> MODERN DRAWING PICTURE",
+    ), markdown
+
+
+def test_docx_walk_places_pictures_and_a_second_rendering_gets_the_text_already_read() -> None:
+    """python-docx's walk (the reader after pandoc) places pictures as pandoc does; the
+    document's reader reads each picture once however many renderings show it."""
+    data = make_vml_docx()
+    pictures = reader()
+    ctx = NormalizeContext("v.docx", pictures=ReadOnce(pictures))
+    package = prepare_package(data, ctx).data
+    first = walk_markdown(package, ShownPictures(data, ctx).text)
+    second = walk_markdown(package, ShownPictures(data, ctx).text)
+    assert first == second
+    assert in_order(
+        first, "Before the legacy picture.", "> LEGACY VML PICTURE", "After the legacy picture."
+    ), first
+    assert "> MODERN DRAWING PICTURE" in first
+    assert pictures.counts.read == 2 and not pictures.counts.skipped
 
 
 # --- PPTX ---------------------------------------------------------------------------

@@ -55,13 +55,14 @@ def normalize_docx(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
 
 def _read_with_pandoc(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
     prepared = prepare_package(without_doctypes(data, _TEXT_PARTS), ctx)
-    pictures = ShownPictures(data, ctx).for_pandoc if ctx.pictures is not None else None
-    body = pandoc_markdown(prepared.data, ctx, pictures)
+    shown = _shown_pictures(data, ctx)
+    body = pandoc_markdown(prepared.data, ctx, shown.for_pandoc if shown else None)
     markdown, title, warnings = body.markdown, body.first_heading, list(body.warnings)
     loss = word_loss(prepared.texts, markdown)
     if loss.significant:
         try:
-            walked = walk_markdown(prepared.data)
+            shown = _shown_pictures(data, ctx)  # the walk shows every picture anew
+            walked = walk_markdown(prepared.data, shown.text if shown else None)
         except Exception as exc:  # python-docx choked where pandoc did not: keep pandoc's
             warnings.append(f"python-docx could not walk it either ({type(exc).__name__})")
         else:
@@ -78,9 +79,15 @@ def _read_with_pandoc(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
 
 def _read_with_python_docx(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
     prepared = prepare_package(without_doctypes(data, _TEXT_PARTS), ctx)
-    markdown = walk_markdown(prepared.data)
+    shown = _shown_pictures(data, ctx)
+    markdown = walk_markdown(prepared.data, shown.text if shown else None)
     note = loss_warning(word_loss(prepared.texts, markdown), _CHECKED)
     return _document(data, markdown, _first_heading(markdown), [note] if note else [])
+
+
+def _shown_pictures(data: bytes, ctx: NormalizeContext) -> ShownPictures | None:
+    """One rendering's pictures of the package; None without a picture reader."""
+    return ShownPictures(data, ctx) if ctx.pictures is not None else None
 
 
 def _first_heading(markdown: str) -> str | None:
