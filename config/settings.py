@@ -547,6 +547,12 @@ def _env_layer(
                 "docs/configuration.md for the names",
                 setting=name,
             )
+        other = names.get(path)
+        if other is not None and other.startswith(ENV_PREFIX) and env[other] != raw:
+            raise ConfigError(
+                f"{other} ({env[other]}) and {name} ({raw}) name one setting: set one of them",
+                setting=".".join(path),
+            )
         _set_path(values, path, _parse_env_value(raw, field))
         names[path] = name
     return values, names

@@ -64,7 +64,7 @@ def run_pictures(settings: Settings) -> PictureSetup:
 def picture_warnings(settings: Settings) -> list[str]:
     """A start-up warning for each part of OCR that is on but cannot run here (no
     tesseract, a language without its data)."""
-    return ocr_languages(settings.pictures.languages)[1] if settings.pictures.ocr else []
+    return picture_setup(settings.pictures)[1]
 
 
 def normalize_config(settings: Settings) -> dict[str, Any]:

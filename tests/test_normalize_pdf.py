@@ -3,6 +3,7 @@ word recall on the real PDFs of the Docling corpus."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -336,3 +337,24 @@ def test_corpus_pdf_converts_with_word_recall_above_floor(name: str) -> None:
     reference = path.with_name(name + ".md").read_text(encoding="utf-8")
     assert word_recall(reference, doc.markdown) >= RECALL_FLOORS[name]
     assert [a.value for a in doc.anchors] == list(range(1, (doc.page_count or 0) + 1))
+
+
+def test_a_picture_with_its_own_alpha_and_a_soft_mask_is_read() -> None:
+    data = (CORPUS / "right_to_left_03.pdf").read_bytes()
+    doc = normalize_bytes(data, "rtl.pdf", pictures=pictures())
+    assert doc.metadata["pictures"]["read"] == 1
+    assert doc.markdown.startswith(normalize_bytes(data, "rtl.pdf").markdown.rstrip("\n"))
+
+
+def test_pictures_stand_where_the_page_shows_them_and_leave_its_text_in_order() -> None:
+    data = (CORPUS / "redp5110_sampled.pdf").read_bytes()
+    plain = normalize_bytes(data, "redp.pdf").markdown
+    doc = normalize_bytes(data, "redp.pdf", pictures=pictures())
+    assert doc.metadata["pictures"]["read"] > 5
+    quotes = re.compile(r"^> \*Picture \(page [^\n]*\n(?:>[^\n]*\n)*\n?", flags=re.M)
+    assert quotes.sub("", doc.markdown) == plain
+    # page 7's figure: its pictures stand before the caption under it
+    figure = doc.markdown.index("Figure 1-2 Existing row and column controls")
+    assert doc.markdown.rindex("> *Picture (page 7,", 0, figure) > doc.markdown.rindex(
+        "User with *ALLOBJ access", 0, figure
+    )

@@ -150,6 +150,8 @@ def test_limits_ocr_is_another_name_of_pictures_ocr(tmp_path: Path) -> None:
     ) as e:
         load_settings(config_file=both)
     assert "set one of them" in str(e.value) and str(both) in str(e.value)
+    with pytest.raises(ConfigError, match="set one of them"):
+        load_settings(environ={"INGEST_LIMITS__OCR": "false", "INGEST_PICTURES__OCR": "true"})
     same = tmp_path / "same.yaml"
     same.write_text("limits:\n  ocr: true\npictures:\n  ocr: true\n  min_side: 10\n")
     assert load_settings(config_file=same).pictures.min_side == 10

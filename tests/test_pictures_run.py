@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from flows.cli import main
+from normalizers.pictures.ocr import tesseract_version
+from tests import fixtures_pdf
 from tests.picture_helpers import text_picture
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,3 +86,37 @@ def test_a_files_run_finds_a_word_only_the_screenshot_holds(
         (hit,) = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line]
         assert hit["title"] == "shot.png", mode
         assert "Marmalade observatory opens" in hit["md_text"], mode
+
+
+def test_a_pictures_quote_reaches_its_chunk_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slides = tmp_path / "slides.pdf"
+    slides.write_bytes(fixtures_pdf.pdf_with_pictures([text_picture(["Throughput doubled"])]))
+    monkeypatch.setenv("INGEST_CACHE__DIR", str(tmp_path / "cache"))
+    assert main(["chunk", str(slides), "--format", "jsonl"]) == 0
+    (chunk,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    quote = "> *Picture (page 1, picture 1):*\n>\n> Throughput doubled"
+    assert chunk["md_text"] == f"Page one shows a chart.\n\n{quote}"
+    assert quote in chunk["embed_text"]
+
+
+def test_without_tesseract_a_command_warns_once_and_goes_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    notes, shot = tmp_path / "notes.md", tmp_path / "shot.png"
+    notes.write_text("# Notes\n\nPlain text.\n")
+    shot.write_bytes(text_picture(SCREENSHOT))
+    monkeypatch.setenv("INGEST_CACHE__DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("PATH", str(tmp_path))  # no tesseract on this PATH
+    tesseract_version.cache_clear()
+    try:
+        assert main(["normalize", str(notes)]) == 0
+        out = capsys.readouterr()
+        assert out.out == "# Notes\n\nPlain text.\n"
+        (warning,) = out.err.splitlines()
+        assert warning.startswith("warning: pictures.ocr is on but tesseract is not installed")
+        assert main(["normalize", str(shot)]) == 1
+        assert "UNSUPPORTED_FORMAT" in capsys.readouterr().err
+    finally:
+        tesseract_version.cache_clear()

@@ -24,7 +24,7 @@ from typing import Any
 from config.errors import ErrorCode
 from normalizers.boilerplate import report_dropped
 from normalizers.model import NormalizeContext, NormalizedDocument, PictureText
-from normalizers.pdf.extraction import PYMUPDF, TEXT_FLAGS, Page, extract_page
+from normalizers.pdf.extraction import PYMUPDF, TEXT_FLAGS, Item, Page, extract_page
 from normalizers.pdf.layout import document_styles, drop_running_lines
 from normalizers.pdf.rendering import render
 from normalizers.pictures import PictureReader
@@ -67,7 +67,7 @@ def normalize_pdf(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
             )
         if ctx.pictures is not None:
             for page in layered:
-                page.pictures = _page_pictures(doc, doc[page.number - 1], ctx.pictures)
+                page.pictures = _page_pictures(doc, page, ctx.pictures)
         metadata = dict(doc.metadata or {})
         page_count = doc.page_count
     blank = [p.number for p in pages if not (p.lines or p.tables or p.pictures)]
@@ -132,22 +132,40 @@ _AS_STORED = frozenset({"png", "jpeg", "jpg", "bmp", "tiff", "tif", "gif", "webp
 _COVERED_CHARS = 20
 
 
-def _page_pictures(doc: Any, page: Any, pictures: PictureText) -> list[str]:
-    """The pictures a page with a text layer shows, read; one per image where it is
-    drawn several times."""
-    read = []
+def _page_pictures(doc: Any, page: Page, pictures: PictureText) -> list[Item]:
+    """The pictures a page with a text layer shows, read, each where it stands; one per
+    image where it is drawn several times."""
+    read: list[Item] = []
     seen: set[int] = set()
-    for number, info in enumerate(page.get_image_info(xrefs=True), start=1):
+    drawn = doc[page.number - 1]
+    if not drawn.get_images():  # the page's resources name no image: no drawing pass
+        return read
+    for number, info in enumerate(drawn.get_image_info(xrefs=True), start=1):
         xref = info.get("xref", 0)
         if xref <= 0 or xref in seen:
-            continue  # inline images carry no xref; MuPDF draws them, they are rare
+            continue  # inline images carry no xref: MuPDF's drawing pieces, rarely text
         seen.add(xref)
-        if len(page.get_textbox(info["bbox"]).strip()) >= _COVERED_CHARS:
+        if _covered_chars(page, info["bbox"]) >= _COVERED_CHARS:
             continue
-        text = pictures.text(_image_bytes(doc, xref), f"page {page.number + 1}, picture {number}")
+        try:
+            data = _image_bytes(doc, xref)
+        except Exception:  # MuPDF cannot draw it: the reader counts it unreadable
+            data = b""
+        text = pictures.text(data, f"page {page.number}, picture {number}")
         if text:
-            read.append(text)
+            x0, y0, x1, y1 = info["bbox"]
+            read.append(Item(x0, y0, x1, y1, table=text))
     return read
+
+
+def _covered_chars(page: Page, bbox: Sequence[float]) -> int:
+    """Characters of the page's text layer whose line's middle lies on `bbox`."""
+    x0, y0, x1, y1 = bbox
+    return sum(
+        len(line.text)
+        for line in page.lines
+        if x0 <= (line.x0 + line.x1) / 2 <= x1 and y0 <= (line.y0 + line.y1) / 2 <= y1
+    )
 
 
 def _image_bytes(doc: Any, xref: int) -> bytes:
@@ -160,7 +178,7 @@ def _image_bytes(doc: Any, xref: int) -> bytes:
     pixmap = PYMUPDF.Pixmap(doc, xref)
     if pixmap.n - pixmap.alpha >= 4:  # CMYK: PNG holds RGB
         pixmap = PYMUPDF.Pixmap(PYMUPDF.csRGB, pixmap)
-    if smask:
+    if smask and not pixmap.alpha:
         pixmap = PYMUPDF.Pixmap(pixmap, PYMUPDF.Pixmap(doc, smask))
     return bytes(pixmap.tobytes("png"))
 

@@ -16,8 +16,8 @@ def normalize_image(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
     if not isinstance(reader, PictureReader) or reader.languages is None:
         raise ctx.fail(
             ErrorCode.UNSUPPORTED_FORMAT,
-            "an image: its text is read by OCR, which is off; set pictures.ocr: true with "
-            "tesseract installed (apt-get install tesseract-ocr tesseract-ocr-rus)",
+            "an image: its text is read by OCR, which needs pictures.ocr: true and tesseract "
+            "installed (apt-get install tesseract-ocr tesseract-ocr-rus)",
         )
     skipped = dict(reader.counts.skipped)
     result = reader.read(data)

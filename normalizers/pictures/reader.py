@@ -77,7 +77,7 @@ class PictureCounts:
 
 
 @dataclass(frozen=True)
-class PictureText:
+class PictureReading:
     """What was read from one picture: its caption and its text's paragraphs of lines."""
 
     caption: str
@@ -125,7 +125,7 @@ class PictureReader:
         result = self.read(data)
         return result.quoted(name) if result is not None else ""
 
-    def read(self, data: bytes) -> PictureText | None:
+    def read(self, data: bytes) -> PictureReading | None:
         """The picture's caption and text; None where it was skipped (counted)."""
         try:
             picture = probe(data)
@@ -144,7 +144,7 @@ class PictureReader:
         paragraphs: tuple[tuple[str, ...], ...] = ()
         if self.languages is not None:
             try:
-                words = self._words(data, digest, picture)
+                words = self._words(data, digest, picture, self.languages)
             except OcrTimeout:
                 return self._skip("timeout")
             except (OcrFailed, UnreadablePicture):
@@ -154,17 +154,16 @@ class PictureReader:
         caption = self.captioner.caption(data, picture) if self.captioner is not None else ""
         if caption:
             self.counts.captioned += 1
-        return PictureText(caption, paragraphs)
+        return PictureReading(caption, paragraphs)
 
-    def _skip(self, reason: str) -> PictureText | None:
+    def _skip(self, reason: str) -> PictureReading | None:
         """Nothing read: `reason` counted."""
         self.counts.skipped[reason] += 1
         return None
 
-    def _words(self, data: bytes, digest: str, picture: Picture) -> list[Word]:
-        assert self.languages is not None
+    def _words(self, data: bytes, digest: str, picture: Picture, languages: str) -> list[Word]:
         key = hashlib.sha256(
-            f"ocr|{OCR_CACHE_VERSION}|{tesseract_version()}|{self.languages}|{digest}".encode()
+            f"ocr|{OCR_CACHE_VERSION}|{tesseract_version()}|{languages}|{digest}".encode()
         ).hexdigest()
         cached = self.cache.get(key) if self.cache is not None else None
         if cached is not None:
@@ -172,7 +171,7 @@ class PictureReader:
         started = time.perf_counter()
         try:
             image = for_tesseract(data, picture)
-            words = read_words(image, self.languages, self.settings.timeout_s)
+            words = read_words(image, languages, self.settings.timeout_s)
         finally:
             self.counts.ocr_seconds += time.perf_counter() - started
         if self.cache is not None:
