@@ -18,6 +18,7 @@ from pptx import Presentation
 from pptx.util import Inches as SlideInches
 
 from config.settings import PicturesSettings
+from normalizers.base import normalize_bytes
 from normalizers.docx import normalize_docx
 from normalizers.docx.package import prepare_package
 from normalizers.docx.pictures import ReadOnce, ShownPictures
@@ -285,3 +286,20 @@ def test_a_reader_that_reads_nothing_adds_nothing_but_alt_text(
     markdown = normalize(make(pictures=True), NormalizeContext(name, pictures=silent)).markdown
     assert "> *Picture" not in markdown
     assert silent.counts.read >= 1
+
+
+@pytest.mark.parametrize(
+    ("make", "name", "read", "skipped"),
+    [
+        (make_docx, "r.docx", 2, {}),
+        (make_pptx, "d.pptx", 3, {"repeat": 1}),  # the logo on slide 2
+        (make_xlsx, "b.xlsx", 1, {}),
+    ],
+)
+def test_the_documents_picture_counts_reach_its_metadata(
+    make: Callable[..., bytes], name: str, read: int, skipped: dict[str, int]
+) -> None:
+    """Through the normalizers' entry, as a run calls them (format told by the bytes)."""
+    doc = normalize_bytes(make(pictures=True), name, pictures=reader())
+    assert doc.metadata["pictures"]["read"] == read
+    assert doc.metadata["pictures"].get("skipped", {}) == skipped
