@@ -26,6 +26,11 @@ from config.errors import ErrorCode
 from normalizers.model import NormalizeContext
 
 _XML_SUFFIXES = (".xml", ".rels", ".vml")
+# A picture's description that is the image's file name (what PowerPoint and python-pptx
+# write when nobody wrote one) describes nothing.
+IMAGE_FILE_NAME = re.compile(
+    r"[\w\-. ]+\.(?:png|jpe?g|gif|bmp|tiff?|emf|wmf|svg|webp)", re.IGNORECASE
+)
 _DOCTYPE = re.compile(rb"<!DOCTYPE\b(?:[^\[>]|\[.*?\])*>", re.IGNORECASE | re.DOTALL)
 _DECLARATION = re.compile(rb"""<!ENTITY\s+([A-Za-z_][\w.:-]*)\s+(?:"([^"]*)"|'([^']*)')\s*>""")
 _REFERENCE = re.compile(rb"&([A-Za-z_][\w.:-]*);")

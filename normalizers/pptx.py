@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import io
 import posixpath
-import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -47,7 +46,7 @@ from normalizers.model import (
     NormalizedDocument,
     PictureText,
 )
-from normalizers.ooxml import check_zip_limits, iso_datetime, without_doctypes
+from normalizers.ooxml import IMAGE_FILE_NAME, check_zip_limits, iso_datetime, without_doctypes
 from normalizers.selfcheck import loss_warning, word_loss
 from normalizers.tables import comment_line, escape_block_start, gfm_table, one_line
 
@@ -73,7 +72,6 @@ _PLACEHOLDER_PATH = f"{qn('p:nvSpPr')}/{qn('p:nvPr')}/{qn('p:ph')}"
 _P_NS = "http://schemas.openxmlformats.org/presentationml/2006/main"
 _MODERN = "{http://schemas.microsoft.com/office/powerpoint/2018/8/main}"
 _PARENT_COMMENT = "{http://schemas.microsoft.com/office/powerpoint/2012/main}parentCm"
-_FILE_NAME = re.compile(r"[\w\-. ]+\.(?:png|jpe?g|gif|bmp|tiff?|emf|wmf|svg|webp)", re.IGNORECASE)
 
 
 def normalize_pptx(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
@@ -260,7 +258,7 @@ def _alt_text(shape: Any) -> str:
     there when nobody wrote one, and a file name describes nothing."""
     descr = shape.element.xpath("./p:nvPicPr/p:cNvPr/@descr")
     text = one_line(descr[0]) if descr else ""
-    return "" if _FILE_NAME.fullmatch(text) else escape_block_start(text)
+    return "" if IMAGE_FILE_NAME.fullmatch(text) else escape_block_start(text)
 
 
 def _picture_text(shape: Any, pictures: PictureText) -> str:

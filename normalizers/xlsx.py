@@ -71,7 +71,13 @@ from normalizers.model import (
     NormalizedDocument,
     PictureText,
 )
-from normalizers.ooxml import check_zip_limits, iso_datetime, media_part, without_doctypes
+from normalizers.ooxml import (
+    IMAGE_FILE_NAME,
+    check_zip_limits,
+    iso_datetime,
+    media_part,
+    without_doctypes,
+)
 from normalizers.selfcheck import loss_warning, word_loss
 from normalizers.tables import (
     comment_line,
@@ -95,6 +101,9 @@ _CHART_REF = "{http://schemas.openxmlformats.org/drawingml/2006/chart}chart"
 _REL_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
 _EMBED = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}embed"
 _PICTURE, _PICTURE_PROPERTIES = f"{_XDR}pic", f"{_XDR}nvPicPr/{_XDR}cNvPr"
+# A picture's description that is only a label ("Picture", what openpyxl writes for
+# every image) describes nothing.
+_GENERIC_LABEL = re.compile(r"(?:picture|image)(?: \d+)?", re.IGNORECASE)
 _MAX_COLUMNS = 16_384  # XFD: a column past it has no letters
 _BLIP = f"{_XDR}blipFill/{{http://schemas.openxmlformats.org/drawingml/2006/main}}blip"
 # A date and time written as Excel shows it, "2024-01-05 14:30:00": ISO 8601's date and
@@ -406,6 +415,8 @@ def _sheet_pictures(anchors: list[_Anchor], book: _Book, pictures: PictureText) 
         for picture in anchor.element.iter(_PICTURE):
             descr = picture.find(_PICTURE_PROPERTIES)
             alt = one_line(descr.get("descr", "")) if descr is not None else ""
+            if IMAGE_FILE_NAME.fullmatch(alt) or _GENERIC_LABEL.fullmatch(alt):
+                alt = ""
             blocks = [f"Image{at}: {escape_block_start(alt)}"] if alt else []
             blip = picture.find(_BLIP)
             media = anchor.targets.get(blip.get(_EMBED, "")) if blip is not None else None

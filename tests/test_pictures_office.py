@@ -240,7 +240,9 @@ def test_pptx_without_a_reader_keeps_alt_text_only() -> None:
 # --- XLSX ---------------------------------------------------------------------------
 
 
-def make_xlsx(*, pictures: bool) -> bytes:
+def make_xlsx(*, pictures: bool, alt: str = "") -> bytes:
+    """A workbook with a picture on its second sheet; `alt`: the picture's description
+    (openpyxl writes "Picture" for every image; Excel writes what its user typed)."""
     book = Workbook()
     sales = book.active
     sales.title = "Sales"
@@ -254,23 +256,43 @@ def make_xlsx(*, pictures: bool) -> bytes:
     book.create_sheet("Summary").append(["Nothing drawn here"])
     out = io.BytesIO()
     book.save(out)
-    return out.getvalue()
+    if not alt:
+        return out.getvalue()
+    described = io.BytesIO()
+    with (
+        zipfile.ZipFile(io.BytesIO(out.getvalue())) as archive,
+        zipfile.ZipFile(described, "w") as target,
+    ):
+        for info in archive.infolist():
+            blob = archive.read(info)
+            if info.filename.startswith("xl/drawings/drawing"):
+                blob = blob.replace(b'descr="Picture"', f'descr="{alt}"'.encode())
+            target.writestr(info, blob)
+    return described.getvalue()
 
 
 def test_xlsx_pictures_close_their_sheet_named_by_the_anchor_cell() -> None:
     pictures = reader()
-    doc = normalize_xlsx(make_xlsx(pictures=True), NormalizeContext("b.xlsx", pictures=pictures))
+    data = make_xlsx(pictures=True, alt="Shelf label photo")
+    doc = normalize_xlsx(data, NormalizeContext("b.xlsx", pictures=pictures))
     stock = section(doc, "Stock")
     assert in_order(
-        stock, "| Bolts | 40 |", "Image at C5: Picture", "> *Picture (image1.png at C5):*"
+        stock, "| Bolts | 40 |", "Image at C5: Shelf label photo", "> *Picture (image1.png at C5):*"
     ), stock
     assert "> SHELF LABEL 2024" in stock
     assert "SHELF" not in section(doc, "Sales") + section(doc, "Summary")
     assert pictures.counts.read == 1
 
 
+def test_xlsx_label_for_a_description_is_no_alt_text() -> None:
+    markdown, _ = read(normalize_xlsx, make_xlsx(pictures=True), "b.xlsx")
+    assert "> SHELF LABEL 2024" in markdown
+    assert "Image at" not in markdown
+
+
 def test_xlsx_without_a_reader_is_unchanged_by_its_pictures() -> None:
-    with_pictures = without_reader(normalize_xlsx, make_xlsx(pictures=True), "b.xlsx")
+    data = make_xlsx(pictures=True, alt="Shelf label photo")
+    with_pictures = without_reader(normalize_xlsx, data, "b.xlsx")
     assert with_pictures == without_reader(normalize_xlsx, make_xlsx(pictures=False), "b.xlsx")
 
 
