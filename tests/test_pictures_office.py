@@ -204,6 +204,12 @@ def make_pptx(*, pictures: bool) -> bytes:
             io.BytesIO(text_picture([words])), SlideInches(1), SlideInches(3), SlideInches(7)
         )
         picture._element.nvPicPr.cNvPr.set("descr", f"Diagram of slide {number}")
+    caption = deck.slides.add_slide(deck.slide_layouts[8])  # picture with caption
+    caption.shapes.title.text = "Photo"
+    caption.placeholders[2].text_frame.text = "The caption under the photo."
+    if pictures:
+        photo = io.BytesIO(text_picture(["PLACEHOLDER PHOTO TEXT"]))
+        caption.placeholders[1].insert_picture(photo)
     out = io.BytesIO()
     deck.save(out)
     return out.getvalue()
@@ -220,6 +226,7 @@ def test_pptx_pictures_read_in_their_slide_and_the_logo_on_every_slide_once() ->
         second, "Text above the picture 2.", "Diagram of slide 2", "> SECOND SLIDE DIAGRAM"
     ), second
     assert "SECOND" not in first
+    assert "> PLACEHOLDER PHOTO TEXT" in section(doc, 3)  # a picture placeholder's picture
     assert doc.markdown.count("ACME LOGO") == 1
     assert "ACME LOGO" in first  # read where it first stands (top right: before the text)
     assert pictures.counts.skipped["repeat"] == 1
@@ -314,7 +321,7 @@ def test_a_reader_that_reads_nothing_adds_nothing_but_alt_text(
     ("make", "name", "read", "skipped"),
     [
         (make_docx, "r.docx", 2, {}),
-        (make_pptx, "d.pptx", 3, {"repeat": 1}),  # the logo on slide 2
+        (make_pptx, "d.pptx", 4, {"repeat": 1}),  # the logo on slide 2
         (make_xlsx, "b.xlsx", 1, {}),
     ],
 )
