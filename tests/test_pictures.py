@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+import zlib
 from pathlib import Path
 
 import pytest
@@ -205,3 +207,15 @@ def test_the_report_counts_diagrams_pictures_skips_and_ocr_time() -> None:
     assert f"\n{line}.\n" in summary_markdown(summary)  # the run's artifact
     # a run that met no picture says nothing of them
     assert pictures_line({**data, "pictures": PictureTally().summary()}) is None
+
+
+def test_a_picture_claiming_a_billion_pixels_is_not_decoded() -> None:
+    png = bytearray(text_picture(["bomb"]))
+    # IHDR: width and height after the 8-byte signature, length and type; then its CRC
+    png[16:24] = (40_000).to_bytes(4, "big") + (30_000).to_bytes(4, "big")
+    png[29:33] = zlib.crc32(bytes(png[12:29])).to_bytes(4, "big")
+    pictures = reader()
+    started = time.perf_counter()
+    assert pictures.text(bytes(png), "bomb.png") == ""
+    assert pictures.counts.skipped == {"unreadable": 1}
+    assert time.perf_counter() - started < 1.0

@@ -13,8 +13,6 @@ from PIL import Image
 
 # What leptonica (tesseract's image library) reads as it is; anything else becomes PNG.
 _TESSERACT_READS = frozenset({"PNG", "JPEG", "TIFF", "BMP"})
-# Pillow refuses (raises) images over this many pixels: a decompression bomb, not a picture.
-Image.MAX_IMAGE_PIXELS = 200_000_000
 
 
 class UnreadablePicture(Exception):
@@ -30,7 +28,9 @@ class Picture:
 
 
 def probe(data: bytes) -> Picture:
-    """The picture's size and format from its header (no pixels decoded)."""
+    """The picture's size and format from its header (no pixels decoded). A picture
+    over Pillow's pixel limit (`Image.MAX_IMAGE_PIXELS`, about 89 million) is a
+    decompression bomb, not one to read."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
