@@ -171,10 +171,10 @@ def test_docx_walk_places_pictures_and_a_second_rendering_gets_the_text_already_
     document's reader reads each picture once however many renderings show it."""
     data = make_vml_docx()
     pictures = reader()
-    ctx = NormalizeContext("v.docx", pictures=ReadOnce(pictures))
-    package = prepare_package(data, ctx).data
-    first = walk_markdown(package, ShownPictures(data, ctx).text)
-    second = walk_markdown(package, ShownPictures(data, ctx).text)
+    once = ReadOnce(pictures)
+    package = prepare_package(data, NormalizeContext("v.docx")).data
+    first = walk_markdown(package, ShownPictures(data, once).text)
+    second = walk_markdown(package, ShownPictures(data, once).text)
     assert first == second
     assert in_order(
         first, "Before the legacy picture.", "> LEGACY VML PICTURE", "After the legacy picture."

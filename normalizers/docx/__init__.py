@@ -87,7 +87,7 @@ def _read_with_python_docx(data: bytes, ctx: NormalizeContext) -> NormalizedDocu
 
 def _shown_pictures(data: bytes, ctx: NormalizeContext) -> ShownPictures | None:
     """One rendering's pictures of the package; None without a picture reader."""
-    return ShownPictures(data, ctx) if ctx.pictures is not None else None
+    return ShownPictures(data, ctx.pictures) if ctx.pictures is not None else None
 
 
 def _first_heading(markdown: str) -> str | None:

@@ -14,7 +14,7 @@ import io
 import posixpath
 import zipfile
 
-from normalizers.model import NormalizeContext, PictureText
+from normalizers.model import PictureText
 from normalizers.ooxml import media_part
 
 
@@ -39,16 +39,14 @@ class ShownPictures:
     first shows those bytes, "" where it shows them again (a repeated picture is read
     once, as the reader skips repeats)."""
 
-    def __init__(self, package: bytes, ctx: NormalizeContext) -> None:
+    def __init__(self, package: bytes, pictures: PictureText) -> None:
         self._package = package
-        self._ctx = ctx
+        self._pictures = pictures
         self._archive: zipfile.ZipFile | None = None
         self._shown: set[str] = set()
 
     def text(self, part: str) -> str:
         """The Markdown of the picture in zip part `part` ("word/media/image1.png")."""
-        if self._ctx.pictures is None:
-            return ""
         if self._archive is None:
             self._archive = zipfile.ZipFile(io.BytesIO(self._package))
         data = media_part(self._archive, part)
@@ -58,7 +56,7 @@ class ShownPictures:
         if digest in self._shown:
             return ""
         self._shown.add(digest)
-        return self._ctx.pictures.text(data, posixpath.basename(part))
+        return self._pictures.text(data, posixpath.basename(part))
 
     def for_pandoc(self, target: str) -> str:
         """The picture pandoc's AST names `target` (a media part relative to `word/`; an
