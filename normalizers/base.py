@@ -8,6 +8,9 @@ comes out).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+
 from config.errors import ErrorCode, IngestError
 from config.settings import LimitsSettings
 from markdown_text import normalize_markdown
@@ -26,9 +29,11 @@ def normalize_bytes(
     container: str | None = None,
     locator: str | None = None,
     fmt: str | None = None,
+    attachments: Mapping[str, bytes] | None = None,
 ) -> NormalizedDocument:
     """Normalize one document of any supported format to Markdown (SPEC §2): of format
-    `fmt` when the caller knows it (a Confluence page's body), else the detected one."""
+    `fmt` when the caller knows it (a Confluence page's body), else the detected one;
+    `attachments`: the files the document shows (a Confluence page's diagrams), by name."""
     ctx = NormalizeContext(
         filename=filename,
         mime=mime,
@@ -36,6 +41,7 @@ def normalize_bytes(
         base_url=base_url,
         container=container,
         locator=locator,
+        attachments=MappingProxyType(dict(attachments or {})),
     )
     if len(data) > ctx.limits.max_file_bytes:
         raise ctx.fail(
