@@ -28,7 +28,7 @@ from stage_cache.store import write_atomic
 log = logging.getLogger(__name__)
 
 # Bump when a stage's output changes for the same input (invalidates caches and state).
-NORMALIZE_STAGE_VERSION = "3"
+NORMALIZE_STAGE_VERSION = "4"
 CHUNK_STAGE_VERSION = "10"
 
 
