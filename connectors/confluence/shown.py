@@ -89,20 +89,20 @@ def attachment_key(
     return filename
 
 
-def shown_attachments(body: str, page_id: str, page_title: str, space_key: str) -> list[Shown]:
+def shown_attachments(body: str, page_id: str, space_key: str) -> list[Shown]:
     """The attachments `body` (storage format) shows, each once, in order."""
     root = _parse(body)
     if root is None:
         return []
     found: dict[Shown, None] = {}
     for el in root.iter(_qname("ac", "structured-macro"), _qname("ac", "image")):
-        shown = _shown(el, page_id, page_title, space_key)
+        shown = _shown(el, page_id, space_key)
         if shown is not None:
             found[shown] = None
     return list(found)
 
 
-def _shown(el: etree._Element, page_id: str, page_title: str, space_key: str) -> Shown | None:
+def _shown(el: etree._Element, page_id: str, space_key: str) -> Shown | None:
     if el.tag == _qname("ac", "image"):
         resource = el.find(_qname("ri", "attachment"))
         filename = resource.get(_qname("ri", "filename")) if resource is not None else None
@@ -117,7 +117,7 @@ def _shown(el: etree._Element, page_id: str, page_title: str, space_key: str) ->
         space = (page.get(_qname("ri", "space-key")) if page is not None else None) or space_key
         if holder and holder != page_id:
             return Shown(filename, page_id=holder)
-        if title and (title, space) != (page_title, space_key):
+        if title:  # the page itself too, named by title: found through the listing's index
             return Shown(filename, page_title=title, space_key=space)
         return Shown(filename)
     name = (el.get(_qname("ac", "name")) or "").strip().lower()

@@ -400,8 +400,7 @@ class ConfluenceSource(ABC):
         shown from, then only the files named.
         Also records the page's attachment states where the listing did not see them. A
         file that cannot be read is left out with a warning: the page still indexes."""
-        title = str(item.get("title") or "")
-        wanted = shown_attachments(storage_body(item), page_id, title, space_key)
+        wanted = shown_attachments(storage_body(item), page_id, space_key)
         with self._lock:
             listed = page_id in self._attachments_listed
         if not wanted and listed:
