@@ -1,12 +1,15 @@
-"""Diagrams on Confluence pages, Cloud and Data Center, through the `ingest` flow against
-the local Confluence API: a draw.io diagram, one shown from another page (`inc-drawio`)
-and a Gliffy diagram are found by words that stand only inside them, their hits cite
-the page; their attachments and PNG previews are no documents of their own; a new
-version of the diagram alone re-indexes its page and fetches nothing else; a diagram
-whose attachment is gone leaves a note and a warning, and the page still indexes.
+"""Diagrams and pictures on Confluence pages, Cloud and Data Center, through the `ingest`
+flow against the local Confluence API: a draw.io diagram, one shown from another page
+(`inc-drawio`), a Gliffy diagram and a screenshot are found by words that stand only
+inside them, their hits cite the page; diagram attachments and their PNG previews are
+no documents of their own; a new version of the diagram alone re-indexes its page and
+fetches nothing else; a diagram whose attachment is gone leaves a note and a warning,
+and the page still indexes. The connector's incremental poll brings a page whose diagram
+changed, and leaves out a shown file over `attachment_max_bytes` with a warning.
 
 The diagrams are real files (tests/corpus/diagrams/drawio, Apache-2.0: draw.io's
-examples, among them a Gliffy diagram).
+examples, among them a Gliffy diagram); the screenshot is text drawn in a real font
+(tests/picture_helpers.py) and read by the real tesseract.
 """
 
 from __future__ import annotations
@@ -21,7 +24,11 @@ from typing import Any
 
 import pytest
 
+from connectors.base import SourceDocument
+from connectors.confluence import ConfluenceConnector
+from connectors.confluence.settings import ConfluenceSettings
 from flows.cli import main
+from normalizers.registry import supported_extensions
 from tests.confluence_api import (
     DRAWIO_MEDIA_TYPE,
     GLIFFY_MEDIA_TYPE,
@@ -29,7 +36,9 @@ from tests.confluence_api import (
     confluence_api,
     drawio_macro,
     gliffy_macro,
+    image_markup,
 )
+from tests.picture_helpers import text_picture
 from tests.test_flow import Workspace, prefect_api, workspace
 from tests.tiny_model import tiny_model_dir
 
@@ -48,6 +57,7 @@ IN_BPMN = "Translate graphics and format"
 IN_C4 = "Sends SMS notifications of problems"
 IN_FLOWCHART = "Bulb burned out"
 IN_SWOT = "Hierarchical corporate structure"
+IN_SCREENSHOT = "Marmalade observatory opens"
 
 
 def preview_png() -> bytes:
@@ -77,6 +87,23 @@ def add_diagram(
     attachment = api.add_attachment(page, name, data, media_type, when=when)
     api.add_attachment(page, f"{name}.png", preview_png(), "image/png", when=when)
     return attachment
+
+
+def connector(api: FakeConfluence, **overrides: Any) -> ConfluenceConnector:
+    """The connector as a run builds it for the space ENG: every extension the
+    normalizers read is wanted (`.drawio` and `.png` among them)."""
+    values = {
+        "url": api.base_url,
+        "cloud": api.layout == "cloud",
+        "username": api.username if api.layout == "cloud" else None,
+        "spaces": ["ENG"],
+        "requests_per_second": 1000.0,
+    }
+    return ConfluenceConnector(
+        ConfluenceSettings.model_validate(values | overrides),
+        api.token,
+        attachment_extensions=supported_extensions(),
+    )
 
 
 def hits(space: Workspace, query: str, mode: str | None, capsys: Any) -> list[dict[str, Any]]:
@@ -129,13 +156,26 @@ def test_diagram_words_find_their_page_and_a_lost_diagram_does_not_fail_it(
         f"<p>The old design.</p>{drawio_macro(api, diagram_name(api, 'old-design'), '1')}",
         when=stamp,
     )
+    board = api.add_page(
+        "ARCH",
+        "Status board",
+        "<h2>Today</h2>" + image_markup("board.png", "The board this morning"),
+        when=stamp,
+    )
+    screenshot = api.add_attachment(
+        board, "board.png", text_picture([IN_SCREENSHOT]), "image/png", when=stamp
+    )
+    # the same screenshot shown on another page, named by its page's title
+    api.content[overview].body += "<h2>Board</h2>" + image_markup(
+        "board.png", "Board", page=("ARCH", "Status board")
+    )
 
     space = workspace(api=api)
     state, summary = space.run(source="confluence", targets=["ARCH"])
     assert state.is_completed() and summary["failed"] == [], summary["failed"]
-    # Only pages are documents: no diagram attachment (Cloud's `.drawio` is a wanted
-    # extension), no preview.
-    assert set(space.documents()) == {process, lamp, overview, broken}
+    # No diagram attachment (Cloud's `.drawio` is a wanted extension) or preview is a
+    # document; a picture is (an image file), and its page shows its text too.
+    assert set(space.documents()) == {process, lamp, overview, broken, board, screenshot}
 
     page_url = f"{api.base_url}{api._web_path(api.content[process])}"
     for phrase, page in ((IN_BPMN, process), (IN_SWOT, process), (IN_FLOWCHART, lamp)):
@@ -156,6 +196,13 @@ def test_diagram_words_find_their_page_and_a_lost_diagram_does_not_fail_it(
     swot_hit = hits(space, IN_SWOT, "lexical", capsys)[0]
     assert swot_hit["headings_path"][:3] == ["Translation workflow", "Market", "Diagram: SWOT"]
     assert IN_FLOWCHART in texts(space, overview)  # inc-drawio: the other page's diagram
+
+    board_url = f"{api.base_url}{api._web_path(api.content[board])}"
+    for mode in (None, "lexical"):
+        by_id = {h["document_id"]: h for h in hits(space, IN_SCREENSHOT, mode, capsys)}
+        assert board in by_id and by_id[board]["citation_url"].startswith(board_url), mode
+    assert "The board this morning" in texts(space, board)
+    assert IN_SCREENSHOT in texts(space, overview)  # another page's picture, by title
 
     assert "could not be read" in texts(space, broken)
     warned = [w for w in summary["warnings"] if w["document_id"] == broken]
@@ -198,3 +245,51 @@ def test_a_new_diagram_version_alone_reindexes_its_page_and_fetches_nothing_else
     assert api.requests["download"] == 1  # the diagram, not its preview, nothing else
     assert IN_C4 in texts(space, page) and IN_BPMN not in texts(space, page)
     assert hits(space, IN_C4, "lexical", capsys)[0]["document_id"] == page
+
+
+@pytest.mark.parametrize("layout", ["cloud", "dc"])
+def test_poll_brings_the_page_whose_diagram_changed_and_not_the_diagram(
+    confluence_api: Callable[..., FakeConfluence], layout: str
+) -> None:
+    api = confluence_api(layout)
+    stamp = datetime.now(UTC) - timedelta(days=3)
+    api.add_space("ENG", "Engineering")
+    page = api.add_page("ENG", "Plant monitoring", "<p>placeholder</p>", when=stamp)
+    name = diagram_name(api, "monitoring")
+    diagram = add_diagram(api, page, name, BPMN, DRAWIO_MEDIA_TYPE, stamp)
+    api.content[page].body = drawio_macro(api, name, page)
+    api.add_page("ENG", "Plain page", "<p>Nothing drawn here.</p>", when=stamp)
+    conn = connector(api)
+    listed = {ref.document_id: ref.version for ref in conn.list_refs().refs}
+    last_sync = datetime.now(UTC)
+
+    api.edit(diagram, data=C4)
+    changed = list(connector(api).poll(last_sync))  # in a process that did not list
+    assert [ref.document_id for ref in changed] == [page]
+    relisted = {ref.document_id: ref.version for ref in conn.list_refs().refs}
+    assert changed[0].version == relisted[page] != listed[page]
+    (fetched,) = conn.fetch_many(changed)
+    assert isinstance(fetched, SourceDocument) and fetched.ref.version == relisted[page]
+    assert fetched.attachments == {name: C4}
+
+
+@pytest.mark.parametrize("layout", ["cloud", "dc"])
+def test_a_shown_file_over_the_size_limit_is_left_out_with_a_warning(
+    confluence_api: Callable[..., FakeConfluence], layout: str
+) -> None:
+    api = confluence_api(layout)
+    api.add_space("ENG", "Engineering")
+    page = api.add_page("ENG", "Plant monitoring", "<p>placeholder</p>")
+    add_diagram(api, page, "monitoring", BPMN, DRAWIO_MEDIA_TYPE, datetime.now(UTC))
+    api.content[page].body = drawio_macro(api, "monitoring", page) + gliffy_macro(api, "SWOT", page)
+    api.add_attachment(page, "SWOT", SWOT, GLIFFY_MEDIA_TYPE)
+    limit = (len(BPMN) + len(SWOT)) // 2
+    small, large = sorted([("monitoring", BPMN), ("SWOT", SWOT)], key=lambda f: len(f[1]))
+    conn = connector(api, attachment_max_bytes=limit)
+    (ref,) = [r for r in conn.list_refs().refs if r.document_id == page]
+    api.requests.clear()
+    source = conn.fetch(ref)
+    assert source.attachments == {small[0]: small[1]}
+    assert api.requests["download"] == 1  # the large one is not downloaded at all
+    (warning,) = source.warnings
+    assert large[0] in warning and "attachment_max_bytes" in warning
