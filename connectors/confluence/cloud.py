@@ -8,7 +8,8 @@ this source asks, per listing (the cheap full pass that decides changes and dele
 - v2 `spaces?keys=` (the spaces' ids), `spaces/{id}/permissions` (who may read each),
   `spaces/{id}/pages` and `/blogposts` (ids, titles, parents, version numbers; no
   bodies), `attachments` and, where CQL is not offered, `footer-comments` (both
-  site-wide: one request per 250 instead of one per page);
+  site-wide: one request per 250 instead of one per page; attachments on every listing,
+  as the versions of a page's pictures and diagrams are part of its own);
 - v1 CQL `rest/api/search`, once per space: the read restrictions, labels and footer
   comment versions of all its content in bulk. v2 has no restrictions at all, and its
   labels and comments are per page (10,000 requests for 10,000 pages);
@@ -17,8 +18,9 @@ this source asks, per listing (the cheap full pass that decides changes and dele
 
 Per fetch: v2 `pages?id=` / `blogposts?id=` in batches with `body-format=storage` (never
 the ADF default), `attachments/{id}` and the bytes through its `downloadLink`, a page's
-`footer-comments` (and their `children`) where the listing saw comments, its `labels` and
-`ancestors` only when the listing did not run in this process, `users-bulk` for display
+`footer-comments` (and their `children`) where the listing saw comments, its
+`attachments` and the downloads of the diagrams and pictures its body shows, its `labels`
+and `ancestors` only when the listing did not run in this process, `users-bulk` for display
 names (v2 gives account ids only).
 
 When CQL is not offered (a `410 Gone` or another status that says so), nothing is
@@ -768,6 +770,7 @@ class CloudSource(ConfluenceSource):
             self._pages.setdefault(page_id, {k: v for k, v in item.items() if k != "body"})
         comments = self._page_comments(page_id, kind)
         space_key = self._space_key(str(item.get("spaceId") or ""))
+        # Before its access: the versions of its pictures and diagrams are part of it.
         shown = self._shown(page_id, kind, item, space_key)
         access = self._item_access(item, self._comments_digest(page_id, comments))
         ancestors = self._ancestors(item)

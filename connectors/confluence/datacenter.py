@@ -4,7 +4,8 @@
   with versions, ancestors and read restrictions expanded), the space's read permission
   (`/rest/api/space/{key}/permissions`, Data Center 9.1+; older versions do not offer
   it and the space then does not narrow access), footer comment versions (CQL
-  `space = K and type = comment`) and attachments (CQL `type = attachment`), following
+  `space = K and type = comment`) and attachments (CQL `type = attachment`, always: the
+  versions of a page's pictures and diagrams are part of its own), following
   `_links.next` to the end (`start`/`limit`; servers cap `limit` silently). Any failed
   part makes the listing incomplete, so the caller deletes nothing.
 - `poll(since)`: CQL `lastmodified >= "yyyy/MM/dd HH:mm"`. CQL reads that date in the
@@ -13,7 +14,8 @@
   then filtered exactly on their `version.when` (which carries its offset). A comment
   changed in the window brings its page.
 - `fetch()`/`fetch_many()`: the body in storage format, footer comments appended, with
-  metadata and ACL; `fetch_many` gets pages in batches through CQL `id in (...)` (two
+  metadata and ACL, and the diagrams and pictures it shows (`child/attachment`, then
+  their downloads); `fetch_many` gets pages in batches through CQL `id in (...)` (two
   requests per hundred pages instead of a hundred), one by one where the search index
   lags. A page gone since the listing raises `DocumentGone`.
 """
@@ -280,14 +282,15 @@ class DataCenterSource(ConfluenceSource):
         comments = self._page_comments(page_id)
         space_key = str(item["space"]["key"])
         kind = str(item.get("type", ref.kind))
+        # Before its access: the versions of its pictures and diagrams are part of it.
         shown = self._shown(page_id, kind, item, space_key)
         page = PageFacts(
-            kind=str(item.get("type", ref.kind)),
+            kind=kind,
             author=(history.get("createdBy") or version.get("by") or {}).get("displayName"),
             updated_at=iso(version.get("when")),
             created_at=iso(history.get("createdDate")),
             labels=v1_labels(item),
-            space_key=str(item["space"]["key"]),
+            space_key=space_key,
             space_name=item["space"].get("name"),
             ancestors=_ancestors(item),
             comments=comments,
