@@ -28,6 +28,7 @@ from connectors.base import SourceDocument
 from connectors.confluence import ConfluenceConnector
 from connectors.confluence.settings import ConfluenceSettings
 from flows.cli import main
+from normalizers.base import normalize_bytes
 from normalizers.registry import supported_extensions
 from tests.confluence_api import (
     DRAWIO_MEDIA_TYPE,
@@ -293,3 +294,43 @@ def test_a_shown_file_over_the_size_limit_is_left_out_with_a_warning(
     assert api.requests["download"] == 1  # the large one is not downloaded at all
     (warning,) = source.warnings
     assert large[0] in warning and "attachment_max_bytes" in warning
+
+
+def normalized(body: str, attachments: dict[str, bytes], page_id: str = "100") -> str:
+    return normalize_bytes(
+        body.encode(),
+        "Page.confluence",
+        fmt="confluence",
+        locator=page_id,
+        container="ENG",
+        attachments=attachments,
+    ).markdown
+
+
+def test_a_diagram_heads_its_text_below_the_enclosing_heading_or_at_the_top() -> None:
+    api = FakeConfluence("dc")  # writes the macros only: no server is started
+    top = normalized(drawio_macro(api, "flow", "100"), {"flow": FLOWCHART})
+    assert top.startswith("# Diagram: flow\n\n## Page-1\n\n- Lamp doesn't work")
+    nested = normalized(
+        "<h1>A</h1><h3>B</h3>" + gliffy_macro(api, "SWOT", "100") + "<h2>C</h2><p>after</p>",
+        {"SWOT": SWOT},
+    )
+    assert "### B\n\n#### Diagram: SWOT\n\n##### SWOT\n\n- SWOT Analysis" in nested
+    assert nested.rstrip().endswith("## C\n\nafter")  # the page's next section is its own
+
+
+def test_a_diagram_in_a_table_cell_stays_on_its_line_and_a_broken_one_leaves_a_note() -> None:
+    api = FakeConfluence("cloud")
+    cell = normalized(
+        f"<table><tbody><tr><td>{drawio_macro(api, 'flow', '100')}</td><td>x</td></tr>"
+        "</tbody></table>",
+        {"flow": FLOWCHART},
+    )
+    (row,) = [line for line in cell.splitlines() if "Diagram: flow" in line]
+    assert row.startswith("| **Diagram: flow**") and "Bulb burned out?" in row
+    broken = normalized(drawio_macro(api, "flow", "100"), {"flow": BPMN[:300]})
+    assert "# Diagram: flow" in broken and "could not be read" in broken
+    # another page's diagram is looked up under that page's id, never this page's file
+    included = drawio_macro(api, "flow", "200", include=True)
+    assert "could not be read" in normalized(included, {"flow": FLOWCHART})
+    assert IN_FLOWCHART in normalized(included, {"200/flow": FLOWCHART})
