@@ -334,3 +334,19 @@ def test_a_diagram_in_a_table_cell_stays_on_its_line_and_a_broken_one_leaves_a_n
     included = drawio_macro(api, "flow", "200", include=True)
     assert "could not be read" in normalized(included, {"flow": FLOWCHART})
     assert IN_FLOWCHART in normalized(included, {"200/flow": FLOWCHART})
+
+
+@pytest.mark.parametrize("layout", ["cloud", "dc"])
+def test_a_fetch_without_a_listing_finds_pictures_the_page_names_by_its_own_title(
+    confluence_api: Callable[..., FakeConfluence], layout: str
+) -> None:
+    api = confluence_api(layout)
+    api.add_space("ENG", "Engineering")
+    page = api.add_page("ENG", "Status board", "<p>placeholder</p>")
+    shot = text_picture([IN_SCREENSHOT])
+    api.add_attachment(page, "board.png", shot, "image/png")
+    api.content[page].body = image_markup("board.png", page=("ENG", "Status board"))
+    (ref,) = [r for r in connector(api).list_refs().refs if r.document_id == page]
+    source = connector(api).fetch(ref)  # a process (a worker) that did not list
+    assert source.attachments == {"ENG:Status board/board.png": shot}
+    assert source.warnings == () and source.ref.version == ref.version

@@ -424,7 +424,7 @@ class ConfluenceSource(ABC):
         data: dict[str, bytes] = {}
         warnings: list[str] = []
         for shown in wanted:
-            holder = self._holder(shown, page_id)
+            holder = self._holder(shown, page_id, str(item.get("title") or ""), space_key)
             found = attachments_of(holder, "page") if holder else None
             try:
                 data[shown.key] = self._shown_bytes(shown, found)
@@ -435,12 +435,13 @@ class ConfluenceSource(ABC):
                 )
         return ShownAttachments(data, tuple(warnings))
 
-    def _holder(self, shown: Shown, page_id: str) -> str | None:
-        """The id of the page holding a shown attachment; None where a title names a page
-        the listing does not know."""
+    def _holder(self, shown: Shown, page_id: str, title: str, space_key: str) -> str | None:
+        """The id of the page holding a shown attachment (the page `page_id`, titled
+        `title`, or another); None where a title names a page the listing in this process
+        does not know."""
         if shown.page_id:
             return shown.page_id
-        if shown.page_title:
+        if shown.page_title and (shown.page_title, shown.space_key) != (title, space_key):
             return self.index.page_by_title(shown.space_key or "", shown.page_title)
         return page_id
 
