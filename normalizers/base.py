@@ -8,6 +8,8 @@ comes out).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from config.errors import ErrorCode, IngestError
@@ -32,11 +34,13 @@ def normalize_bytes(
     locator: str | None = None,
     fmt: str | None = None,
     pictures: PictureReader | None = None,
+    attachments: Mapping[str, bytes] | None = None,
 ) -> NormalizedDocument:
     """Normalize one document of any supported format to Markdown (SPEC §2): of format
     `fmt` when the caller knows it (a Confluence page's body), else the detected one.
     `pictures` reads the document's pictures (a new reader per document); what it read
-    and skipped lands in `metadata["pictures"]`, where it met any picture."""
+    and skipped lands in `metadata["pictures"]`, where it met any picture.
+    `attachments`: the files the document shows (a Confluence page's diagrams), by name."""
     ctx = NormalizeContext(
         filename=filename,
         mime=mime,
@@ -44,6 +48,7 @@ def normalize_bytes(
         base_url=base_url,
         container=container,
         locator=locator,
+        attachments=MappingProxyType(dict(attachments or {})),
         pictures=pictures,
     )
     if len(data) > ctx.limits.max_file_bytes:

@@ -275,5 +275,6 @@ def _with_link_counts(source: SourceDocument, normalized: NormalizedDocument) ->
 def _source_meta(source: SourceDocument) -> dict[str, Any]:
     meta = dataclasses.asdict(source)
     meta.pop("data")
+    meta.pop("attachments")  # bytes: the normalized text holds what of them counts
     meta.pop("format")  # follows from the filename and MIME type, which the key holds
     return meta

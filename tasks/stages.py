@@ -7,6 +7,7 @@ batch tasks call them inside their loops.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,7 @@ def normalize_source(
         container=source.container,
         locator=source.locator,
         fmt=source.format,
+        attachments=source.attachments,
         pictures=pictures.reader() if pictures is not None else None,
     )
 
@@ -109,8 +111,19 @@ def normalize_input(source: SourceDocument) -> bytes:
             (source.base_url or "").encode(),
             (source.container or "").encode(),
             (source.locator or "").encode(),
+            attachments_digest(source.attachments).encode(),
         ]
     )
+
+
+def attachments_digest(attachments: Mapping[str, bytes]) -> str:
+    """One digest of the files a document shows, names and bytes: a new diagram version
+    makes a new normalize input although the page's own bytes are the same."""
+    digest = hashlib.sha256()
+    for name in sorted(attachments):
+        digest.update(hashlib.sha256(name.encode()).digest())
+        digest.update(hashlib.sha256(attachments[name]).digest())
+    return digest.hexdigest() if attachments else ""
 
 
 def document_info(
