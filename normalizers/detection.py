@@ -1,5 +1,7 @@
 """Which format a document is, decided from its bytes; the extension and MIME type only
-break ties the content cannot (OLE2 containers, text flavours)."""
+break ties the content cannot (OLE2 containers, text flavours). Diagrams are told by
+`normalizers.diagrams.sniff` first: a PNG or SVG that carries a draw.io diagram is the
+diagram, any other is a picture."""
 
 from __future__ import annotations
 
@@ -10,12 +12,18 @@ from pathlib import PurePath
 from types import MappingProxyType
 
 from config.errors import ErrorCode, IngestError
+from normalizers.diagrams.sniff import diagram_format
 from normalizers.registry import FORMATS, supported_extensions
 
 _OLE2_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 _ENCRYPTED_PACKAGE = "EncryptedPackage".encode("utf-16-le")
-_OOXML_MAIN_PART = (("word/", "docx"), ("xl/", "xlsx"), ("ppt/", "pptx"))
-_LEGACY_BY_EXTENSION = MappingProxyType({".doc": "doc", ".xls": "xls", ".ppt": "ppt"})
+_OOXML_MAIN_PART = (("word/", "docx"), ("xl/", "xlsx"), ("ppt/", "pptx"), ("visio/", "vsdx"))
+_LEGACY_BY_EXTENSION = MappingProxyType(
+    {".doc": "doc", ".xls": "xls", ".ppt": "ppt", ".vsd": "vsd"}
+)
+# Formats told by their content alone: a file named so that is not one is damaged.
+_BY_CONTENT = frozenset({"pdf", "docx", "xlsx", "pptx", "doc", "xls", "ppt", "vsdx", "vsd",
+                         "drawio", "gliffy"})  # fmt: skip
 # An `ac:` or `ri:` element (`<ac:structured-macro`, `<ri:page`): Confluence storage format.
 _STORAGE_ELEMENT = re.compile(rb"<(?:ac|ri):[A-Za-z]")
 
@@ -31,6 +39,9 @@ def detect_format(data: bytes, filename: str, mime: str | None = None) -> str:
     markup = data[:1024].lstrip()[:1] == b"<"
     if head.startswith(b"%PDF") or (b"%PDF-" in data[:1024] and not markup):
         return "pdf"
+    diagram = diagram_format(data)
+    if diagram is not None:
+        return diagram
     if head.startswith(b"PK\x03\x04"):
         return _detect_zip(data, filename)
     if head.startswith(_OLE2_MAGIC):
@@ -43,18 +54,18 @@ def detect_format(data: bytes, filename: str, mime: str | None = None) -> str:
                 subject=filename,
             )
         legacy = _LEGACY_BY_EXTENSION.get(ext) or (
-            by_mime if by_mime in ("doc", "xls", "ppt") else None
+            by_mime if by_mime in _LEGACY_BY_EXTENSION.values() else None
         )
         if legacy is None:
             raise IngestError(
                 ErrorCode.UNSUPPORTED_FORMAT,
-                "an OLE2 (legacy Office) file whose extension is not .doc, .xls or .ppt",
+                "an OLE2 (legacy Office) file whose extension is not .doc, .xls, .ppt or .vsd",
                 subject=filename,
             )
         return legacy
     if by_mime == "confluence":
         return "confluence"
-    if by_ext in ("pdf", "docx", "xlsx", "pptx", "doc", "xls", "ppt"):
+    if by_ext in _BY_CONTENT:
         raise IngestError(
             ErrorCode.CORRUPT,
             f"the extension says {by_ext.upper()} but the content is not one (truncated or "
@@ -95,7 +106,7 @@ def _detect_zip(data: bytes, filename: str) -> str:
             return fmt
     raise IngestError(
         ErrorCode.UNSUPPORTED_FORMAT,
-        "a ZIP archive that is not a Word, Excel or PowerPoint document",
+        "a ZIP archive that is not a Word, Excel, PowerPoint or Visio document",
         subject=filename,
     )
 

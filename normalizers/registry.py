@@ -90,6 +90,35 @@ FORMATS: Mapping[str, FormatEntry] = MappingProxyType(
                 ("application/vnd.ms-powerpoint",),
             ),
             FormatEntry(
+                "drawio",
+                "normalizers.diagrams.drawio:normalize_drawio",
+                (".drawio", ".dio"),
+                ("application/vnd.jgraph.mxfile",),
+            ),
+            FormatEntry(
+                "gliffy",
+                "normalizers.diagrams.gliffy:normalize_gliffy",
+                (".gliffy",),
+                ("application/gliffy+json",),
+            ),
+            FormatEntry(
+                "vsdx",
+                "normalizers.diagrams.visio:normalize_vsdx",
+                (".vsdx", ".vsdm"),
+                (
+                    "application/vnd.ms-visio.drawing",
+                    "application/vnd.ms-visio.drawing.main+xml",
+                    "application/vnd.ms-visio.drawing.macroEnabled.12",
+                    "application/vnd.ms-visio.drawing.macroEnabled.main+xml",
+                ),
+            ),
+            FormatEntry(
+                "vsd",
+                "normalizers.diagrams.visio:normalize_vsd",
+                (".vsd",),
+                ("application/vnd.visio",),
+            ),
+            FormatEntry(
                 "confluence",
                 "normalizers.confluence:normalize_confluence",
                 mimes=("application/vnd.atlassian.confluence.storage+xml",),
