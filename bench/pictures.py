@@ -106,24 +106,45 @@ def _drawio_pages(root: ET.Element) -> Iterator[ET.Element]:
             yield ET.fromstring(urllib.parse.unquote(raw.decode("utf-8")))
 
 
-# A label with `placeholders="1"` shows `%name%` as the cell's attribute `name`.
-_PLACEHOLDER = re.compile(r"%([A-Za-z_][\w]*)%")
+# A label with `placeholders="1"` shows `%name%` as the attribute `name` of its cell or
+# of the nearest ancestor cell that has one (draw.io's rule); an unknown name stays as is.
+_PLACEHOLDER = re.compile(r"%([A-Za-z_]\w*)%")
+_CELLS = ("mxCell", "UserObject", "object")
 
 
-def _fill_placeholders(label: str, element: ET.Element) -> str:
-    return _PLACEHOLDER.sub(lambda m: element.get(m[1], m[0]), label)
+def _fill_placeholders(label: str, cell: ET.Element, cells: dict[str, ET.Element]) -> str:
+    def value(match: re.Match[str]) -> str:
+        here: ET.Element | None = cell
+        seen: set[str] = set()
+        while here is not None and here.get("id") not in seen:
+            if match[1] in here.attrib:
+                return here.attrib[match[1]]
+            seen.add(here.get("id", ""))
+            here = cells.get(_parent_id(here))
+        return match[0]
+
+    return _PLACEHOLDER.sub(value, label)
+
+
+def _parent_id(cell: ET.Element) -> str:
+    """A cell's parent; a UserObject/object keeps it on the mxCell it wraps."""
+    inner = cell.find("mxCell") if cell.tag != "mxCell" else cell
+    return (inner if inner is not None else cell).get("parent", "")
 
 
 def drawio_reference(data: bytes) -> str:
     """The label text of every cell of every page of a draw.io file, one label a line."""
     labels: list[str] = []
     for model in _drawio_pages(ET.fromstring(data)):
+        cells = {e.get("id", ""): e for e in model.iter() if e.tag in _CELLS and e.get("id")}
         for element in model.iter():
+            if element.tag not in _CELLS:
+                continue
             for attribute in ("value", "label"):
                 value = element.get(attribute)
-                if value and element.tag in ("mxCell", "UserObject", "object"):
+                if value:
                     if element.get("placeholders") == "1":
-                        value = _fill_placeholders(value, element)
+                        value = _fill_placeholders(value, element, cells)
                     labels.append(html_text(value))
     return "\n".join(labels)
 
@@ -166,13 +187,23 @@ def corpus_files(formats: list[str] | None) -> list[tuple[str, Path]]:
 # --- measures ------------------------------------------------------------------------
 
 
-def matched_words(reference_text: str, output: str) -> tuple[int, int, int]:
-    """(reference words found in the output, reference words, output words), words
-    counted with repeats."""
+@dataclass(frozen=True)
+class Match:
+    matched: int  # reference words found in the output, counted with repeats
+    ref_words: int
+    out_words: int
+    missing: tuple[str, ...]  # the reference words most often not found
+
+
+def match_words(reference_text: str, output: str) -> Match:
     from normalizers.selfcheck import words
 
     ref, out = Counter(words(reference_text)), Counter(words(output))
-    return sum((ref & out).values()), sum(ref.values()), sum(out.values())
+    missing = tuple(word for word, _ in (ref - out).most_common(_SHOWN_MISSING))
+    return Match(sum((ref & out).values()), ref.total(), out.total(), missing)
+
+
+_SHOWN_MISSING = 6
 
 
 # --- converters: each returns the Markdown or raises ---------------------------------
@@ -218,6 +249,7 @@ class FileResult:
     matched: int = 0
     ref_words: int = 0
     out_words: int = 0
+    missing: tuple[str, ...] = ()
 
     @property
     def recall(self) -> float:
@@ -267,9 +299,14 @@ def run_file(name: str, convert: Converter, fmt: str, path: Path, ref: str) -> F
         result.code, result.message = type(exc).__name__, str(exc)[:200]
     else:
         result.ok = True
-        result.matched, _, result.out_words = matched_words(ref, markdown)
+        match = match_words(ref, markdown)
+        result.matched, result.out_words, result.missing = (
+            match.matched,
+            match.out_words,
+            match.missing,
+        )
     result.seconds = time.perf_counter() - start
-    _, result.ref_words, _ = matched_words(ref, "")
+    result.ref_words = match_words(ref, "").ref_words
     return result
 
 
@@ -339,7 +376,7 @@ def print_files(results: list[FileResult]) -> None:
     print(f"{'file':46} {'converter':11} {'recall':>7} {'words':>6} {'s':>6}  missing/failure")
     for r in sorted(results, key=lambda r: (r.fmt, r.name, r.converter)):
         recall = f"{r.recall:.3f}" if r.ok else "-"
-        note = "" if r.ok else f"{r.code}: {r.message or ''}"[:60]
+        note = " ".join(r.missing) if r.ok else f"{r.code}: {r.message or ''}"[:60]
         print(
             f"{r.fmt + '/' + r.name:46.46} {r.converter:11} {recall:>7} {r.ref_words:>6} {r.seconds:>6.2f}  {note}"
         )
