@@ -180,7 +180,7 @@ def corpus_files(formats: list[str] | None) -> list[tuple[str, Path]]:
         if p.suffix.lower() in IMAGE_SUFFIXES
     ]
     if VSDX_DIR.is_dir():
-        files += [("vsdx", p) for p in sorted(VSDX_DIR.glob("*.vsdx"))]
+        files += [("vsdx", p) for p in sorted(VSDX_DIR.rglob("*.vsdx"))]
     return [(fmt, path) for fmt, path in files if not formats or fmt in formats]
 
 
