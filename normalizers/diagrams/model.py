@@ -16,7 +16,8 @@ styles nor ids reach the Markdown. A page renders as
     **Connections**
     - Source → Target: label
 
-a connection's ends named by the first line of their shapes' text. A container without
+a connection's ends named by their shapes' text, a long one (a C4 box's name, type and
+description) by its first line. A container without
 a name (an unnamed group) lends its labels to its parent, in its place in the reading
 order. A page without any text renders as nothing.
 """
@@ -34,6 +35,7 @@ from normalizers.model import AnchoredMarkdown, NormalizedDocument
 from normalizers.tables import escape_block_start, one_line
 
 SAME_ROW = 10.0  # pixels: tops this close read as one row
+LONG_END_NAME = 60  # characters: a connection names a shape with more by its first line
 
 
 @dataclass(frozen=True)
@@ -153,14 +155,16 @@ def reading_order(items: Sequence[Label | Container]) -> list[Label | Container]
 
 
 def _connection(connection: Connection) -> str:
-    """`Source → Target: label`, each end named by the first line of its shape's text
-    (a C4 box's name and type, not its description, which its own label holds)."""
-    line = f"{_first_line(connection.source)} → {_first_line(connection.target)}"
+    """`Source → Target: label`, each end named by its shape's text, a long one by its
+    first line (a C4 box's name and type, not its description, which its label holds)."""
+    line = f"{_end_name(connection.source)} → {_end_name(connection.target)}"
     label = _inline(connection.label)
     return escape_block_start(f"{line}: {label}" if label else line)
 
 
-def _first_line(text: str) -> str:
+def _end_name(text: str) -> str:
+    if len(one_line(text)) <= LONG_END_NAME:
+        return _inline(text)
     return _inline(next((line for line in text.splitlines() if line.strip()), ""))
 
 

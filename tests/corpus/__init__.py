@@ -2,6 +2,8 @@
 
 - `docling/`: real PDF/DOCX/XLSX/PPTX/HTML inputs with Docling's reference Markdown
   (MIT licence, see `docling/LICENSE` and `docling/README.md` for provenance).
+- `diagrams/`: real draw.io, Gliffy, VSDX and VSD files (Apache-2.0, BSD-3-Clause and
+  MPL-2.0, their licences beside them; `diagrams/README.md` says where each is from).
 - `seeds/`: the source documents the project's specification was drawn from (EN/RU
   Markdown-like text), used as a chunking corpus.
 """
@@ -11,3 +13,4 @@ from pathlib import Path
 CORPUS_DIR = Path(__file__).resolve().parent
 DOCLING = CORPUS_DIR / "docling"
 SEEDS = CORPUS_DIR / "seeds"
+DIAGRAMS = CORPUS_DIR / "diagrams"
