@@ -367,7 +367,8 @@ def print_table(rows: list[Row], tests: dict[str, dict[str, Any]], other: str) -
     for fmt, test in tests.items():
         print(
             f"{fmt}: ours vs {other} on {test['files']} files read by both: recall diff "
-            f"{test['diff']:+.3f}, won/lost {test['won/lost']}, sign test p={test['p']}"
+            f"{test['diff']:+.3f}, won/lost {test['won/lost']}, sign test "
+            + (f"p={test['p']}" if test["p"] else "p<0.0001")  # the test rounds p to 4 places
         )
 
 
