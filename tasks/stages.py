@@ -16,6 +16,8 @@ from config.settings import ChunkingSettings, LimitsSettings, Settings
 from connectors.base import DocumentRef, HeadingCitation, SourceDocument
 from normalizers.base import normalize_bytes
 from normalizers.model import NormalizedDocument
+from normalizers.pictures import PictureSetup, ocr_languages, picture_setup
+from stage_cache.keys import CacheKey
 from stage_cache.store import StageCache
 from tasks.citations import cite
 
@@ -34,7 +36,47 @@ def handoff_cache(settings: Settings) -> StageCache:
     return StageCache(settings.cache.dir, fsync=settings.cache.fsync)
 
 
-def normalize_source(source: SourceDocument, limits: LimitsSettings) -> NormalizedDocument:
+class PictureStageCache:
+    """OCR results and captions in the stage cache's `pictures` directory, by the key the
+    picture reader makes (the picture's sha256 and what changes the result)."""
+
+    STAGE = "pictures"
+
+    def __init__(self, cache: StageCache) -> None:
+        self.cache = cache
+
+    def get(self, key: str) -> bytes | None:
+        return self.cache.get(CacheKey(self.STAGE, key))
+
+    def put(self, key: str, value: bytes) -> None:
+        self.cache.put(CacheKey(self.STAGE, key), value)
+
+
+def run_pictures(settings: Settings) -> tuple[PictureSetup, list[str]]:
+    """How a run reads pictures (built once per run), and the warnings for what of OCR
+    is off for want of tesseract or a language's data."""
+    cache = PictureStageCache(handoff_cache(settings)) if settings.cache.enabled else None
+    return picture_setup(settings.pictures, cache=cache)
+
+
+def normalize_config(settings: Settings) -> dict[str, Any]:
+    """What changes a normalized document besides its bytes: the limits, how pictures are
+    read (with the OCR languages this machine has) and the caption model, no secret."""
+    pictures = settings.pictures
+    languages = ocr_languages(pictures.languages)[0] if pictures.ocr else None
+    vision = settings.vision
+    return {
+        "limits": settings.limits.model_dump(mode="json"),
+        "pictures": pictures.model_dump(mode="json"),
+        "ocr_languages": languages,
+        "captions": [vision.url, vision.model] if vision.enabled else None,
+    }
+
+
+def normalize_source(
+    source: SourceDocument, limits: LimitsSettings, pictures: PictureSetup | None = None
+) -> NormalizedDocument:
+    """The source normalized, its pictures read by a reader of its own (`pictures`)."""
     return normalize_bytes(
         source.data,
         source.filename,
@@ -44,6 +86,7 @@ def normalize_source(source: SourceDocument, limits: LimitsSettings) -> Normaliz
         container=source.container,
         locator=source.locator,
         fmt=source.format,
+        pictures=pictures.reader() if pictures is not None else None,
     )
 
 

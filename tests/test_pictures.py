@@ -1,0 +1,129 @@
+"""The picture reader: real tesseract on pictures of real text (tests/picture_helpers.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from config.settings import PicturesSettings
+from markdown_text import normalize_markdown
+from normalizers.pictures import PictureReader, picture_setup
+from stage_cache.store import StageCache
+from tasks.stages import PictureStageCache
+from tests.picture_helpers import text_picture
+
+LANGUAGES = "eng+rus"
+
+
+def reader(cache_dir: Path | None = None, **settings: object) -> PictureReader:
+    cache = PictureStageCache(StageCache(cache_dir)) if cache_dir is not None else None
+    return PictureReader(
+        PicturesSettings(**settings),  # type: ignore[arg-type]
+        languages=LANGUAGES,
+        cache=cache,
+    )
+
+
+def test_reads_english_and_russian_lines_into_a_quote_named_by_the_picture() -> None:
+    picture = text_picture(["Quarterly revenue grew", "Выручка выросла за квартал"])
+    pictures = reader()
+    markdown = pictures.text(picture, "chart_1.png")
+    assert markdown.splitlines()[0] == "> *Picture (chart_1.png):*"
+    assert "> Quarterly revenue grew" in markdown
+    assert "> Выручка выросла за квартал" in markdown
+    assert pictures.counts.read == 1 and pictures.counts.ocr_seconds > 0
+    # the quote survives the shared Markdown pass as it is
+    document = f"Before.\n\n{markdown}\n\nAfter.\n"
+    assert normalize_markdown(document, ()).text == document
+
+
+def test_paragraphs_stay_apart_and_markdown_in_the_text_is_escaped() -> None:
+    picture = text_picture(["# not a heading", "", "", "second block"], size=(700, 400))
+    markdown = reader().text(picture, "x.png")
+    assert r"> \# not a heading" in markdown
+    assert ">\n> second block" in markdown
+
+
+def test_small_pictures_are_skipped_by_area_and_by_side() -> None:
+    pictures = reader(min_pixels=10_000, min_side=24)
+    assert pictures.text(text_picture(["OK"], size=(90, 90)), "icon.png") == ""
+    assert pictures.text(text_picture(["a long thin strip"], size=(900, 20)), "rule.png") == ""
+    assert pictures.counts.skipped == {"small": 2}
+    assert pictures.counts.read == 0
+
+
+def test_a_repeated_picture_is_read_once_per_document() -> None:
+    logo = text_picture(["Acme Widgets"])
+    pictures = reader()
+    assert "Acme Widgets" in pictures.text(logo, "logo.png")
+    assert pictures.text(logo, "logo.png") == ""
+    assert pictures.counts.skipped == {"repeat": 1}
+    # another document's reader reads it again
+    assert "Acme Widgets" in reader().text(logo, "logo.png")
+
+
+def test_pictures_past_the_cap_are_skipped() -> None:
+    pictures = reader(max_per_document=1)
+    assert "first" in pictures.text(text_picture(["first slide"]), "1.png")
+    assert pictures.text(text_picture(["second slide"]), "2.png") == ""
+    assert pictures.counts.read == 1 and pictures.counts.skipped == {"cap": 1}
+
+
+def test_words_below_the_confidence_threshold_are_dropped() -> None:
+    picture = text_picture(["Quarterly revenue grew"], blurred=["smudged ledger entries"])
+    everything = reader(min_confidence=0).read(picture)
+    confident = reader(min_confidence=60).read(picture)
+    assert everything is not None and confident is not None
+    every_word = " ".join(" ".join(p) for p in everything.paragraphs).split()
+    sure_words = " ".join(" ".join(p) for p in confident.paragraphs).split()
+    assert {"Quarterly", "revenue", "grew"} <= set(sure_words)
+    assert len(sure_words) < len(every_word)
+
+
+def test_a_timeout_is_counted_not_raised() -> None:
+    pictures = reader(timeout_s=0.001)
+    assert pictures.text(text_picture(["too slow"]), "slow.png") == ""
+    assert pictures.counts.skipped == {"timeout": 1}
+
+
+def test_unreadable_bytes_are_counted() -> None:
+    pictures = reader()
+    assert pictures.text(text_picture(["cut off"])[:60], "cut.png") == ""
+    assert pictures.text(b"not a picture at all", "x.png") == ""
+    assert pictures.counts.skipped == {"unreadable": 2}
+
+
+def test_webp_and_gif_are_read_through_png() -> None:
+    for fmt in ("WEBP", "GIF"):
+        markdown = reader().text(text_picture(["Converted picture"], format=fmt), f"p.{fmt}")
+        assert "Converted picture" in markdown, fmt
+
+
+def test_a_cached_picture_is_not_read_again(tmp_path: Path) -> None:
+    picture = text_picture(["Cached words here"])
+    first = reader(tmp_path)
+    markdown = first.text(picture, "a.png")
+    assert first.counts.ocr_seconds > 0
+    assert len(list((tmp_path / "pictures").rglob("*"))) > 0
+    second = reader(tmp_path)
+    assert second.text(picture, "a.png") == markdown
+    assert second.counts.read == 1 and second.counts.ocr_seconds == 0
+    # other languages are another result
+    other = PictureReader(PicturesSettings(), languages="eng", cache=first.cache)  # type: ignore[call-arg]
+    other.text(picture, "a.png")
+    assert other.counts.ocr_seconds > 0
+
+
+def test_counts_reach_metadata_only_when_there_were_pictures() -> None:
+    pictures = reader()
+    assert pictures.counts.metadata() == {}
+    pictures.text(text_picture(["Something"]), "a.png")
+    pictures.text(b"junk", "b.png")
+    meta = pictures.counts.metadata()
+    assert meta["read"] == 1 and meta["skipped"] == {"unreadable": 1} and meta["ocr_seconds"] > 0
+
+
+def test_setup_without_ocr_reads_nothing() -> None:
+    setup, warnings = picture_setup(PicturesSettings(ocr=False))  # type: ignore[call-arg]
+    assert setup.reader() is None and warnings == []
+    setup, warnings = picture_setup(PicturesSettings())  # type: ignore[call-arg]
+    assert setup.languages == LANGUAGES and warnings == []
