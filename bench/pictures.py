@@ -209,17 +209,22 @@ _SHOWN_MISSING = 6
 # --- converters: each returns the Markdown or raises ---------------------------------
 
 
-_SETTINGS: Any = None
+_PICTURES: Any = None  # the run's picture setup and limits, made once
 
 
 def convert_ours(path: Path) -> str:
+    """As a run normalizes a file: default settings, OCR without the stage cache (so
+    every picture is read, not looked up)."""
     from config.settings import load_settings
+    from normalizers.pictures import picture_setup
     from tasks.stages import local_file_source, normalize_source
 
-    global _SETTINGS
-    if _SETTINGS is None:
-        _SETTINGS = load_settings(environ={})
-    return normalize_source(local_file_source(path), _SETTINGS.limits).markdown
+    global _PICTURES
+    if _PICTURES is None:
+        settings = load_settings(environ={})
+        _PICTURES = (picture_setup(settings.pictures)[0], settings.limits)
+    setup, limits = _PICTURES
+    return normalize_source(local_file_source(path), limits, setup).markdown
 
 
 _MARKITDOWN: Any = None

@@ -15,6 +15,7 @@ from chunking import validate_chunks
 from config.errors import ErrorCode, IngestError
 from config.settings import Settings, load_settings
 from normalizers.model import NormalizedDocument
+from normalizers.pictures import picture_setup
 from tasks.stages import chunk_normalized, local_file_source, normalize_source
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,6 +104,7 @@ EXPECTED: dict[str, tuple[str, ...]] = {
         "Northwind Deploy Console",
         "Deployment blocked",
         "order-gateway",
+        "DEPLOY-417",
     ),
     "ru/руководство.md": (
         "# Руководство по эксплуатации платформы Northwind",
@@ -149,7 +151,10 @@ def regenerated(build_module: ModuleType, tmp_path_factory: pytest.TempPathFacto
 
 
 def _normalize(path: Path, settings: Settings) -> NormalizedDocument:
-    return normalize_source(local_file_source(path), settings.limits)
+    """As a run normalizes the file: pictures read by OCR (without a cache)."""
+    return normalize_source(
+        local_file_source(path), settings.limits, picture_setup(settings.pictures)[0]
+    )
 
 
 def _committed() -> set[str]:
@@ -170,7 +175,7 @@ def test_samples_are_small() -> None:
 def test_sample_normalizes_and_chunks_cleanly(name: str, settings: Settings) -> None:
     _needs_soffice(name)
     source = local_file_source(DOCS / name)
-    normalized = normalize_source(source, settings.limits)
+    normalized = _normalize(DOCS / name, settings)
     for phrase in EXPECTED[name]:
         assert phrase in normalized.markdown, f"{name}: {phrase!r} missing"
     document = chunk_normalized(source, normalized, settings.chunking, settings.tenant_id)
