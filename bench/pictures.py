@@ -19,7 +19,7 @@ Corpus (`bench/data/pictures/`, each folder with its licence and sources):
 - `screenshots/`: pictures with text: test images of the tesseract.js and pytesseract
   test suites (Apache-2.0) and screenshots of small HTML pages taken with headless
   Chromium for this benchmark;
-- `tests/corpus/diagrams/*.vsdx`, the real Visio files of the diagram tests, if any.
+- the real Visio files (`*.vsdx`) under `tests/corpus/diagrams/`, of the diagram tests.
 
 The reference is made independently of the product's code:
 
