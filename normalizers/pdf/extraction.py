@@ -73,6 +73,8 @@ class Page:
     lines: list[Line]
     tables: list[Item]
     rtl: bool
+    # The page's pictures as read (Markdown quotes), placed after its text.
+    pictures: list[str] = field(default_factory=list)
 
 
 # --- extraction ---------------------------------------------------------------------

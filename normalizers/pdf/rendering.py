@@ -46,7 +46,7 @@ def render(pages: Sequence[Page], styles: Styles) -> tuple[str, tuple[Anchor, ..
             opened = opened or not block.startswith("#")
             if not opened:
                 opening.append(block)
-        text = "\n\n".join(blocks)
+        text = "\n\n".join([*blocks, *page.pictures])
         out.add(page.number, text + "\n\n" if text else "")
     if not opening:
         return out.markdown, out.anchors, first_top
