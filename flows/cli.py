@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
     from chunking import ChunkedDocument
     from connectors.base import SourceDocument
+    from normalizers.pictures import PictureSetup
     from query.api import Hit
 
     Commands: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -270,20 +271,28 @@ def _read_source(path: Path) -> SourceDocument:
 def _normalize(args: argparse.Namespace, settings: Settings) -> int:
     from tasks.stages import normalize_source
 
-    normalized = normalize_source(_read_source(args.path), settings.limits)
+    normalized = normalize_source(_read_source(args.path), settings.limits, _pictures(settings))
     sys.stdout.write(normalized.markdown)
     for warning in normalized.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     return 0
 
 
+def _pictures(settings: Settings) -> PictureSetup:
+    """How the command reads pictures; what of OCR is off is said on stderr."""
+    from tasks.stages import picture_warnings, run_pictures
+
+    for warning in picture_warnings(settings):
+        print(f"warning: {warning}", file=sys.stderr)
+    return run_pictures(settings)
+
+
 def _chunked(args: argparse.Namespace, settings: Settings) -> ChunkedDocument:
     from tasks.stages import chunk_normalized, normalize_source
 
     source = _read_source(args.path)
-    return chunk_normalized(
-        source, normalize_source(source, settings.limits), settings.chunking, settings.tenant_id
-    )
+    normalized = normalize_source(source, settings.limits, _pictures(settings))
+    return chunk_normalized(source, normalized, settings.chunking, settings.tenant_id)
 
 
 def _chunk(args: argparse.Namespace, settings: Settings) -> int:
@@ -647,6 +656,7 @@ def _print_summary(summary: dict[str, Any], console: Any) -> None:
         DOCUMENT_COUNTS,
         STAGE_COLUMNS,
         chunks_line,
+        pictures_line,
         stage_rows,
         status_message,
     )
@@ -659,6 +669,9 @@ def _print_summary(summary: dict[str, Any], console: Any) -> None:
         stages.add_row(*row)
     console.print(stages)
     console.print(chunks_line(summary), highlight=False)
+    pictures = pictures_line(summary)
+    if pictures:
+        console.print(pictures, highlight=False)
     times = []
     if "prefect_startup_seconds" in summary:
         times.append(f"Prefect start-up {summary['prefect_startup_seconds']:.1f} s")

@@ -23,7 +23,7 @@ _LEGACY_BY_EXTENSION = MappingProxyType(
 )
 # Formats told by their content alone: a file named so that is not one is damaged.
 _BY_CONTENT = frozenset({"pdf", "docx", "xlsx", "pptx", "doc", "xls", "ppt", "vsdx", "vsd",
-                         "drawio", "gliffy"})  # fmt: skip
+                         "drawio", "gliffy", "image"})  # fmt: skip
 # An `ac:` or `ri:` element (`<ac:structured-macro`, `<ri:page`): Confluence storage format.
 _STORAGE_ELEMENT = re.compile(rb"<(?:ac|ri):[A-Za-z]")
 
@@ -44,6 +44,8 @@ def detect_format(data: bytes, filename: str, mime: str | None = None) -> str:
         return diagram
     if head.startswith(b"PK\x03\x04"):
         return _detect_zip(data, filename)
+    if _is_image(data):  # a picture format: its text is read by OCR
+        return "image"
     if head.startswith(_OLE2_MAGIC):
         if _ENCRYPTED_PACKAGE in data:
             # Password-protected .docx/.xlsx/.pptx are OLE2 containers around an
@@ -109,6 +111,20 @@ def _detect_zip(data: bytes, filename: str) -> str:
         "a ZIP archive that is not a Word, Excel, PowerPoint or Visio document",
         subject=filename,
     )
+
+
+# The signatures of PNG, JPEG, GIF, TIFF (both byte orders), BMP and WebP (in RIFF).
+_IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"II*\x00", b"MM\x00*")
+# BMP's "BM" is short: its info header's size (bytes 14-18) must be one of the known ones.
+_BMP_INFO_SIZES = frozenset({12, 40, 52, 56, 64, 108, 124})
+
+
+def _is_image(data: bytes) -> bool:
+    if data.startswith(_IMAGE_MAGIC):
+        return True
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return True
+    return data[:2] == b"BM" and int.from_bytes(data[14:18], "little") in _BMP_INFO_SIZES
 
 
 def _looks_binary(data: bytes) -> bool:

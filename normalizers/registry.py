@@ -119,6 +119,19 @@ FORMATS: Mapping[str, FormatEntry] = MappingProxyType(
                 ("application/vnd.visio",),
             ),
             FormatEntry(
+                "image",
+                "normalizers.pictures.document:normalize_image",
+                (".png", ".jpg", ".jpeg", ".gif", ".tif", ".tiff", ".bmp", ".webp"),
+                (
+                    "image/png",
+                    "image/jpeg",
+                    "image/gif",
+                    "image/tiff",
+                    "image/bmp",
+                    "image/webp",
+                ),
+            ),
+            FormatEntry(
                 "confluence",
                 "normalizers.confluence:normalize_confluence",
                 mimes=("application/vnd.atlassian.confluence.storage+xml",),

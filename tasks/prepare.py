@@ -171,7 +171,7 @@ def _prepare_one(
         config_hash(normalize_config(settings)),
         sha256_hex(normalize_input(source)),
     )
-    normalized, _ = stages.run(
+    normalized, normalize_hit = stages.run(
         "normalize",
         normalize_key,
         lambda: within_time_limit(
@@ -183,6 +183,8 @@ def _prepare_one(
         ),
         NORMALIZED,
     )
+    if not normalize_hit:  # a cached document read its pictures in an earlier run
+        outcome.pictures.add_document(normalized.metadata)
     outcome.warnings += [
         DocumentWarning(source.ref.document_id, w) for w in (*source.warnings, *normalized.warnings)
     ]

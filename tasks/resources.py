@@ -112,7 +112,7 @@ class Resources:
             return here.pictures()
         with self._lock:
             if self._pictures is None:
-                self._pictures, _ = run_pictures(self.settings)
+                self._pictures = run_pictures(self.settings)
             return self._pictures
 
     def embedder(self) -> Embedder:

@@ -52,11 +52,17 @@ class PictureStageCache:
         self.cache.put(CacheKey(self.STAGE, key), value)
 
 
-def run_pictures(settings: Settings) -> tuple[PictureSetup, list[str]]:
-    """How a run reads pictures (built once per run), and the warnings for what of OCR
-    is off for want of tesseract or a language's data."""
+def run_pictures(settings: Settings) -> PictureSetup:
+    """How a run reads pictures (built once per run; `picture_warnings` says what of it
+    is off)."""
     cache = PictureStageCache(handoff_cache(settings)) if settings.cache.enabled else None
-    return picture_setup(settings.pictures, cache=cache)
+    return picture_setup(settings.pictures, cache=cache)[0]
+
+
+def picture_warnings(settings: Settings) -> list[str]:
+    """A start-up warning for each part of OCR that is on but cannot run here (no
+    tesseract, a language without its data)."""
+    return ocr_languages(settings.pictures.languages)[1] if settings.pictures.ocr else []
 
 
 def normalize_config(settings: Settings) -> dict[str, Any]:

@@ -206,7 +206,7 @@ def test_empty_user_password_opens() -> None:
 def pictures(**settings: object) -> PictureReader | None:
     """A document's picture reader as a run makes it from `settings` (`pictures.*`, or
     the earlier `limits.ocr`)."""
-    return run_pictures(load_settings(settings))[0].reader()
+    return run_pictures(load_settings(settings)).reader()
 
 
 def test_image_only_pdf_has_no_text_layer() -> None:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from config.settings import PicturesSettings
+import pytest
+
+from config.errors import ConfigError
+from config.settings import PicturesSettings, load_settings
 from markdown_text import normalize_markdown
 from normalizers.pictures import PictureReader, picture_setup
 from stage_cache.store import StageCache
@@ -127,3 +130,29 @@ def test_setup_without_ocr_reads_nothing() -> None:
     assert setup.reader() is None and warnings == []
     setup, warnings = picture_setup(PicturesSettings())  # type: ignore[call-arg]
     assert setup.languages == LANGUAGES and warnings == []
+
+
+def test_limits_ocr_is_another_name_of_pictures_ocr(tmp_path: Path) -> None:
+    assert load_settings({"limits.ocr": False}).pictures.ocr is False
+    assert load_settings(environ={"INGEST_LIMITS__OCR": "false"}).pictures.ocr is False
+    config = tmp_path / "old.yaml"
+    config.write_text("limits:\n  ocr: false\n")
+    assert load_settings(config_file=config).pictures.ocr is False
+    # a later layer's new name wins over an earlier layer's old one
+    overridden = load_settings({"pictures.ocr": True}, config_file=config)
+    assert overridden.pictures.ocr is True
+    both = tmp_path / "both.yaml"
+    both.write_text("limits:\n  ocr: false\npictures:\n  ocr: true\n")
+    with pytest.raises(
+        ConfigError, match=r"limits\.ocr \(False\) is another name of pictures\.ocr \(True\)"
+    ) as e:
+        load_settings(config_file=both)
+    assert "set one of them" in str(e.value) and str(both) in str(e.value)
+    same = tmp_path / "same.yaml"
+    same.write_text("limits:\n  ocr: true\npictures:\n  ocr: true\n  min_side: 10\n")
+    assert load_settings(config_file=same).pictures.min_side == 10
+
+
+def test_captions_need_an_endpoint_and_a_model() -> None:
+    with pytest.raises(ConfigError, match=r"vision\.url and vision\.model"):
+        load_settings({"vision.enabled": True, "vision.url": "http://127.0.0.1:1/v1"})
