@@ -146,6 +146,20 @@ def test_swimlanes_group_their_labels_and_edge_labels_stay() -> None:
     assert bag_recall(label_words(page_models(BPMN.read_bytes())), md) >= 0.97
 
 
+def test_labels_on_edges_and_named_layers() -> None:
+    path = DRAWIO / "drawio-text-connectors-example.xml"
+    md = normalize(path)
+    # Both edges' labels are child cells of the edge (connectable="0"), one of them HTML.
+    assert "- Text in a shape → Text in a shape: 1. Text 2.Text\n" in md
+    assert (
+        "- Text in a shape wraps automatically → Text in a shape wraps automatically: Break text on connectors over multiple lines manually\n"
+        in md
+    )
+    assert bag_recall(label_words(page_models(path.read_bytes())), md) == 1.0
+    swot = normalize(DRAWIO / "SWOT.xml")
+    assert swot.startswith("# Page-1\n\n**Untitled Layer**\n\n- SWOT Analysis\n- Internal\n")
+
+
 def test_plain_page_with_html_labels() -> None:
     path = DRAWIO / "example_mapping.xml"
     md = normalize(path)

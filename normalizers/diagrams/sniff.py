@@ -25,7 +25,7 @@ _CHUNK_HEAD = struct.Struct(">I4s")
 # The XML declaration, comments, processing instructions and a DOCTYPE may come before
 # the root element; its name is what counts.
 _XML_ROOT = re.compile(
-    rb"\A(?:\xef\xbb\xbf)?(?:\s+|<\?.*?\?>|<!--.*?-->|<!DOCTYPE[^>\[]*(?:\[.*?\])?\s*>)*<([A-Za-z_][\w.:-]*)",
+    rb"\A(?:\xef\xbb\xbf)?(?:\s|<\?.*?\?>|<!--.*?-->|<!DOCTYPE[^>\[]*(?:\[.*?\])?\s*>)*<([A-Za-z_][\w.:-]*)",
     re.DOTALL,
 )
 _DRAWIO_ROOTS = frozenset({b"mxfile", b"mxGraphModel"})
