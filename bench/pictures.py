@@ -1,7 +1,10 @@
 """Pictures and diagrams benchmark: label words recovered, and seconds per file.
 
-    .venv/bin/python bench/pictures.py [--formats drawio,image,vsdx] [--json] [--files]
+    .venv/bin/python -m bench.pictures [--formats drawio,image,vsdx] [--json] [--files]
         [--no-others]   (the comparison needs `.venv/bin/pip install -e '.[bench]'`)
+
+Settings come from the defaults and `INGEST_*` variables, so a setting's effect can be
+measured: `INGEST_PICTURES__MIN_CONFIDENCE=0 .venv/bin/python -m bench.pictures`.
 
 Converts every file of the corpus with the product (`tasks.stages.normalize_source`,
 default settings, the path a run takes) and, in the same run on the same files, with
@@ -213,15 +216,16 @@ _PICTURES: Any = None  # the run's picture setup and limits, made once
 
 
 def convert_ours(path: Path) -> str:
-    """As a run normalizes a file: default settings, OCR without the stage cache (so
-    every picture is read, not looked up)."""
+    """As a run normalizes a file: the defaults with any `INGEST_*` variables (e.g.
+    `INGEST_PICTURES__MIN_CONFIDENCE`), OCR without the stage cache (so every picture is
+    read, not looked up)."""
     from config.settings import load_settings
     from normalizers.pictures import picture_setup
     from tasks.stages import local_file_source, normalize_source
 
     global _PICTURES
     if _PICTURES is None:
-        settings = load_settings(environ={})
+        settings = load_settings()
         _PICTURES = (picture_setup(settings.pictures)[0], settings.limits)
     setup, limits = _PICTURES
     return normalize_source(local_file_source(path), limits, setup).markdown
