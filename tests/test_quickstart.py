@@ -7,7 +7,8 @@ only, and its server then died with a bare start-up timeout); the output of a no
 is the progress (naming its phase while Prefect starts), the summary, the one CORRUPT
 line of the sample's truncated PDF and the warning about the Russian sample's chunks that
 exceed the small model's window, with no ERROR line, library table, traceback or
-telemetry notice; the re-run is all cache hits.
+telemetry notice; the re-run is all cache hits. The README's example search for a word
+of the sample draw.io diagram's labels finds that diagram.
 """
 
 from __future__ import annotations
@@ -21,7 +22,10 @@ import struct
 import subprocess
 import sys
 import termios
+from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 NOISE = ("ERROR", "Traceback", "LOAD REPORT", "UNEXPECTED", "Warning", "warn(")
@@ -67,9 +71,21 @@ def in_terminal(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, s
     return process.wait(timeout=540), output.decode("utf-8", errors="replace")
 
 
-def test_quickstart_run_is_quiet_creates_its_directories_and_reruns_from_cache(
-    tmp_path: Path,
-) -> None:
+@dataclass(frozen=True)
+class Quickstart:
+    """The quickstart's first run, in a terminal, and how to run `ingest` again on it."""
+
+    code: int
+    output: str
+    home: Path
+    env: dict[str, str]
+    args: list[str]
+    cwd: Path
+
+
+@pytest.fixture(scope="module")
+def quickstart(tmp_path_factory: pytest.TempPathFactory) -> Quickstart:
+    tmp_path = tmp_path_factory.mktemp("quickstart")
     docs = shutil.copytree(ROOT / "samples" / "docs", tmp_path / "docs")
     home = tmp_path / "job" / "nested" / "prefect-home"  # no parent exists yet
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "INGEST_"))}
@@ -80,8 +96,15 @@ def test_quickstart_run_is_quiet_creates_its_directories_and_reruns_from_cache(
         "PYTHONPATH": str(ROOT),
     }
     args = ["run", "files", str(docs), "--config", str(ROOT / "samples" / "quickstart.yaml")]
-
     code, output = in_terminal(args, env, tmp_path)
+    return Quickstart(code, output, home, env, args, tmp_path)
+
+
+def test_quickstart_run_is_quiet_creates_its_directories_and_reruns_from_cache(
+    quickstart: Quickstart,
+) -> None:
+    code, output, home = quickstart.code, quickstart.output, quickstart.home
+    env, args, tmp_path = quickstart.env, quickstart.args, quickstart.cwd
 
     assert code == 0, output
     assert home.is_dir()
@@ -102,3 +125,23 @@ def test_quickstart_run_is_quiet_creates_its_directories_and_reruns_from_cache(
     assert not [word for word in NOISE if word in again.stderr], again.stderr
     summary = json.loads(again.stdout)
     assert summary["unchanged"] == summary["seen"] - 1 and summary["new"] == 0
+
+
+@pytest.mark.parametrize("mode", ["auto", "lexical"])
+def test_quickstart_search_finds_the_diagram_by_a_word_of_its_labels(
+    quickstart: Quickstart, mode: str
+) -> None:
+    """The word "phishing" is written only in the labels of the threat model diagram
+    (draw.io), so the README's example search finds that diagram's chunk first, in the
+    default mode and by exact words."""
+    assert quickstart.code == 0, quickstart.output
+    config = ["--config", str(ROOT / "samples" / "quickstart.yaml")]
+    found = ingest(
+        ["search", "phishing", *config, "--mode", mode, "--json"], quickstart.env, quickstart.cwd
+    )
+    assert found.returncode == 0, found.stderr
+    hits = [json.loads(line) for line in found.stdout.splitlines()]
+    assert hits, found.stderr
+    top = hits[0]
+    assert top["document_id"].endswith("architecture/threat-model.drawio"), hits
+    assert "phishing" in top["md_text"].lower()
