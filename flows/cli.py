@@ -360,7 +360,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         settings_for,
         summary_without_flow,
     )
-    from flows.report import exit_code
+    from flows.report import exit_code, status_message
 
     local_paths = connector_class(args.source, settings.sources).targets_are_paths
     if args.config:  # the flow loads its settings itself, from the environment
@@ -395,6 +395,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     summary["command_seconds"] = round(time.monotonic() - args.started, 3)
     if args.json:
         print(json.dumps(summary, ensure_ascii=False))
+    elif summary["status"] == "store_busy":  # nothing was done: one line says why
+        print(f"error: {status_message(summary)}", file=sys.stderr)
     else:
         _print_summary(summary, console)
     return exit_code(summary)
