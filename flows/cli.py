@@ -18,6 +18,7 @@ _LOADED = time.monotonic()
 from config.errors import ConfigError, ErrorCode, IngestError  # noqa: E402
 from config.settings import Settings, load_settings  # noqa: E402
 from flows.local_run import ApiStartFailed, telemetry_off  # noqa: E402
+from indexing.store_lock import name_this_process  # noqa: E402
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -36,6 +37,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     args.started = started
+    # who holds an embedded store, as another process is told (`ingest mcp`)
+    name_this_process(f"ingest {args.command}")
     try:
         settings = load_settings(config_file=args.config)
         code: int = args.handler(args, settings)

@@ -42,13 +42,21 @@ class StoreHolder:
         return f"`{self.command}` (pid {self.pid}, since {self.since})"
 
 
+_named: list[str] = []
+
+
+def name_this_process(command: str) -> None:
+    """How the lock file names this process (the command line: `ingest mcp`)."""
+    _named[:] = [command]
+
+
 def process_command() -> str:
-    """What this process is, as a user would name it: `ingest mcp`, `ingest run`, a
-    Prefect flow run, else the program's name. Only these words: the arguments (paths,
-    queries) stay out of a file others read."""
+    """What this process is, as a user would name it: what it named itself (`ingest
+    mcp`, `ingest run`), a Prefect flow run, else the program's name. Only these words:
+    the arguments (paths, queries) stay out of a file others read."""
+    if _named:
+        return _named[0]
     program = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
-    if program == "ingest" and len(sys.argv) > 1 and sys.argv[1].isalpha():
-        return f"ingest {sys.argv[1]}"
     flow_run = os.environ.get("PREFECT__FLOW_RUN_ID")
     if flow_run:
         return f"Prefect flow run {flow_run}"
