@@ -201,7 +201,7 @@ class QdrantSettings(StrictModel):
     # A reader of an embedded store (`ingest mcp`, the retrievers, `query.api.Index`) lets
     # it go after this many seconds without a query, so an idle reader blocks no run; the
     # next query opens it again.
-    idle_release_s: float = Field(2.0, ge=0)
+    idle_release_s: float = Field(5.0, ge=0)
 
 
 class EmbedderSettings(StrictModel):
