@@ -71,7 +71,9 @@ def _query(connection: QdrantConnection, vector: list[float]) -> float:
 def measure(points: int, rounds: int) -> dict[str, Any]:
     rng = random.Random(points)
     with tempfile.TemporaryDirectory() as directory:
-        settings = QdrantSettings(path=str(Path(directory) / "qdrant"), collection="bench")
+        settings = QdrantSettings.model_validate(
+            {"path": str(Path(directory) / "qdrant"), "collection": "bench"}
+        )
         _fill(settings, points, rng)
         warm: list[float] = []
         reopened: list[float] = []
