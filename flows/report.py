@@ -237,6 +237,7 @@ class RunSummary:
         data.update(data.pop("stages"))
         data["status"] = self.status
         del data["links"]  # the artifact's: not part of the summary's contract (SPEC §7)
+        del data["store_busy"]  # said by `status`
         return data
 
 
