@@ -88,6 +88,10 @@ def store_busy(directory: Path, waited_s: float) -> IngestError:
     what to do. Transient (its documents are retried by the next run), but no task
     retries it at once: the opening already waited `qdrant.lock_wait_s`."""
     holder = read_holder(directory)
+    if holder is not None and holder.pid == os.getpid():
+        # this process has the lock file, yet the engine's own lock is taken: by a
+        # process that does not write the lock file (an older version of this tool)
+        holder = None
     who = holder.describe() if holder else "another process"
     if holder is not None and holder.command == "ingest mcp":
         advice = (
