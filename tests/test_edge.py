@@ -221,6 +221,40 @@ def test_a_second_process_is_told_who_holds_the_store_and_what_to_do(tmp_path: P
     assert read_holder(Path(store.settings.path)) is None  # no holder named once free
 
 
+# A process that opens the shards without the lock file (as an older version did).
+BARE_HOLDER = textwrap.dedent(
+    """
+    import sys
+    from indexing.edge import EdgeClient
+
+    client = EdgeClient(sys.argv[1], index_after_vectors=20_000)
+    print(client.count(sys.argv[2]).count, flush=True)
+    sys.stdin.read()
+    """
+)
+
+
+def test_a_holder_without_the_lock_file_is_not_taken_for_this_process(tmp_path: Path) -> None:
+    store = edge_store(tmp_path, lock_wait_s=0)
+    store.connection.close()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", BARE_HOLDER, store.settings.path, store.alias],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "0"
+        with pytest.raises(IngestError) as refused:
+            QdrantStore(QdrantConnection(store.settings), store.schema).count()
+        assert refused.value.code is ErrorCode.STORE_BUSY
+        assert "is held by another process" in refused.value.message
+        assert f"pid {os.getpid()}" not in refused.value.message
+    finally:
+        _let_go(holder)
+
+
 def test_a_store_held_for_a_while_is_waited_for(tmp_path: Path) -> None:
     """`qdrant.lock_wait_s`: the opening waits while the other process holds the store
     and goes on as soon as it lets go."""
