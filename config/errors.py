@@ -19,6 +19,8 @@ class ErrorCode(StrEnum):
     FETCH_FAILED = "FETCH_FAILED"
     EMBED_FAILED = "EMBED_FAILED"
     UPSERT_FAILED = "UPSERT_FAILED"
+    # Another process holds the embedded store: the run stops before any work.
+    STORE_BUSY = "STORE_BUSY"
     CONFIG_INVALID = "CONFIG_INVALID"
 
 

@@ -235,6 +235,13 @@ class QdrantSettings(StrictModel):
     # this many vectors of one name (each part vector of a chunk counts, about 3.4 a
     # chunk, so parts cross it first); below it an exact search stays under ~40 ms.
     optimize_threshold: int = Field(20_000, ge=0)
+    # An embedded store is open in one process at a time (a lock file beside it): how long
+    # a run or a reader waits for the process that holds it before giving up.
+    lock_wait_s: float = Field(10.0, ge=0)
+    # A reader of an embedded store (`ingest mcp`, the retrievers, `query.api.Index`) lets
+    # it go after this many seconds without a query, so an idle reader blocks no run; the
+    # next query opens it again.
+    idle_release_s: float = Field(5.0, ge=0)
 
 
 class EmbedderSettings(StrictModel):

@@ -18,6 +18,7 @@ _LOADED = time.monotonic()
 from config.errors import ConfigError, ErrorCode, IngestError  # noqa: E402
 from config.settings import Settings, load_settings  # noqa: E402
 from flows.local_run import ApiStartFailed, telemetry_off  # noqa: E402
+from indexing.store_lock import name_this_process  # noqa: E402
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -37,6 +38,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     args.started = started
+    # who holds an embedded store, as another process is told (`ingest mcp`)
+    name_this_process(f"ingest {args.command}")
     try:
         settings = load_settings(config_file=args.config)
         code: int = args.handler(args, settings)
@@ -391,7 +394,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         settings_for,
         summary_without_flow,
     )
-    from flows.report import exit_code
+    from flows.report import exit_code, status_message
 
     local_paths = connector_class(args.source, settings.sources).targets_are_paths
     if args.config:  # the flow loads its settings itself, from the environment
@@ -426,6 +429,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     summary["command_seconds"] = round(time.monotonic() - args.started, 3)
     if args.json:
         print(json.dumps(summary, ensure_ascii=False))
+    elif summary["status"] == "store_busy":  # nothing was done: one line says why
+        print(f"error: {status_message(summary)}", file=sys.stderr)
     else:
         _print_summary(summary, console)
     return exit_code(summary)

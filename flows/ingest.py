@@ -28,7 +28,7 @@ from config.settings import Settings, load_settings
 from config.sources import DEFAULT_SOURCE
 from connectors.base import DocumentRef, Listing
 from flows.report import RunNotOk, RunSummary, status_message, summary_markdown
-from flows.sync import sync
+from flows.sync import held_store_summary, sync
 from tasks import pipeline
 from tasks.pipeline import BatchOutcome, Plan, PreparedBatch, SourceSpec
 from tasks.prefect_tasks import (
@@ -161,6 +161,9 @@ def ingest(
     spec = SourceSpec.of(source, targets, settings)
     resources = Resources(settings)
     try:
+        busy = held_store_summary(spec, settings, resources, mode)
+        if busy is not None:  # a clean Failed run: the summary says who holds the store
+            return _report(busy)
         run = _Run(spec, settings, resources, force)
         if reindex:
             run.reindex()

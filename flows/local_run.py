@@ -77,21 +77,25 @@ def telemetry_off() -> None:
 
 
 def summary_without_flow(request: RunRequest, settings: Settings) -> dict[str, Any] | None:
-    """The run's summary when the source needs no document processed, else None (the
-    flow must run). The run's steps are the flow's (flows/sync.py), each the pipeline's
-    own function run here."""
-    if request.always_flow:
-        return None
-    from flows.sync import StepsHere, sync
+    """The run's summary when the source needs no document processed, or when another
+    process holds the embedded store (found before any work), else None (the flow must
+    run). The run's steps are the flow's (flows/sync.py), each the pipeline's own
+    function run here."""
+    from flows.sync import StepsHere, held_store_summary, sync
     from tasks import pipeline
     from tasks.resources import Resources, in_secret_block
 
     spec = pipeline.SourceSpec.of(request.source, request.targets, settings)
     section = settings.section(spec.kind)
-    if in_secret_block(section, "token") or in_secret_block(settings.qdrant, "api_key"):
-        return None  # a secret is in a Prefect Secret block: the flow reads it
     resources = Resources(settings)
     try:
+        busy = held_store_summary(spec, settings, resources, request.mode)
+        if busy is not None:
+            return busy.as_dict()
+        if request.always_flow:
+            return None
+        if in_secret_block(section, "token") or in_secret_block(settings.qdrant, "api_key"):
+            return None  # a secret is in a Prefect Secret block: the flow reads it
         steps = StepsHere(spec, settings, resources)
         summary = sync(steps, request.mode, request.since, request.force_delete)
     except IngestError as exc:

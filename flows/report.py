@@ -7,7 +7,7 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
-from config.errors import ErrorCode
+from config.errors import ErrorCode, IngestError
 from config.settings import Settings
 from connectors.base import Listing
 from tasks.pipeline import (
@@ -26,8 +26,10 @@ EXIT_OK = 0
 EXIT_LISTING_INCOMPLETE = 4
 EXIT_DELETION_REFUSED = 5
 EXIT_DOCUMENTS_FAILED = 3
+EXIT_STORE_BUSY = 6
 STATUS_EXIT_CODES = MappingProxyType(
     {
+        "store_busy": EXIT_STORE_BUSY,
         "listing_incomplete": EXIT_LISTING_INCOMPLETE,
         "deletion_refused": EXIT_DELETION_REFUSED,
         "documents_failed": EXIT_DOCUMENTS_FAILED,
@@ -93,6 +95,41 @@ class RunSummary:
     collection_points: int | None = None
     # Diagrams and pictures read while normalizing (`PictureTally.summary`).
     pictures: dict[str, Any] = field(default_factory=dict)
+    # Another process held the embedded store: the run stopped before any work.
+    store_busy: bool = False
+
+    @classmethod
+    def busy(
+        cls,
+        *,
+        spec: SourceSpec,
+        settings: Settings,
+        mode: str,
+        error: IngestError,
+        started: datetime,
+    ) -> RunSummary:
+        """The summary of a run that found its store held by another process: nothing
+        listed, read or written; the failure, under the run's scope, says who holds it."""
+        return cls(
+            source=spec.scope,
+            tenant_id=settings.tenant_id,
+            mode=mode,
+            listing_complete=False,
+            seen=0,
+            unchanged=0,
+            changed=0,
+            new=0,
+            deleted=0,
+            failed=[Failure(spec.scope, error.code.value, error.message, transient=True)],
+            stages={stage: {"done": 0, "cached": 0} for stage in STAGES},
+            seconds={},
+            chunks=0,
+            chunk_counts={},
+            token_histogram={},
+            started=started.isoformat(timespec="seconds"),
+            wall_seconds=round((datetime.now().astimezone() - started).total_seconds(), 3),
+            store_busy=True,
+        )
 
     @classmethod
     def build(
@@ -177,6 +214,8 @@ class RunSummary:
     def status(self) -> str:
         """`ok` only when every listed document is indexed or reported with a permanent
         error code, the listing was complete and no deletion was refused."""
+        if self.store_busy:
+            return "store_busy"
         if not self.listing_complete:
             return "listing_incomplete"
         if self.deletion_refused:
@@ -201,6 +240,7 @@ class RunSummary:
         data.update(data.pop("stages"))
         data["status"] = self.status
         del data["links"]  # the artifact's: not part of the summary's contract (SPEC §7)
+        del data["store_busy"]  # said by `status`
         return data
 
 
@@ -239,6 +279,8 @@ def exit_code(summary: dict[str, Any]) -> int:
 def status_message(summary: dict[str, Any]) -> str:
     """Why a run is not `ok`, in one line (the flow run's Failed message)."""
     failed = summary["failed"]
+    if summary["status"] == "store_busy":
+        return f"{summary['source']}: {failed[0]['message']}; nothing was read or written"
     transient = [f for f in failed if f["transient"]]
     reasons = {
         "listing_incomplete": "the listing was incomplete, nothing was deleted",
@@ -337,6 +379,8 @@ def summary_markdown(summary: RunSummary) -> str:
         + (
             "Listing complete."
             if summary.listing_complete
+            else "**The store is held by another process: nothing read or written.**"
+            if summary.store_busy
             else "**Listing incomplete: nothing deleted.**"
         ),
         "",

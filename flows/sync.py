@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
 
+from config.errors import ErrorCode, IngestError
 from config.settings import Settings
 from connectors.base import Listing
 from flows.report import RunSummary
@@ -47,6 +48,22 @@ class RunSteps(Protocol):
         """What reconciles (`tasks.pipeline.reconcile` or its Prefect task); None: the
         pipeline's own."""
         ...
+
+
+def held_store_summary(
+    spec: SourceSpec, settings: Settings, resources: Resources, mode: Mode
+) -> RunSummary | None:
+    """Take the run's store before any work: None when it is this run's now (kept until
+    `resources` close), else the summary of a run stopped because another process holds
+    it (an `ingest mcp` server, another run) past `qdrant.lock_wait_s`."""
+    started = datetime.now().astimezone()
+    try:
+        resources.hold_store()
+    except IngestError as exc:
+        if exc.code is not ErrorCode.STORE_BUSY:
+            raise
+        return RunSummary.busy(spec=spec, settings=settings, mode=mode, error=exc, started=started)
+    return None
 
 
 def sync(

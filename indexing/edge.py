@@ -15,7 +15,7 @@ Requests and results are qdrant-client's `models`, translated here, so the store
 has one code path for a server, local mode and Edge. A shard holds the GIL while it
 works: callers keep each call short (batches), and the HNSW build (`optimize`) runs only
 when the store asks for it at the end of a run. One process at a time opens a shard (a
-lock on its write-ahead log).
+lock on its write-ahead log; indexing/store_lock.py says which).
 """
 
 from __future__ import annotations
@@ -38,16 +38,13 @@ from qdrant_client.http import models as http_models
 
 from config.errors import ErrorCode, IngestError
 from indexing.qdrant_store import PayloadIndexSchema
+from indexing.store_lock import store_busy
 from stage_cache.store import write_atomic
 
 EDGE_DIR = "edge"
 _ALIASES = "aliases.json"
 # Bytes of one dense float32 component, to state the indexing threshold in Edge's unit.
 _FLOAT_BYTES = 4
-
-
-class EdgeStoreInUse(IngestError):
-    """Another process has the store open."""
 
 
 def edge_root(path: str | Path) -> Path:
@@ -182,16 +179,8 @@ class EdgeClient:
                 try:
                     shard = edge.EdgeShard.load(str(directory), config)
                 except Exception as exc:  # Edge raises plain Exception
-                    if "WouldBlock" in str(exc):
-                        raise EdgeStoreInUse(
-                            ErrorCode.UPSERT_FAILED,
-                            f"the Qdrant Edge store at {self.root.parent} is open in another "
-                            "process (one process at a time may open an embedded store): "
-                            "wait for the other run or stop it, or use a Qdrant server "
-                            "(qdrant.url) for several processes",
-                            subject=str(directory),
-                            transient=True,
-                        ) from None
+                    if "WouldBlock" in str(exc):  # held by a process without the lock file
+                        raise store_busy(self.root.parent, 0) from None
                     raise _failed(f"cannot open {directory}: {exc}") from None
                 self._shards[name] = shard
             return shard

@@ -46,6 +46,7 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 from chunking.record import CONTAINER_FIELD, Chunk, point_id
 from config.errors import ConfigError, ErrorCode, IngestError
 from config.settings import QdrantSettings
+from indexing import store_lock
 from indexing.embedders import Embedding
 from indexing.lexical import SparseWeights
 
@@ -160,17 +161,31 @@ class QdrantConnection:
 
     @property
     def client(self) -> QdrantClient | EdgeClient:
+        """The client, opened on first use; an embedded store's lock is taken first
+        (waiting `qdrant.lock_wait_s` for another process to let it go)."""
         with self._opening:
             if self._client is None:
-                self._client = _open_client(self.settings, self.engine)
+                embedded = self.engine != "server"
+                if embedded:
+                    store_lock.acquire(Path(self.settings.path), self.settings.lock_wait_s)
+                try:
+                    self._client = _open_client(self.settings, self.engine)
+                except BaseException:
+                    if embedded:
+                        store_lock.release(Path(self.settings.path))
+                    raise
             return self._client
 
     def close(self) -> None:
+        """Close the client; an embedded store's lock goes with it (when no other
+        connection of this process holds the store)."""
         with self._opening:
             client, self._client = self._client, None
             self.points.clear()
-        if client is not None:
-            client.close()
+            if client is not None:
+                client.close()
+                if self.engine != "server":
+                    store_lock.release(Path(self.settings.path))
 
 
 Engine = Literal["server", "edge", "local"]
@@ -200,14 +215,8 @@ def _open_client(settings: QdrantSettings, engine: Engine) -> QdrantClient | Edg
         return EdgeClient(path, index_after_vectors=settings.optimize_threshold)
     try:
         return QdrantClient(path=str(path))
-    except RuntimeError as exc:  # another process holds the local storage lock
-        raise IngestError(
-            ErrorCode.UPSERT_FAILED,
-            f"{exc} Local mode allows one process per directory: stop the other run, or "
-            "use a Qdrant server (qdrant.url)",
-            subject=str(path),
-            transient=True,
-        ) from None
+    except RuntimeError:  # a process without the store's lock file holds the storage
+        raise store_lock.store_busy(path, 0) from None
 
 
 def local_mode_collections(path: str | Path) -> list[str]:

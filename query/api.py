@@ -14,7 +14,9 @@ No Prefect here: only a settings Secret block (the Qdrant API key) imports it, l
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
@@ -163,11 +165,20 @@ class SourceInfo:
 
 class Index:
     """The collection the settings name, opened for reading. Close it (or use it as a
-    context manager): an embedded store holds a file lock while it is open."""
+    context manager): an embedded store holds a file lock while it is open.
+
+    An embedded store is open in one process at a time, so a reader that stays up (an
+    MCP server, an app's retriever) must not keep it while idle: it lets the store go
+    `qdrant.idle_release_s` after its last query ended and opens it again at the next
+    one (waiting up to `qdrant.lock_wait_s` while a run holds it). The model stays
+    loaded."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._resources = Resources(settings)
+        self._reading = threading.Lock()
+        self._queries = 0  # queries under way
+        self._release: threading.Timer | None = None
 
     @classmethod
     def open(cls, config_file: str | Path | None = None) -> Index:
@@ -184,10 +195,50 @@ class Index:
         self.close()
 
     def close(self) -> None:
+        with self._reading:
+            if self._release is not None:
+                self._release.cancel()
+                self._release = None
         self._resources.close()
 
+    @contextmanager
+    def _query(self) -> Iterator[None]:
+        """One query: the store stays open while any is under way, and is let go when
+        none has come for `qdrant.idle_release_s` (an embedded store only: a server's
+        connection has no lock to give back)."""
+        with self._reading:
+            self._queries += 1
+            if self._release is not None:
+                self._release.cancel()
+                self._release = None
+        try:
+            yield
+        finally:
+            with self._reading:
+                self._queries -= 1
+                if not self._queries and not self.settings.qdrant.url:
+                    self._release = threading.Timer(
+                        self.settings.qdrant.idle_release_s, self._release_when_idle
+                    )
+                    self._release.daemon = True
+                    self._release.start()
+
+    def _release_when_idle(self) -> None:
+        with self._reading:
+            # a timer cancelled after it fired, or a query under way, keeps the store
+            if self._queries or threading.current_thread() is not self._release:
+                return
+            self._release = None
+            self._resources.release_store()
+
     def store(self) -> QdrantStore:
-        """The store, refusing a collection that does not exist yet."""
+        """The store, refusing a collection that does not exist yet. Counted as a
+        query: an embedded store is let go when no other comes within
+        `qdrant.idle_release_s`."""
+        with self._query():
+            return self._store()
+
+    def _store(self) -> QdrantStore:
         store = self._resources.store()
         if store.resolve() is None:
             store.refuse_over_local_mode()
@@ -229,22 +280,23 @@ class Index:
         """The best `limit` chunks for `query` the identity may read (fewer when
         expanded hits merge). `mode` None: the `search.mode` setting. Raises
         `SearchUnavailable` when the mode cannot run on this collection or query."""
-        store = self.store()
-        lexical = self._resources.lexical()
-        needs_model = (mode or self.settings.search.mode) != "lexical" or lexical is None
-        hits = search(
-            store,
-            self._resources.embedder() if needs_model else None,
-            query,
-            limit,
-            self.filters(identity, tenant=tenant, containers=containers, labels=labels),
-            mode=mode or self.settings.search.mode,
-            lexical=lexical,
-            prefetch_factor=self.settings.search.prefetch_factor,
-            expand=expand,
-            expand_tokens=expand_tokens,
-        )
-        return [Hit.of(hit) for hit in hits]
+        with self._query():
+            store = self._store()
+            lexical = self._resources.lexical()
+            needs_model = (mode or self.settings.search.mode) != "lexical" or lexical is None
+            hits = search(
+                store,
+                self._resources.embedder() if needs_model else None,
+                query,
+                limit,
+                self.filters(identity, tenant=tenant, containers=containers, labels=labels),
+                mode=mode or self.settings.search.mode,
+                lexical=lexical,
+                prefetch_factor=self.settings.search.prefetch_factor,
+                expand=expand,
+                expand_tokens=expand_tokens,
+            )
+            return [Hit.of(hit) for hit in hits]
 
     def fetch(
         self,
@@ -258,19 +310,20 @@ class Index:
         """A chunk (by its 64-hex `chunk_id`), widened to its neighbours or section like a
         search hit; or a whole document (by its `document_id`, or a chunk's with
         `expand="document"`). None when there is none the identity may read."""
-        store = self.store()
-        filters = self.filters(identity, tenant=tenant)
-        if _CHUNK_ID.fullmatch(item_id):
-            found = store.visible_chunks(filters, chunk_ids=[item_id])
-            if not found:
-                return None
-            if expand == "document":
-                return self._document(store, filters, str(found[0].get("document_id", "")))
-            hit = SearchHit.of(found[0])
-            if expand != "none":
-                hit = expand_hits(store, [hit], expand, expand_tokens)[0]
-            return Hit.of(hit)
-        return self._document(store, filters, item_id)
+        with self._query():
+            store = self._store()
+            filters = self.filters(identity, tenant=tenant)
+            if _CHUNK_ID.fullmatch(item_id):
+                found = store.visible_chunks(filters, chunk_ids=[item_id])
+                if not found:
+                    return None
+                if expand == "document":
+                    return self._document(store, filters, str(found[0].get("document_id", "")))
+                hit = SearchHit.of(found[0])
+                if expand != "none":
+                    hit = expand_hits(store, [hit], expand, expand_tokens)[0]
+                return Hit.of(hit)
+            return self._document(store, filters, item_id)
 
     def _document(self, store: QdrantStore, filters: SearchFilters, document_id: str) -> Hit | None:
         """The document's chunks in order as one result (its newest version, where a
@@ -308,18 +361,19 @@ class Index:
     ) -> list[SourceInfo]:
         """Each kind of source with chunks the identity may read, its containers and the
         last sync of its scopes (from the runs' source log)."""
-        store = self.store()
-        tenant = tenant or self.settings.tenant_id
-        filters = self.filters(identity, tenant=tenant)
-        kinds = store.facet("source_type", filters)
-        log = SourceLog.for_settings(self.settings).read(tenant)
-        found = []
-        for kind, chunks in sorted(kinds.items()):
-            containers = store.facet(CONTAINER_FIELD, replace(filters, source_types=(kind,)))
-            syncs = tuple(
-                sync.visible_part(containers) if containers else sync
-                for sync in log
-                if sync.source_type == kind
-            )
-            found.append(SourceInfo(kind, chunks, containers, syncs))
-        return found
+        with self._query():
+            store = self._store()
+            tenant = tenant or self.settings.tenant_id
+            filters = self.filters(identity, tenant=tenant)
+            kinds = store.facet("source_type", filters)
+            log = SourceLog.for_settings(self.settings).read(tenant)
+            found = []
+            for kind, chunks in sorted(kinds.items()):
+                containers = store.facet(CONTAINER_FIELD, replace(filters, source_types=(kind,)))
+                syncs = tuple(
+                    sync.visible_part(containers) if containers else sync
+                    for sync in log
+                    if sync.source_type == kind
+                )
+                found.append(SourceInfo(kind, chunks, containers, syncs))
+            return found

@@ -20,11 +20,12 @@ from tasks.resources import Resources
 
 
 def retry_when_transient(task: Task[..., Any], task_run: TaskRun, state: State[Any]) -> bool:
-    """Retry condition: only errors that another attempt may cure."""
+    """Retry condition: only errors that another attempt may cure. A store another
+    process holds is not one of them: opening it already waited `qdrant.lock_wait_s`."""
     try:
         state.result()
     except IngestError as exc:
-        return exc.transient
+        return exc.transient and exc.code is not ErrorCode.STORE_BUSY
     except Exception:
         return False
     return False

@@ -169,6 +169,12 @@ class Resources:
         here = self._here()
         if here is not self:
             return here.store(embedder, check=check)
+        store = QdrantStore(self._connection(), self.schema(embedder))
+        if embedder is not None and check:
+            store.ensure_collection()
+        return store
+
+    def _connection(self) -> QdrantConnection:
         with self._lock:
             if self._qdrant is None:
                 section = self.settings.qdrant
@@ -176,11 +182,27 @@ class Resources:
                     key = SecretStr(secret_value(section, "api_key") or "")
                     section = section.model_copy(update={"api_key": key})
                 self._qdrant = QdrantConnection(section)
+            return self._qdrant
+
+    def hold_store(self) -> None:
+        """Open an embedded store now and keep it until `close`: its lock is taken (or
+        waited for, `qdrant.lock_wait_s`), so a store another process holds stops a run
+        before any work (a STORE_BUSY IngestError). Nothing to hold on a server."""
+        if self.settings.qdrant.url:
+            return
+        here = self._here()
+        if here is not self:
+            here.hold_store()
+            return
+        _ = self._connection().client
+
+    def release_store(self) -> None:
+        """Let the store go (an embedded store's lock with it) and keep the rest: the
+        next `store()` opens it again."""
+        with self._lock:
             qdrant = self._qdrant
-        store = QdrantStore(qdrant, self.schema(embedder))
-        if embedder is not None and check:
-            store.ensure_collection()
-        return store
+        if qdrant is not None:
+            qdrant.close()
 
     def link_resolution(self, resolver: LinkResolver, saved: tuple[int, Path]) -> LinkResolution:
         """The resolution over a listing's saved link index (`(mtime, path)`, mtime 0 when

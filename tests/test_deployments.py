@@ -47,6 +47,7 @@ from flows.serve import (
     set_project_directory,
 )
 from indexing.qdrant_store import CollectionSchema, QdrantConnection, QdrantStore
+from indexing.store_lock import read_holder
 from tasks.resources import in_secret_block, secret_value
 from tests.confluence_api import (
     DEFAULT_READERS,
@@ -795,6 +796,40 @@ def test_the_readme_deployment_steps_end_in_a_completed_run(
         for noise in ("Engine execution exited", "Traceback", "cannot be resolved"):
             assert noise not in logs, logs
             assert noise not in processes.log("worker"), processes.log("worker")
+
+        # A run while `ingest mcp` holds the embedded store (answering, or here with a
+        # long idle time) fails the same clean way, at its start, after the bounded wait:
+        # its message says to stop or wait for the server, its summary is its result and
+        # artifact, and no task ran (nothing retried as if the network had failed).
+        mcp = [INGEST, "mcp", "--http", f"127.0.0.1:{_free_port()}"]
+        processes.start("mcp", mcp, {**env, "INGEST_QDRANT__IDLE_RELEASE_S": "600"}, outside)
+        _wait(
+            "ingest mcp holding the store",
+            lambda: getattr(read_holder(tmp_path / "qdrant"), "command", "") == "ingest mcp",
+            120,
+            lambda: processes.log("mcp"),
+        )
+        held = server.cli(
+            "deployment", "run", "ingest/backfill", "--param", 'targets=["HR"]', cwd=outside
+        )
+        busy = server.wait_for_run(_run_id(held))
+        assert busy["state_type"] == "FAILED", busy["state"]
+        assert "stop or wait for the `ingest mcp` server" in busy["state"]["message"]
+        assert server.persisted_summary(busy["id"])["status"] == "store_busy"
+        busy_summary = [a for a in server.artifacts_of(busy["id"]) if a["key"] == "ingest-summary"]
+        assert "held by `ingest mcp`" in busy_summary[0]["data"]
+        _wait(
+            "the held-store run's logs",
+            lambda: "Finished in state Failed" in "\n".join(server.logs_of(busy["id"])),
+            30,
+            lambda: "\n".join(server.logs_of(busy["id"])),
+        )
+        logs = "\n".join(server.logs_of(busy["id"]))
+        assert "Task run" not in logs and "Retry" not in logs, logs
+        for noise in ("Engine execution exited", "Traceback"):
+            assert noise not in logs, logs
+            assert noise not in processes.log("worker"), processes.log("worker")
+        processes.stop("mcp")
         processes.stop("worker")
 
         hr = _points(tmp_path / "qdrant", space_key="HR")

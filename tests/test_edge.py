@@ -7,10 +7,13 @@ the other store tests, which run on Edge and on local mode."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 import tomllib
 from importlib.metadata import version
 from pathlib import Path
@@ -20,7 +23,7 @@ import pytest
 import yaml
 from qdrant_client import models
 
-from config.errors import ConfigError, IngestError
+from config.errors import ConfigError, ErrorCode, IngestError
 from flows.cli import main
 from indexing.edge import EdgeClient, edge_root
 from indexing.embedders import BgeM3Embedder
@@ -28,6 +31,7 @@ from indexing.qdrant_store import CollectionSchema, QdrantConnection, QdrantStor
 from indexing.reconcile import sync_documents
 from indexing.reindex import reindex
 from indexing.search import search
+from indexing.store_lock import read_holder
 from stage_cache.store import StageCache
 from tests.index_helpers import CountingEmbedder, make_document, qdrant_settings, schema_of
 from tests.tiny_model import tiny_embedder, tiny_model_dir
@@ -172,11 +176,69 @@ HOLDER = textwrap.dedent(
 )
 
 
-def test_a_second_process_is_told_the_store_is_in_use_and_what_to_do(tmp_path: Path) -> None:
-    store = edge_store(tmp_path)
-    store.connection.close()  # let go, so that the other process can open it
+def _holder(store: QdrantStore) -> subprocess.Popen[str]:
+    """Another process that opens the store (its first line: the points it counts) and
+    holds it until its stdin closes."""
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLDER, store.settings.path, store.alias],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "0"
+    return holder
+
+
+def _let_go(holder: subprocess.Popen[str]) -> None:
+    assert holder.stdin is not None
+    holder.stdin.close()
+    holder.wait(timeout=30)
+
+
+def test_a_second_process_is_told_who_holds_the_store_and_what_to_do(tmp_path: Path) -> None:
+    store = edge_store(tmp_path, lock_wait_s=0)
+    store.connection.close()  # let go, so that the other process can open it
+    holder = _holder(store)
+    try:
+        started = time.monotonic()
+        with pytest.raises(IngestError) as refused:
+            QdrantStore(QdrantConnection(store.settings), store.schema).count()
+        assert time.monotonic() - started < 1  # lock_wait_s 0: no waiting
+        message = refused.value.message
+        assert refused.value.code is ErrorCode.STORE_BUSY and "\n" not in message
+        assert f"store at {Path(store.settings.path).resolve()} is held by" in message
+        assert f"(pid {holder.pid}," in message and "qdrant.url" in message
+        # the same when this process's closed client reopens the shard itself
+        with pytest.raises(IngestError) as refused:
+            store.count()
+        assert refused.value.code is ErrorCode.STORE_BUSY
+        assert f"(pid {holder.pid}," in refused.value.message
+    finally:
+        _let_go(holder)
+    assert store.count() == 0  # free again once the other process is gone
+    store.connection.close()
+    assert read_holder(Path(store.settings.path)) is None  # no holder named once free
+
+
+# A process that opens the shards without the lock file (as an older version did).
+BARE_HOLDER = textwrap.dedent(
+    """
+    import sys
+    from indexing.edge import EdgeClient
+
+    client = EdgeClient(sys.argv[1], index_after_vectors=20_000)
+    print(client.count(sys.argv[2]).count, flush=True)
+    sys.stdin.read()
+    """
+)
+
+
+def test_a_holder_without_the_lock_file_is_not_taken_for_this_process(tmp_path: Path) -> None:
+    store = edge_store(tmp_path, lock_wait_s=0)
+    store.connection.close()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", BARE_HOLDER, store.settings.path, store.alias],
         cwd=ROOT,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -185,15 +247,28 @@ def test_a_second_process_is_told_the_store_is_in_use_and_what_to_do(tmp_path: P
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "0"
         with pytest.raises(IngestError) as refused:
-            store.count()
-        message = str(refused.value)
-        assert store.settings.path in message and "another process" in message
-        assert "qdrant.url" in message and refused.value.transient
+            QdrantStore(QdrantConnection(store.settings), store.schema).count()
+        assert refused.value.code is ErrorCode.STORE_BUSY
+        assert "is held by another process" in refused.value.message
+        assert f"pid {os.getpid()}" not in refused.value.message
     finally:
-        assert holder.stdin is not None
-        holder.stdin.close()
-        holder.wait(timeout=30)
-    assert store.count() == 0  # free again once the other process is gone
+        _let_go(holder)
+
+
+def test_a_store_held_for_a_while_is_waited_for(tmp_path: Path) -> None:
+    """`qdrant.lock_wait_s`: the opening waits while the other process holds the store
+    and goes on as soon as it lets go."""
+    store = edge_store(tmp_path, lock_wait_s=30)
+    store.connection.close()
+    holder = _holder(store)
+    threading.Timer(1.0, _let_go, (holder,)).start()
+    started = time.monotonic()
+    waiting = QdrantStore(QdrantConnection(store.settings), store.schema)
+    assert waiting.count() == 0
+    assert 1.0 <= time.monotonic() - started < 20
+    holder_now = read_holder(Path(store.settings.path))
+    assert holder_now is not None and holder_now.pid == os.getpid()
+    waiting.connection.close()
 
 
 def test_optimize_builds_the_index_past_the_threshold_only(tmp_path: Path) -> None:

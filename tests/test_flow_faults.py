@@ -116,6 +116,7 @@ def test_qdrant_lost_after_the_first_index_batch_keeps_old_points_and_one_run_he
 ) -> None:
     api, fx, space = indexed(workspace, eng)
     space.env["INGEST_RUN__BATCH_SIZE"] = "1"  # the faulty run: one document per batch
+    space.env["INGEST_QDRANT__LOCK_WAIT_S"] = "1"  # each opening waits for the holder
     before = space.documents()
     edited = edit(api, fx, ("guide", "deep", "eng_blog"), "Second edition")
     watcher = outage(space, at="mid", recover=False)
@@ -127,10 +128,11 @@ def test_qdrant_lost_after_the_first_index_batch_keeps_old_points_and_one_run_he
 
     assert state.is_failed()
     # reconcile could not reach Qdrant either: reported under the source's scope
-    assert failures(summary).pop("confluence:ENG") == "UPSERT_FAILED"
+    assert failures(summary).pop("confluence:ENG") == "STORE_BUSY"
     failed = {d: code for d, code in failures(summary).items() if d != "confluence:ENG"}
     assert len(failed) == 2 and set(failed) < edited  # one batch made it, two did not
-    assert set(failed.values()) == {"UPSERT_FAILED"}
+    assert set(failed.values()) == {"STORE_BUSY"}
+    assert watcher.retried == []  # a held store is waited for, not retried
     watcher.holder.give_back()
     after = space.documents()
     assert_nothing_lost(before, after)
