@@ -16,7 +16,7 @@ from config.errors import ErrorCode, IngestError
 from config.settings import LimitsSettings
 from markdown_text import normalize_markdown
 from normalizers.detection import detect_format
-from normalizers.model import NormalizeContext, NormalizedDocument
+from normalizers.model import ConvertedAhead, NormalizeContext, NormalizedDocument
 from normalizers.registry import FORMATS
 
 if TYPE_CHECKING:  # the reader's module is imported by whoever makes one
@@ -35,6 +35,7 @@ def normalize_bytes(
     fmt: str | None = None,
     pictures: PictureReader | None = None,
     attachments: Mapping[str, bytes] | None = None,
+    converted: ConvertedAhead | None = None,
 ) -> NormalizedDocument:
     """Normalize one document of any supported format to Markdown (SPEC §2): of format
     `fmt` when the caller knows it (a Confluence page's body), else the detected one.
@@ -50,6 +51,7 @@ def normalize_bytes(
         locator=locator,
         attachments=MappingProxyType(dict(attachments or {})),
         pictures=pictures,
+        converted=converted,
     )
     if len(data) > ctx.limits.max_file_bytes:
         raise ctx.fail(

@@ -4,7 +4,9 @@ the OOXML format, whose normalizer then does the rest.
 Each conversion runs `soffice` in its own temporary directory holding the input, the
 output and a fresh LibreOffice profile (`-env:UserInstallation`): two conversions that
 shared a profile would collide on its lock, and a crashed one would leave it broken.
-The whole process group is killed on timeout (soffice forks soffice.bin).
+The whole process group is killed on timeout (soffice forks soffice.bin). A run converts
+its batches' files ahead, many per start (`normalizers.legacy_batch`); a file's own
+conversion here is then only for what that did not convert.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from config.errors import ErrorCode
 from normalizers.model import NormalizeContext, NormalizedDocument, Normalizer
@@ -56,7 +59,10 @@ def find_soffice() -> str | None:
 
 
 def convert_with_libreoffice(data: bytes, conversion: Conversion, ctx: NormalizeContext) -> bytes:
-    """The bytes of `data` converted to `conversion.target` (docx/xlsx/pptx)."""
+    """The bytes of `data` converted to `conversion.target` (docx/xlsx/pptx): the batch's
+    conversion of it where one was made ahead (`ctx.converted`), else its own."""
+    if ctx.converted is not None and (ahead := ctx.converted.get(data, conversion)) is not None:
+        return ahead
     soffice = find_soffice()
     if soffice is None:
         raise ctx.fail(
@@ -69,22 +75,7 @@ def convert_with_libreoffice(data: bytes, conversion: Conversion, ctx: Normalize
         source = root / f"document{conversion.source_ext}"
         source.write_bytes(data)
         outdir = root / "out"
-        command = [
-            soffice,
-            f"-env:UserInstallation={(root / 'profile').as_uri()}",
-            "--headless",
-            "--invisible",
-            "--norestore",
-            "--nolockcheck",
-            "--nodefault",
-            f"--infilter={conversion.import_filter}",
-            "--convert-to",
-            conversion.export_filter,
-            "--outdir",
-            str(outdir),
-            str(source),
-        ]
-        output = _run(command, root, ctx)
+        output = _run(soffice_command(soffice, root, conversion, [source]), root, ctx)
         target = conversion.target
         converted = outdir / f"document.{target}"
         if not converted.is_file() or converted.stat().st_size == 0:
@@ -97,22 +88,55 @@ def convert_with_libreoffice(data: bytes, conversion: Conversion, ctx: Normalize
         return converted.read_bytes()
 
 
-def _run(command: list[str], workdir: Path, ctx: NormalizeContext) -> str:
+def soffice_command(
+    soffice: str, workdir: Path, conversion: Conversion, sources: list[Path]
+) -> list[str]:
+    """The command converting `sources` into `workdir`/out, with a fresh profile in
+    `workdir`/profile."""
+    return [
+        soffice,
+        f"-env:UserInstallation={(workdir / 'profile').as_uri()}",
+        "--headless",
+        "--invisible",
+        "--norestore",
+        "--nolockcheck",
+        "--nodefault",
+        f"--infilter={conversion.import_filter}",
+        "--convert-to",
+        conversion.export_filter,
+        "--outdir",
+        str(workdir / "out"),
+        *map(str, sources),
+    ]
+
+
+def start_soffice(
+    command: list[str], workdir: Path, output: int | IO[bytes] = subprocess.PIPE
+) -> subprocess.Popen[bytes]:
+    """`command` started in `workdir`, its output (stdout and stderr) to `output`."""
     env = {**os.environ, "HOME": str(workdir)}  # nothing lands in the real home directory
-    process = subprocess.Popen(
+    return subprocess.Popen(
         command,
         cwd=workdir,
         env=env,
         stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
+        stdout=output,
         stderr=subprocess.STDOUT,
         start_new_session=True,  # its own process group, killed whole on timeout
     )
+
+
+def kill_soffice(process: subprocess.Popen[bytes]) -> None:
+    os.killpg(process.pid, signal.SIGKILL)
+    process.communicate()
+
+
+def _run(command: list[str], workdir: Path, ctx: NormalizeContext) -> str:
+    process = start_soffice(command, workdir)
     try:
         stdout, _ = process.communicate(timeout=ctx.limits.conversion_timeout_s)
     except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.communicate()
+        kill_soffice(process)
         # The same bytes would time out again: the file is over the processing budget
         # (too large or too complex), which TOO_LARGE says; it is not known to be damaged.
         raise ctx.fail(

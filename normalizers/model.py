@@ -5,7 +5,7 @@ format module implements (`Normalizer`)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import asdict, dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol
@@ -91,6 +91,16 @@ class PictureText(Protocol):
         ...
 
 
+class ConvertedAhead(Protocol):
+    """Files a run converted in batches before normalizing them (one LibreOffice start for
+    many files, `normalizers.legacy_batch`), looked up by content."""
+
+    def get(self, data: bytes, conversion: Hashable) -> bytes | None:
+        """`data` converted by `conversion` (a `normalizers.legacy.Conversion`), or None
+        where it was not (not in the batch, or it failed there: converted alone then)."""
+        ...
+
+
 @dataclass(frozen=True)
 class NormalizeContext:
     filename: str  # file name or page title: used in messages and as an extension hint
@@ -106,6 +116,8 @@ class NormalizeContext:
     pictures: PictureText | None = None
     # The attachments a Confluence page's body shows (diagram macros, images), by file name.
     attachments: Mapping[str, bytes] = field(default_factory=lambda: MappingProxyType({}))
+    # Conversions made ahead for the run's batch; None: each file is converted alone.
+    converted: ConvertedAhead | None = None
 
     def fail(self, code: ErrorCode, message: str) -> IngestError:
         return IngestError(code, message, subject=self.filename)

@@ -1,6 +1,8 @@
 """Prepare a batch: fetch its documents, normalize and chunk each (every stage cached
 by content hash), record their outgoing links. The chunks reach the index step through
-the stage cache; the batch's result holds their keys."""
+the stage cache; the batch's result holds their keys. Legacy Office files the cache does
+not hold yet are converted together before the batch is normalized (one LibreOffice
+start for many files)."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from connectors.base import (
     SourceDocument,
     fetch_many,
 )
+from normalizers.legacy_batch import LegacyBatch, Upcoming
 from normalizers.model import NormalizedDocument
 from normalizers.pictures import PictureSetup
 from stage_cache.cached import JSON, Codec, cached
@@ -84,28 +87,38 @@ def prepare_batch(
     outcome.seconds["fetch"] += time.perf_counter() - started
     prepared: list[PreparedDocument] = []
     failed_states: dict[str, DocumentState] = {}
-    for ref, item in zip(refs, fetched, strict=True):
-        try:
-            if isinstance(item, IngestError):
-                if isinstance(item, DocumentGone):
-                    outcome.gone.append(ref.document_id)
-                    continue
-                outcome.failures.append(failure_of(ref.document_id, item))
-                if not item.transient:
-                    failed_states[ref.document_id] = failed_state(ref, fingerprint, item)
-                continue
-            outcome.stages["fetch"].done += 1
+    with LegacyBatch(settings.limits) as converted:
+        started = time.perf_counter()
+        converted.convert(
+            Upcoming(item.data, item.filename, item.mime, item.format)
+            for item in fetched
+            if isinstance(item, SourceDocument) and not stages.holds(_normalize_key(item, settings))
+        )
+        outcome.seconds["normalize"] += time.perf_counter() - started
+        for ref, item in zip(refs, fetched, strict=True):
             try:
-                prepared.append(_prepare_one(item, settings, stages, links, resources.pictures()))
-            except IngestError as exc:
-                outcome.failures.append(failure_of(ref.document_id, exc))
-                if not exc.transient:
-                    failed_states[ref.document_id] = failed_state(ref, fingerprint, exc)
-            except OSError as exc:  # the cache's disk (full, unwritable): retry next run
-                error = cache_unwritable(settings, exc, code=ErrorCode.CHUNKING_FAILED)
-                outcome.failures.append(failure_of(ref.document_id, error))
-        finally:  # the bar moves per document, whatever became of it
-            report_progress(1)
+                if isinstance(item, IngestError):
+                    if isinstance(item, DocumentGone):
+                        outcome.gone.append(ref.document_id)
+                        continue
+                    outcome.failures.append(failure_of(ref.document_id, item))
+                    if not item.transient:
+                        failed_states[ref.document_id] = failed_state(ref, fingerprint, item)
+                    continue
+                outcome.stages["fetch"].done += 1
+                try:
+                    prepared.append(
+                        _prepare_one(item, settings, stages, links, resources.pictures(), converted)
+                    )
+                except IngestError as exc:
+                    outcome.failures.append(failure_of(ref.document_id, exc))
+                    if not exc.transient:
+                        failed_states[ref.document_id] = failed_state(ref, fingerprint, exc)
+                except OSError as exc:  # the cache's disk (full, unwritable): retry next run
+                    error = cache_unwritable(settings, exc, code=ErrorCode.CHUNKING_FAILED)
+                    outcome.failures.append(failure_of(ref.document_id, error))
+            finally:  # the bar moves per document, whatever became of it
+                report_progress(1)
     if failed_states:
         state.update(failed_states)
     return PreparedBatch(outcome, prepared)
@@ -156,6 +169,19 @@ class _Stages:
         self.outcome.seconds[stage] += time.perf_counter() - started
         return value, hit
 
+    def holds(self, key: CacheKey) -> bool:
+        """Whether `run` will read `key`'s value rather than compute it."""
+        return self.reuse and self.cache.path(key).is_file()
+
+
+def _normalize_key(source: SourceDocument, settings: Settings) -> CacheKey:
+    return stage_key(
+        "normalize",
+        NORMALIZE_STAGE_VERSION,
+        config_hash(normalize_config(settings)),
+        sha256_hex(normalize_input(source)),
+    )
+
 
 def _prepare_one(
     source: SourceDocument,
@@ -163,19 +189,14 @@ def _prepare_one(
     stages: _Stages,
     links: DocumentLinks,
     pictures: PictureSetup,
+    converted: LegacyBatch,
 ) -> PreparedDocument:
     outcome = stages.outcome
-    normalize_key = stage_key(
-        "normalize",
-        NORMALIZE_STAGE_VERSION,
-        config_hash(normalize_config(settings)),
-        sha256_hex(normalize_input(source)),
-    )
     normalized, normalize_hit = stages.run(
         "normalize",
-        normalize_key,
+        _normalize_key(source, settings),
         lambda: within_time_limit(
-            lambda: normalize_source(source, settings.limits, pictures),
+            lambda: normalize_source(source, settings.limits, pictures, converted),
             settings.limits.document_timeout_s,
             what="normalizing",
             subject=source.ref.document_id,

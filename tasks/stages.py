@@ -16,7 +16,7 @@ from chunking.record import CONTAINER_FIELD, LOCATOR_FIELD
 from config.settings import ChunkingSettings, LimitsSettings, Settings
 from connectors.base import DocumentRef, HeadingCitation, SourceDocument
 from normalizers.base import normalize_bytes
-from normalizers.model import NormalizedDocument
+from normalizers.model import ConvertedAhead, NormalizedDocument
 from normalizers.pictures import PictureSetup, ocr_languages, picture_setup
 from normalizers.pictures.captions import VisionCaptioner
 from stage_cache.keys import CacheKey
@@ -83,9 +83,13 @@ def normalize_config(settings: Settings) -> dict[str, Any]:
 
 
 def normalize_source(
-    source: SourceDocument, limits: LimitsSettings, pictures: PictureSetup | None = None
+    source: SourceDocument,
+    limits: LimitsSettings,
+    pictures: PictureSetup | None = None,
+    converted: ConvertedAhead | None = None,
 ) -> NormalizedDocument:
-    """The source normalized, its pictures read by a reader of its own (`pictures`)."""
+    """The source normalized, its pictures read by a reader of its own (`pictures`);
+    `converted`: its batch's legacy files converted ahead."""
     return normalize_bytes(
         source.data,
         source.filename,
@@ -97,6 +101,7 @@ def normalize_source(
         fmt=source.format,
         attachments=source.attachments,
         pictures=pictures.reader() if pictures is not None else None,
+        converted=converted,
     )
 
 
