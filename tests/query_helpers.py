@@ -86,7 +86,7 @@ def build_query_index(root: Path, model_dir: Path) -> QueryIndex:
     log = SourceLog.for_settings(settings)
     log.record(
         TENANT,
-        SourceSync("file:/samples", "file", ("/samples",), "2026-11-26T10:00:00+00:00", "ok", 2),
+        SourceSync("files:/samples", "file", ("/samples",), "2026-11-26T10:00:00+00:00", "ok", 2),
     )
     log.record(
         TENANT,
