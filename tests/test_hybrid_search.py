@@ -241,7 +241,7 @@ def test_a_tie_of_the_fusion_goes_to_the_models_ranking_every_time(store_factory
         LEXICAL: {7: 1.0},
     }
     firsts = {
-        store.query(query, limit=1, prefetch_factor=1, filters=SearchFilters(tenant_id="t"))[
+        store.query(query, limit=1, prefetch_limit=1, filters=SearchFilters(tenant_id="t"))[
             0
         ].payload["name"]
         for _ in range(30)
