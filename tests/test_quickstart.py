@@ -17,6 +17,8 @@ import fcntl
 import json
 import os
 import pty
+import re
+import shlex
 import shutil
 import struct
 import subprocess
@@ -24,6 +26,10 @@ import sys
 import termios
 import time
 from pathlib import Path
+
+from config.settings import load_settings
+from connectors.files import root_label
+from query.api import Index
 
 ROOT = Path(__file__).resolve().parents[1]
 NOISE = ("ERROR", "Traceback", "LOAD REPORT", "UNEXPECTED", "Warning", "warn(")
@@ -77,6 +83,23 @@ def in_terminal(
     return code, output.decode("utf-8", errors="replace"), time.monotonic() - last_output
 
 
+def tour_commands() -> list[str]:
+    """The `ingest` commands of the README's short tour that name the quickstart's
+    settings: they must run as printed after the quickstart."""
+    readme = (ROOT / "README.md").read_text("utf-8")
+    tour = readme.split("## A short tour", 1)[1].split("\n## ", 1)[0]
+    spans = re.findall(r"`(\.venv/bin/ingest [^`]+)`", tour)
+    return [span for span in spans if "--config samples/quickstart.yaml" in span]
+
+
+def as_printed(command: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """A README command run from the repository's directory, `.venv/bin/ingest` being
+    this interpreter's `flows.cli`."""
+    words = shlex.split(command)
+    assert words[0] == ".venv/bin/ingest", command
+    return ingest(words[1:], env | {"COLUMNS": "200"}, ROOT)
+
+
 def test_quickstart_run_is_quiet_creates_its_directories_and_reruns_from_cache(
     tmp_path: Path,
 ) -> None:
@@ -107,6 +130,22 @@ def test_quickstart_run_is_quiet_creates_its_directories_and_reruns_from_cache(
     # the Russian sample's chunks over all-MiniLM-L6-v2's window: said, with the way out
     assert "longer than the input window" in output and "(256 tokens)" in output
     assert "smaller chunk budgets" in output
+
+    # the README's tour, as printed: `ingest chunk` shows the chunks the index holds
+    tour = tour_commands()
+    assert {command.split()[1] for command in tour} == {"chunk", "validate", "search"}, tour
+    settings = load_settings(config_file=ROOT / "samples" / "quickstart.yaml", environ=env)
+    with Index(settings) as index:
+        whole = index.fetch(f"{root_label(docs)}/runbooks/restart-service.html")
+    assert whole is not None and whole.span
+    for command in tour:
+        done = as_printed(command, env)
+        assert done.returncode == 0, (command, done.stderr)
+        if " chunk " in command:
+            rows = re.findall(r"^│\s*\d+\s*│", done.stdout, flags=re.MULTILINE)
+            assert len(rows) == len(whole.span), (command, done.stdout)
+        if " search " in command:
+            assert "backup" in done.stdout, done.stdout
     # telemetry off (DO_NOT_TRACK): Prefect shows no notice and queues no event (it still
     # keeps its local milestone file under PREFECT_HOME, whatever DO_NOT_TRACK says)
     assert "anonymous usage data" not in output and "DO_NOT_TRACK" not in output
