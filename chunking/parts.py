@@ -54,31 +54,39 @@ class PartSplitter:
 
 def chunk_parts(md_text: str, max_tokens: int, counter: TokenCounter) -> list[str]:
     """The parts of `md_text`, in order; one part when it fits `max_tokens` whole."""
+    return [md_text[a:b] for a, b in part_spans(md_text, max_tokens, counter)]
+
+
+def part_spans(md_text: str, max_tokens: int, counter: TokenCounter) -> list[tuple[int, int]]:
+    """Where each part of `md_text` lies in it (`chunk_parts`), trimmed of whitespace."""
     if not md_text.strip():
         return []
     units = _units(md_text)
     counts = counter.count_many([md_text[a:b] for a, b in units])
-    parts: list[str] = []
+    spans: list[tuple[int, int]] = []
     start = end = used = 0
     for (a, b), count in zip(units, counts, strict=True):
         if count > max_tokens:
             if used:
-                parts.append(md_text[start:end])
-            parts += [
-                md_text[a + x : a + y] for x, y in window_spans(md_text[a:b], max_tokens, counter)
-            ]
+                spans.append((start, end))
+            spans += [(a + x, a + y) for x, y in window_spans(md_text[a:b], max_tokens, counter)]
             used = 0
             continue
         if used and used + count > max_tokens:
-            parts.append(md_text[start:end])
+            spans.append((start, end))
             used = 0
         if not used:
             start = a
         end, used = b, used + count
     if used:
-        parts.append(md_text[start:end])
+        spans.append((start, end))
     # A part of punctuation alone (a code fence, a table rule) says nothing to embed.
-    return [part.strip() for part in parts if _WORDS.search(part)]
+    return [_trimmed(md_text, a, b) for a, b in spans if _WORDS.search(md_text, a, b)]
+
+
+def _trimmed(text: str, start: int, end: int) -> tuple[int, int]:
+    piece = text[start:end]
+    return start + len(piece) - len(piece.lstrip()), end - len(piece) + len(piece.rstrip())
 
 
 def _units(text: str) -> list[tuple[int, int]]:

@@ -92,6 +92,21 @@ class _Document:
         return found
 
 
+def budget_note(chunk: Chunk, config: ChunkingSettings) -> str | None:
+    """What allows a chunk outside [min_tokens, max_tokens] to be so, as its record says;
+    None for a chunk within them."""
+    if chunk.token_count < config.min_tokens:
+        return f"under min: {chunk.undersize_reason or 'no reason recorded'}"
+    if chunk.token_count > config.max_tokens:
+        if chunk.oversize:
+            return (
+                f"over max: oversize {chunk.chunk_type} kept whole (up to "
+                f"oversize_block_limit {config.oversize_block_limit})"
+            )
+        return "over max: no reason recorded"
+    return None
+
+
 def validate_chunks(
     chunks: Sequence[Chunk],
     text: str,

@@ -46,11 +46,12 @@ ADR_ENV_NAMES: Mapping[str, tuple[str, ...]] = MappingProxyType(
     }
 )
 
-# Settings known by an earlier name too: (section, old name) -> the setting's name. A
-# layer that sets the old name sets the new one at that layer's precedence.
+# Settings known by an earlier name too: (section, old name) -> (section, the setting's
+# name), in its own section or another. A layer that sets the old name sets the new one at
+# that layer's precedence; a layer that sets both to different values is refused.
 ALIAS, ALIASED = "bind_tokens", "bind_before_tokens"
 ALIASES: Mapping[tuple[str, ...], tuple[str, ...]] = MappingProxyType(
-    {("chunking", ALIAS): ("chunking", ALIASED)}
+    {("chunking", ALIAS): ("chunking", ALIASED), ("limits", "ocr"): ("pictures", "ocr")}
 )
 
 ChunkingProfile = Literal["adr-002", "seed-000", "seed-002"]
@@ -168,9 +169,48 @@ class LimitsSettings(StrictModel):
     conversion_timeout_s: float = Field(120.0, gt=0)
     document_timeout_s: float = Field(600.0, gt=0)
     include_hidden_sheets: bool = False
-    ocr: bool = False
     # An OOXML file no library reads goes through LibreOffice before it is CORRUPT.
     office_round_trip: bool = True
+
+
+class PicturesSettings(StrictModel):
+    """Text in pictures: tesseract reads the pictures documents hold, image files and PDF
+    pages without a text layer."""
+
+    # Off: no OCR anywhere (a picture keeps its alt text; image files are unsupported).
+    # On without tesseract or a language's data: a warning at start-up, that part off.
+    ocr: bool = True
+    languages: list[Language] = Field(default_factory=lambda: list(LANGUAGES), min_length=1)
+    # Smaller pictures hold no text worth reading (icons, bullets, logos): skipped.
+    min_pixels: int = Field(10_000, ge=0)  # width x height
+    min_side: int = Field(24, ge=0)  # the shorter side
+    # Pictures read per document at most; the rest are skipped (counted).
+    max_per_document: int = Field(50, ge=0)
+    # One picture's OCR; past it the picture is skipped (counted), the document goes on.
+    timeout_s: float = Field(30.0, gt=0)
+    # Words tesseract is less sure of (0-100) are dropped: noise from photos and lines.
+    min_confidence: float = Field(60.0, ge=0, le=100)
+
+
+class VisionSettings(StrictModel):
+    """Captions: a vision model at an OpenAI-compatible chat-completions endpoint
+    describes each picture once, beside its OCR text."""
+
+    enabled: bool = False
+    url: str | None = None  # the API base, e.g. http://localhost:8000/v1
+    model: str | None = None
+    api_key: SecretStr | None = None
+    # Pictures described per run at most (the rest keep their OCR text only).
+    max_per_run: int = Field(200, ge=0)
+    timeout_s: float = Field(60.0, gt=0)
+    max_retries: int = Field(3, ge=0)
+    retry_backoff_s: float = Field(1.0, ge=0)
+
+    @model_validator(mode="after")
+    def _enabled_needs_an_endpoint(self) -> VisionSettings:
+        if self.enabled and not (self.url and self.model):
+            raise ValueError("vision.enabled needs vision.url and vision.model")
+        return self
 
 
 class QdrantSettings(StrictModel):
@@ -322,6 +362,8 @@ class Settings(StrictModel):
     tenant_id: str = Field("default", min_length=1)
     chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)  # type: ignore[arg-type]
     limits: LimitsSettings = Field(default_factory=LimitsSettings)  # type: ignore[arg-type]
+    pictures: PicturesSettings = Field(default_factory=PicturesSettings)  # type: ignore[arg-type]
+    vision: VisionSettings = Field(default_factory=VisionSettings)  # type: ignore[arg-type]
     qdrant: QdrantSettings = Field(default_factory=QdrantSettings)  # type: ignore[arg-type]
     embedder: EmbedderSettings = Field(default_factory=EmbedderSettings)  # type: ignore[arg-type]
     lexical: LexicalSettings = Field(default_factory=LexicalSettings)  # type: ignore[arg-type]
@@ -385,11 +427,12 @@ def load_settings(
     flow parameters left empty do not erase lower layers.
     """
     env = os.environ if environ is None else environ
-    layers: list[Layer] = [(str(DEFAULT_CONFIG_PATH), _aliased(_read_yaml(DEFAULT_CONFIG_PATH)))]
+    default = str(DEFAULT_CONFIG_PATH)
+    layers: list[Layer] = [(default, _aliased(_read_yaml(DEFAULT_CONFIG_PATH), default))]
     user_file = config_file or env.get(CONFIG_FILE_ENV)
     if user_file:
-        layers.append((str(user_file), _aliased(_read_yaml(Path(user_file)))))
-    parameters = _aliased(_nest(overrides or {}))
+        layers.append((str(user_file), _aliased(_read_yaml(Path(user_file)), str(user_file))))
+    parameters = _aliased(_nest(overrides or {}), "parameters")
     model = _validating_model(settings_models(_registered_sources(layers, env, parameters)))
     env_values, env_names = _env_layer(env, model)
     layers.append(("environment", env_values))
@@ -506,6 +549,12 @@ def _env_layer(
                 "docs/configuration.md for the names",
                 setting=name,
             )
+        other = names.get(path)
+        if other is not None and other.startswith(ENV_PREFIX) and env[other] != raw:
+            raise ConfigError(
+                f"{other} ({env[other]}) and {name} ({raw}) name one setting: set one of them",
+                setting=".".join(path),
+            )
         _set_path(values, path, _parse_env_value(raw, field))
         names[path] = name
     return values, names
@@ -543,13 +592,25 @@ def _parse_env_value(raw: str, annotation: Any) -> Any:
     return raw
 
 
-def _aliased(values: dict[str, Any]) -> dict[str, Any]:
-    """A layer's values with every setting named by an earlier name renamed (`ALIASES`);
-    a layer naming both keeps both, for validation to refuse when they differ."""
-    for (section, old), (_, new) in ALIASES.items():
+def _aliased(values: dict[str, Any], source: str) -> dict[str, Any]:
+    """A layer's values with every setting named by an earlier name renamed (`ALIASES`),
+    into its section; a layer naming both with different values is refused."""
+    for (section, old), (new_section, new) in ALIASES.items():
         inner = values.get(section)
-        if isinstance(inner, dict) and old in inner and new not in inner:
-            inner[new] = inner.pop(old)
+        if not (isinstance(inner, dict) and old in inner):
+            continue
+        value = inner.pop(old)
+        if not inner:
+            del values[section]
+        target = values.setdefault(new_section, {})
+        if not isinstance(target, dict):
+            continue  # not a mapping: validation names the section
+        if target.setdefault(new, value) != value:
+            raise ConfigError(
+                f"{section}.{old} ({value}) is another name of {new_section}.{new} "
+                f"({target[new]}): set one of them (from {source})",
+                setting=f"{new_section}.{new}",
+            )
     return values
 
 

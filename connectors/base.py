@@ -12,7 +12,7 @@ capabilities the pipeline asks for by protocol, never by class: `BatchFetch`, `P
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence, Set
+from collections.abc import Callable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -139,6 +139,10 @@ class SourceDocument:
     # What the run report should say about the document although it was read: input the
     # connector worked around (an inline comment whose text is gone, a broken tree).
     warnings: tuple[str, ...] = ()
+    # Files the document shows that its normalizer reads where they stand (a Confluence
+    # page's diagrams and pictures), by the name its body gives them
+    # (`NormalizeContext.attachments`).
+    attachments: Mapping[str, bytes] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,6 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from email.utils import parsedate_to_datetime
 from types import MappingProxyType
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -46,6 +45,7 @@ from pydantic import Field
 from requests.adapters import HTTPAdapter
 
 from config.errors import ErrorCode, IngestError
+from config.http_retry import wait_seconds
 from config.settings import StrictModel
 
 log = logging.getLogger(__name__)
@@ -150,31 +150,6 @@ def asked_wait(headers: Mapping[str, str], where: str) -> AskedWait | None:
             continue
         return AskedWait(seconds, name, value.strip())
     return None
-
-
-def wait_seconds(value: str, now: datetime | None = None) -> float | None:
-    """Seconds until `value` (delta-seconds, an HTTP date or an ISO 8601 time; a time
-    already past is 0); None where it is none of these."""
-    text = value.strip()
-    try:
-        seconds = float(text)
-    except ValueError:
-        when = _parse_time(text)
-        if when is None:
-            return None
-        seconds = (when - (now or datetime.now(UTC))).total_seconds()
-    return max(0.0, seconds) if math.isfinite(seconds) else None
-
-
-def _parse_time(text: str) -> datetime | None:
-    try:
-        when = datetime.fromisoformat(text)
-    except ValueError:
-        try:
-            when = parsedate_to_datetime(text)
-        except (TypeError, ValueError, IndexError):
-            return None
-    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
 class Throttled(IngestError):

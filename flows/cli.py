@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 # A command's wall time counts from here, before the project's imports (pydantic, a
 # second on a busy machine).
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
     from chunking import ChunkedDocument
     from connectors.base import SourceDocument
+    from normalizers.pictures import PictureSetup
     from query.api import Hit
 
     Commands: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -106,10 +107,15 @@ def _chunk_command(commands: Commands, common: argparse.ArgumentParser) -> None:
     chunk.add_argument("path", type=Path, help="the file: any format `normalize` reads")
     chunk.add_argument(
         "--format",
-        choices=("jsonl", "table"),
+        choices=("jsonl", "table", "html"),
         default="jsonl",
         help="jsonl (default): one JSON chunk record a line; table: one line a chunk "
-        "(number, type, tokens, section, text) to read in a terminal",
+        "(number, type, tokens, section, text) to read in a terminal; html: one "
+        "self-contained page showing the document with its chunks, their parts and a "
+        "token histogram against the budgets",
+    )
+    chunk.add_argument(
+        "-o", "--output", type=Path, metavar="FILE", help="write to FILE instead of stdout"
     )
     chunk.set_defaults(handler=_chunk)
 
@@ -278,29 +284,62 @@ def _read_source(path: Path) -> SourceDocument:
 def _normalize(args: argparse.Namespace, settings: Settings) -> int:
     from tasks.stages import normalize_source
 
-    normalized = normalize_source(_read_source(args.path), settings.limits)
+    normalized = normalize_source(_read_source(args.path), settings.limits, _pictures(settings))
     sys.stdout.write(normalized.markdown)
     for warning in normalized.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     return 0
 
 
+def _pictures(settings: Settings) -> PictureSetup:
+    """How the command reads pictures; what of OCR is off is said on stderr."""
+    from tasks.stages import picture_warnings, run_pictures
+
+    for warning in picture_warnings(settings):
+        print(f"warning: {warning}", file=sys.stderr)
+    return run_pictures(settings)
+
+
 def _chunked(args: argparse.Namespace, settings: Settings) -> ChunkedDocument:
     from tasks.stages import chunk_normalized, normalize_source
 
     source = _read_source(args.path)
-    return chunk_normalized(
-        source, normalize_source(source, settings.limits), settings.chunking, settings.tenant_id
-    )
+    normalized = normalize_source(source, settings.limits, _pictures(settings))
+    return chunk_normalized(source, normalized, settings.chunking, settings.tenant_id)
 
 
 def _chunk(args: argparse.Namespace, settings: Settings) -> int:
     document = _chunked(args, settings)
+    if args.output is None:
+        _write_chunks(document, args, settings, sys.stdout)
+        return 0
+    with args.output.open("w", encoding="utf-8") as out:
+        _write_chunks(document, args, settings, out)
+    print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+def _write_chunks(
+    document: ChunkedDocument, args: argparse.Namespace, settings: Settings, out: TextIO
+) -> None:
     if args.format == "jsonl":
-        out = sys.stdout
         for chunk in document.chunks:
             out.write(json.dumps(chunk.to_record(), ensure_ascii=False) + "\n")
-        return 0
+        return
+    if args.format == "html":
+        from chunking import get_token_counter
+        from flows.chunk_page import PageBudgets, render_chunk_page
+
+        parts = settings.parts.max_tokens if settings.parts.enabled else None
+        out.write(
+            render_chunk_page(
+                document,
+                args.path.name,
+                PageBudgets(settings.chunking, parts),
+                get_token_counter(settings.chunking.tokenizer),
+            )
+        )
+        return
     from rich.console import Console
     from rich.table import Table
 
@@ -319,12 +358,12 @@ def _chunk(args: argparse.Namespace, settings: Settings) -> int:
             " › ".join(chunk.headings_path),
             plain_text(chunk.md_text),
         )
-    Console(highlight=False).print(table)
-    return 0
+    Console(file=out, highlight=False).print(table)
 
 
 def _validate(args: argparse.Namespace, settings: Settings) -> int:
     from chunking import validate_chunks
+    from chunking.validate import budget_note
 
     document = _chunked(args, settings)
     report = validate_chunks(document.chunks, document.text, settings.chunking, document.blocks)
@@ -338,17 +377,9 @@ def _validate(args: argparse.Namespace, settings: Settings) -> int:
     )
     # Each chunk outside the budgets, with what allows it (or the violation below).
     for chunk in document.chunks:
-        if chunk.token_count < budget.min_tokens:
-            why = chunk.undersize_reason or "no reason recorded"
-            print(f"  chunk {chunk.ordinal}: {chunk.token_count} tokens, under min: {why}")
-        elif chunk.token_count > budget.max_tokens:
-            why = (
-                f"oversize {chunk.chunk_type} kept whole (up to oversize_block_limit "
-                f"{budget.oversize_block_limit})"
-                if chunk.oversize
-                else "no reason recorded"
-            )
-            print(f"  chunk {chunk.ordinal}: {chunk.token_count} tokens, over max: {why}")
+        note = budget_note(chunk, budget)
+        if note:
+            print(f"  chunk {chunk.ordinal}: {chunk.token_count} tokens, {note}")
     for violation in report.violations:
         where = f"chunk {violation.ordinal}" if violation.ordinal is not None else "document"
         print(f"  {violation.rule}: {where}: {violation.message}")
@@ -655,6 +686,7 @@ def _print_summary(summary: dict[str, Any], console: Any) -> None:
         DOCUMENT_COUNTS,
         STAGE_COLUMNS,
         chunks_line,
+        pictures_line,
         stage_rows,
         status_message,
     )
@@ -667,6 +699,9 @@ def _print_summary(summary: dict[str, Any], console: Any) -> None:
         stages.add_row(*row)
     console.print(stages)
     console.print(chunks_line(summary), highlight=False)
+    pictures = pictures_line(summary)
+    if pictures:
+        console.print(pictures, highlight=False)
     times = []
     if "prefect_startup_seconds" in summary:
         times.append(f"Prefect start-up {summary['prefect_startup_seconds']:.1f} s")

@@ -41,6 +41,7 @@ from tasks.prefect_tasks import (
     reindex_task,
 )
 from tasks.resources import Resources
+from tasks.stages import picture_warnings
 
 DocumentBatch = tuple[DocumentRef, ...]
 
@@ -176,6 +177,8 @@ class _Run:
     ) -> None:
         self.spec, self.settings, self.resources, self.force = spec, settings, resources, force
         self.logger = get_run_logger()
+        for warning in picture_warnings(settings):
+            self.logger.warning("%s", warning)
         # Transient errors (Qdrant or the source unreachable) are retried in every task,
         # not only in indexing: each task's retry condition lets only those through.
         self.retrying: dict[str, Any] = {

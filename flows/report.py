@@ -91,6 +91,8 @@ class RunSummary:
     over_window: list[dict[str, Any]] = field(default_factory=list)
     # Points of the tenant in the collection after the run (None: unknown).
     collection_points: int | None = None
+    # Diagrams and pictures read while normalizing (`PictureTally.summary`).
+    pictures: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -168,6 +170,7 @@ class RunSummary:
                 for document_id, ordinal, windows in outcome.over_window
             ],
             collection_points=points,
+            pictures=outcome.pictures.summary(),
         )
 
     @property
@@ -300,6 +303,21 @@ def chunks_line(summary: dict[str, Any]) -> str:
     return line
 
 
+def pictures_line(summary: dict[str, Any]) -> str | None:
+    """Diagrams and pictures read, pictures skipped by reason and the OCR time; None
+    where the run met none."""
+    pictures = summary.get("pictures") or {}
+    skipped = pictures.get("skipped", {})
+    if not (pictures.get("diagrams") or pictures.get("read") or skipped):
+        return None
+    line = f"{pictures['diagrams']} diagram pages and {pictures['read']} pictures read"
+    if pictures.get("captioned"):
+        line += f" ({pictures['captioned']} captioned)"
+    if skipped:
+        line += ", skipped: " + ", ".join(f"{n} {reason}" for reason, n in skipped.items())
+    return line + f"; OCR {pictures['ocr_seconds']:.1f} s"
+
+
 def _hit_rate(row: list[str]) -> str:
     """The cache hit rate of a stage row, in the unit the stage counts (documents, else
     chunks; neither for `optimize`)."""
@@ -331,6 +349,9 @@ def summary_markdown(summary: RunSummary) -> str:
     ]
     lines += ["| " + " | ".join((*row, _hit_rate(row))) + " |" for row in stage_rows(data)]
     lines += ["", chunks_line(data) + ".", ""]
+    pictures = pictures_line(data)
+    if pictures:
+        lines += [pictures + ".", ""]
     if summary.token_histogram:
         lines += ["| tokens per chunk | chunks |", "|---|---|"]
         lines += [f"| {label} | {n} |" for label, n in summary.token_histogram.items()]

@@ -7,12 +7,10 @@ one forward pass) and an OpenAI-compatible `/v1/embeddings` HTTP backend.
 
 from __future__ import annotations
 
-import email.utils
 import hashlib
 import json
 import logging
 import threading
-import time
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -25,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import requests
 
 from config.errors import ConfigError, ErrorCode, IngestError
+from config.http_retry import RetriesExhausted, post_retrying
 from config.settings import EmbedderSettings
 
 if TYPE_CHECKING:
@@ -600,35 +599,26 @@ class OpenAIEmbedder:
 
     def _post(self, batch: list[str]) -> list[list[float]]:
         settings = self._settings
-        body = {"model": settings.model, "input": batch}
-        problem = ""
-        wait: float | None = None
-        for attempt in range(settings.max_retries + 1):
-            if attempt:
-                # Retry-After when the server sent one, else exponential backoff.
-                backoff = min(settings.retry_backoff_s * 2 ** (attempt - 1), 60.0)
-                time.sleep(backoff if wait is None else wait)
-            try:
-                response = self._session.post(self._endpoint, json=body, timeout=settings.timeout_s)
-            except requests.RequestException as exc:
-                problem, wait = type(exc).__name__, None
-                continue
-            if response.status_code == 429 or response.status_code >= 500:
-                problem, wait = f"HTTP {response.status_code}", _retry_after_seconds(response)
-                continue
-            if response.status_code != 200:
-                raise IngestError(
-                    ErrorCode.EMBED_FAILED,
-                    f"HTTP {response.status_code}: {response.text[:300]}",
-                    subject=self._endpoint,
-                )
-            return self._parse(response, len(batch))
-        raise IngestError(
-            ErrorCode.EMBED_FAILED,
-            f"gave up after {settings.max_retries + 1} attempts ({problem})",
-            subject=self._endpoint,
-            transient=True,
-        )
+        try:
+            response = post_retrying(
+                self._session,
+                self._endpoint,
+                {"model": settings.model, "input": batch},
+                timeout_s=settings.timeout_s,
+                max_retries=settings.max_retries,
+                backoff_s=settings.retry_backoff_s,
+            )
+        except RetriesExhausted as exc:
+            raise IngestError(
+                ErrorCode.EMBED_FAILED, str(exc), subject=self._endpoint, transient=True
+            ) from None
+        if response.status_code != 200:
+            raise IngestError(
+                ErrorCode.EMBED_FAILED,
+                f"HTTP {response.status_code}: {response.text[:300]}",
+                subject=self._endpoint,
+            )
+        return self._parse(response, len(batch))
 
     def _parse(self, response: requests.Response, expected: int) -> list[list[float]]:
         try:
@@ -658,19 +648,3 @@ class OpenAIEmbedder:
                 subject=self._endpoint,
             )
         return vectors
-
-
-def _retry_after_seconds(response: requests.Response) -> float | None:
-    """`Retry-After` as seconds or an HTTP date; None when absent or unreadable."""
-    value = response.headers.get("Retry-After")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())

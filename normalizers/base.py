@@ -8,12 +8,19 @@ comes out).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
 from config.errors import ErrorCode, IngestError
 from config.settings import LimitsSettings
 from markdown_text import normalize_markdown
 from normalizers.detection import detect_format
 from normalizers.model import NormalizeContext, NormalizedDocument
 from normalizers.registry import FORMATS
+
+if TYPE_CHECKING:  # the reader's module is imported by whoever makes one
+    from normalizers.pictures import PictureReader
 
 
 def normalize_bytes(
@@ -26,9 +33,14 @@ def normalize_bytes(
     container: str | None = None,
     locator: str | None = None,
     fmt: str | None = None,
+    pictures: PictureReader | None = None,
+    attachments: Mapping[str, bytes] | None = None,
 ) -> NormalizedDocument:
     """Normalize one document of any supported format to Markdown (SPEC §2): of format
-    `fmt` when the caller knows it (a Confluence page's body), else the detected one."""
+    `fmt` when the caller knows it (a Confluence page's body), else the detected one.
+    `pictures` reads the document's pictures (a new reader per document); what it read
+    and skipped lands in `metadata["pictures"]`, where it met any picture.
+    `attachments`: the files the document shows (a Confluence page's diagrams), by name."""
     ctx = NormalizeContext(
         filename=filename,
         mime=mime,
@@ -36,6 +48,8 @@ def normalize_bytes(
         base_url=base_url,
         container=container,
         locator=locator,
+        attachments=MappingProxyType(dict(attachments or {})),
+        pictures=pictures,
     )
     if len(data) > ctx.limits.max_file_bytes:
         raise ctx.fail(
@@ -67,4 +81,7 @@ def normalize_bytes(
         if doc.title is None and isinstance(title, str):
             doc.title = title
     doc.metadata.setdefault("format", fmt)
+    counts = pictures.counts.metadata() if pictures is not None else {}
+    if counts:
+        doc.metadata["pictures"] = counts
     return doc

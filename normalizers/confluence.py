@@ -16,7 +16,15 @@ Rendering extends the HTML walker (`normalizers.html.MarkdownWalker`) with the m
 code/noformat -> fenced code, info/note/warning/tip/panel -> labelled block quotes,
 expand/excerpt and unknown macros -> their rich-text body inline, task lists ->
 `- [ ]`/`- [x]`, links -> Markdown links to resolved URLs (`normalizers.links`), user
-mentions -> `@name`, images -> alt text, macros that render nothing -> dropped.
+mentions -> `@name`, macros that render nothing -> dropped.
+
+Diagrams (the draw.io `drawio`/`inc-drawio` and `gliffy` macros) render where they stand
+as a heading one level below the enclosing one, naming the diagram, and the diagram's
+text (`normalizers.diagrams.diagram_markdown`) from the attachment the connector passed
+in `NormalizeContext.attachments`; without it, the heading and a note. Images -> alt
+text, and what the picture shows where `NormalizeContext.pictures` reads it. Attachment
+names: the file name on the page itself, `<page id>/<file>` or `<space>:<title>/<file>`
+on another page (connectors/confluence/shown.py finds and fetches them).
 """
 
 from __future__ import annotations
@@ -29,8 +37,9 @@ from types import MappingProxyType
 
 from lxml import etree
 
-from config.errors import ErrorCode
+from config.errors import ErrorCode, IngestError
 from markdown_text import decode_utf8
+from normalizers.diagrams import diagram_markdown
 from normalizers.html import (
     Kind,
     MarkdownWalker,
@@ -74,6 +83,17 @@ _PANEL_LABELS = MappingProxyType(
     }
 )
 _CODE_MACROS = frozenset({"code", "noformat"})
+# Diagram macros -> the parameter naming the attachment, the one naming the diagram as
+# shown, and those naming the page holding it where that may be another page.
+_DIAGRAM_MACROS = MappingProxyType(
+    {
+        "drawio": ("diagramname", "diagramdisplayname", ()),
+        "drawio-sketch": ("diagramname", "diagramdisplayname", ()),
+        "inc-drawio": ("diagramname", "diagramdisplayname", ("pageid",)),
+        "gliffy": ("name", "displayname", ("pageid", "containerid")),
+    }
+)
+_HEADING_LEVELS = MappingProxyType({f"h{n}": n for n in range(1, 7)})
 _INLINED_MACROS = frozenset({"expand", "excerpt", "ui-expand"})
 # Macros whose output comes from elsewhere or is navigation: nothing of this page's text.
 _SILENT_MACROS = frozenset(
@@ -124,6 +144,7 @@ class ConfluenceWalker(MarkdownWalker):
         super().__init__(base_url=ctx.base_url)
         self.ctx = ctx
         self.resolve_user = resolve_user
+        self._heading_level = 0  # of the last heading rendered: a diagram's goes below it
 
     # -- names ----------------------------------------------------------------------
 
@@ -141,6 +162,8 @@ class ConfluenceWalker(MarkdownWalker):
             name = _macro_name(el)
             if name in _SILENT_MACROS:
                 return Kind.DROP
+            if name in _DIAGRAM_MACROS:
+                return Kind.BLOCK
             has_body = (
                 _child(el, "ac:rich-text-body") is not None
                 or _child(el, "ac:plain-text-body") is not None
@@ -149,7 +172,9 @@ class ConfluenceWalker(MarkdownWalker):
         if tag in ("ac:task-list", "ac:layout", "ac:layout-section", "ac:layout-cell",
                    "ac:adf-extension", "ac:rich-text-body"):  # fmt: skip
             return Kind.BLOCK
-        if tag in ("ac:link", "ac:image", "ac:emoticon", "ac:inline-comment-marker"):
+        if tag == "ac:image":
+            return Kind.BLOCK if self.picture(el) is not None else Kind.INLINE
+        if tag in ("ac:link", "ac:emoticon", "ac:inline-comment-marker"):
             return Kind.INLINE
         if tag.startswith(("ac:", "ri:")):  # parameters, placeholders, bare resources
             return Kind.DROP
@@ -164,11 +189,18 @@ class ConfluenceWalker(MarkdownWalker):
             return self.render_tasks(el, depth, nesting)
         if tag == "ac:adf-extension":
             return self.render_adf(el, depth, nesting)
-        return super().render_block(el, tag, depth, nesting)
+        if tag == "ac:image":
+            return self.render_picture(el)
+        blocks = super().render_block(el, tag, depth, nesting)
+        if tag in _HEADING_LEVELS and blocks and not self._one_line:
+            self._heading_level = _HEADING_LEVELS[tag]
+        return blocks
 
     def render_macro(self, el: etree._Element, depth: int, nesting: int) -> list[str]:
         name = _macro_name(el)
         params = _macro_params(el)
+        if name in _DIAGRAM_MACROS:
+            return self.render_diagram(name, params)
         rich = _child(el, "ac:rich-text-body")
         plain = _child(el, "ac:plain-text-body")
         if name in _CODE_MACROS or (rich is None and plain is not None):
@@ -184,6 +216,65 @@ class ConfluenceWalker(MarkdownWalker):
         if name in _INLINED_MACROS:
             return self.title_block(params.get("title")) + body
         return body
+
+    def render_diagram(self, name: str, params: dict[str, str]) -> list[str]:
+        """A heading naming the diagram one level below the enclosing one (so its chunks
+        carry it), then its text, or a note where its attachment was not read."""
+        file_param, display_param, holder_params = _DIAGRAM_MACROS[name]
+        filename = params.get(file_param, "")
+        shown = params.get(display_param) or filename or "diagram"
+        holder = next((params[p] for p in holder_params if params.get(p)), "")
+        key = f"{holder}/{filename}" if holder and holder != self.ctx.locator else filename
+        level = min(self._heading_level + 1, 6)
+        data = self.ctx.attachments.get(key) if filename else None
+        if data is None:
+            body = "_The diagram's attachment could not be read: its text is not indexed._"
+        else:
+            try:
+                body = diagram_markdown(data, filename, heading_level=min(level + 1, 6))
+            except IngestError as exc:
+                body = f"_The diagram could not be read ({escape_text(exc.message)})._"
+            body = body.strip() or "_The diagram has no text._"
+        heading = f"Diagram: {escape_text(' '.join(shown.split()))}"
+        if self._one_line:  # a table cell: no heading or blocks there
+            return [" ".join(" ".join([f"**{heading}**", body]).split())]
+        return [f"{'#' * level} {heading}", body]
+
+    def picture(self, el: etree._Element) -> tuple[str, bytes] | None:
+        """The file name and bytes of an attachment an `ac:image` shows, where a picture
+        reader is set and the connector passed them."""
+        resource = _child(el, "ri:attachment")
+        filename = _attr(resource, "ri:filename") if resource is not None else None
+        if self.ctx.pictures is None or resource is None or not filename:
+            return None
+        entity = _child(resource, "ri:content-entity")
+        holder = _child(resource, "ri:page")
+        if holder is None:
+            holder = _child(resource, "ri:blogpost")
+        page_id = _attr(entity, "ri:content-id") if entity is not None else None
+        title = _attr(holder, "ri:content-title") if holder is not None else None
+        space = (_attr(holder, "ri:space-key") if holder is not None else None) or (
+            self.ctx.container or ""
+        )
+        if page_id and page_id != self.ctx.locator:
+            key = f"{page_id}/{filename}"
+        elif title:
+            key = f"{space}:{title}/{filename}"
+        else:
+            key = filename
+        data = self.ctx.attachments.get(key)
+        return (filename, data) if data is not None else None
+
+    def render_picture(self, el: etree._Element) -> list[str]:
+        """Alt text, then what the picture shows (`NormalizeContext.pictures`)."""
+        picture = self.picture(el)
+        alt = self.text(self.image_text(el))
+        read = ""
+        if picture is not None and self.ctx.pictures is not None:
+            read = self.ctx.pictures.text(picture[1], picture[0]).strip()
+        if self._one_line:
+            return [" ".join(" ".join([alt, read]).split())] if alt or read else []
+        return [block for block in (alt, read) if block]
 
     def title_block(self, title: str | None) -> list[str]:
         return [f"**{escape_text(title.strip())}**"] if title and title.strip() else []

@@ -23,7 +23,8 @@ from normalizers.registry import FORMATS
 
 LIBREOFFICE_APT_INSTALL = (
     "apt-get install -y --no-install-recommends "
-    "libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui"
+    "libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui "
+    "libreoffice-draw-nogui"
 )
 
 

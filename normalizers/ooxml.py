@@ -26,6 +26,11 @@ from config.errors import ErrorCode
 from normalizers.model import NormalizeContext
 
 _XML_SUFFIXES = (".xml", ".rels", ".vml")
+# A picture's description that is the image's file name (what PowerPoint and python-pptx
+# write when nobody wrote one) describes nothing.
+IMAGE_FILE_NAME = re.compile(
+    r"[\w\-. ]+\.(?:png|jpe?g|gif|bmp|tiff?|emf|wmf|svg|webp)", re.IGNORECASE
+)
 _DOCTYPE = re.compile(rb"<!DOCTYPE\b(?:[^\[>]|\[.*?\])*>", re.IGNORECASE | re.DOTALL)
 _DECLARATION = re.compile(rb"""<!ENTITY\s+([A-Za-z_][\w.:-]*)\s+(?:"([^"]*)"|'([^']*)')\s*>""")
 _REFERENCE = re.compile(rb"&([A-Za-z_][\w.:-]*);")
@@ -179,3 +184,14 @@ def check_zip_limits(data: bytes, ctx: NormalizeContext) -> None:
 
 def iso_datetime(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
+
+
+def media_part(archive: zipfile.ZipFile, name: str) -> bytes | None:
+    """A media part's bytes for the picture reader; None where the part is missing or
+    damaged (a picture that cannot be read costs its text, never the document). zipfile
+    inflates no more than the size the zip declares, which `check_zip_limits` bounds in
+    total by limits.max_decompressed_bytes."""
+    try:
+        return archive.read(name)
+    except (KeyError, zipfile.BadZipFile, ValueError, OSError, NotImplementedError, zlib.error):
+        return None

@@ -10,7 +10,8 @@ file's z-order is the order shapes were added, often not the order they are read
 - tables as GFM tables, merged cells filled, the first row as header;
 - group shapes walked recursively; SmartArt as a list of its nodes' text; charts as
   title + data table; pictures as `Image: <alt text>` when they have alt text (a bare
-  file name is not alt text);
+  file name is not alt text), then, with a picture reader, the text the picture shows
+  (the slide's own pictures: the layout's and master's are backdrop, not content);
 - speaker notes as a block quote opening with `Notes:` at the end of the slide section.
   A block quote rather than a `### Notes` heading keeps the notes inside the slide's
   section (same `headings_path`) instead of opening a tiny section of their own;
@@ -26,7 +27,7 @@ A deck python-pptx cannot open goes through a LibreOffice round trip
 from __future__ import annotations
 
 import io
-import re
+import posixpath
 from collections.abc import Iterable
 from typing import Any
 
@@ -39,8 +40,13 @@ from pptx.shapes.picture import Picture
 from normalizers.charts import chart_markdown, parse_xml_part
 from normalizers.fallback import Reader, first_that_reads, office_round_trip
 from normalizers.legacy import PPTX_ROUND_TRIP
-from normalizers.model import AnchoredMarkdown, NormalizeContext, NormalizedDocument
-from normalizers.ooxml import check_zip_limits, iso_datetime, without_doctypes
+from normalizers.model import (
+    AnchoredMarkdown,
+    NormalizeContext,
+    NormalizedDocument,
+    PictureText,
+)
+from normalizers.ooxml import IMAGE_FILE_NAME, check_zip_limits, iso_datetime, without_doctypes
 from normalizers.selfcheck import loss_warning, word_loss
 from normalizers.tables import comment_line, escape_block_start, gfm_table, one_line
 
@@ -66,7 +72,6 @@ _PLACEHOLDER_PATH = f"{qn('p:nvSpPr')}/{qn('p:nvPr')}/{qn('p:ph')}"
 _P_NS = "http://schemas.openxmlformats.org/presentationml/2006/main"
 _MODERN = "{http://schemas.microsoft.com/office/powerpoint/2018/8/main}"
 _PARENT_COMMENT = "{http://schemas.microsoft.com/office/powerpoint/2012/main}parentCm"
-_FILE_NAME = re.compile(r"[\w\-. ]+\.(?:png|jpe?g|gif|bmp|tiff?|emf|wmf|svg|webp)", re.IGNORECASE)
 
 
 def normalize_pptx(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
@@ -86,7 +91,8 @@ def _read_with_python_pptx(data: bytes, ctx: NormalizeContext) -> NormalizedDocu
         title = one_line(title_shape.text_frame.text) if title_shape is not None else ""
         if number == 1 and title:
             first_title = title
-        blocks = _shape_blocks(slide.shapes, title_shape, f"slide {number}", warnings)
+        where = f"slide {number}"
+        blocks = _shape_blocks(slide.shapes, title_shape, where, warnings, ctx.pictures)
         notes = _notes(slide, number, warnings)
         if notes:
             blocks.append(notes)
@@ -142,14 +148,20 @@ def _title_shape(slide: Any) -> Any:
     return None
 
 
-def _shape_blocks(shapes: Iterable[Any], skip: Any, where: str, warnings: list[str]) -> list[str]:
+def _shape_blocks(
+    shapes: Iterable[Any],
+    skip: Any,
+    where: str,
+    warnings: list[str],
+    pictures: PictureText | None,
+) -> list[str]:
     """Markdown blocks of shapes in order; an unreadable shape becomes a warning."""
     blocks: list[str] = []
     for shape in _reading_order(shapes):
         if skip is not None and shape.shape_id == skip.shape_id:
             continue
         try:
-            blocks.extend(_shape(shape, where, warnings))
+            blocks.extend(_shape(shape, where, warnings, pictures))
         except Exception as exc:  # python-pptx raises anything on shapes it does not model
             name = getattr(shape, "name", "?")
             warnings.append(f"{where}: shape {name!r} skipped ({type(exc).__name__}: {exc})")
@@ -202,9 +214,9 @@ def _position(shape: Any) -> tuple[Any, Any]:
     return _position(base) if base is not None else (shape.top, shape.left)
 
 
-def _shape(shape: Any, where: str, warnings: list[str]) -> list[str]:
+def _shape(shape: Any, where: str, warnings: list[str], pictures: PictureText | None) -> list[str]:
     if isinstance(shape, GroupShape):
-        return _shape_blocks(shape.shapes, None, where, warnings)
+        return _shape_blocks(shape.shapes, None, where, warnings, pictures)
     placeholder = _placeholder_type(shape)
     if placeholder in _CHROME_TYPES:
         return []
@@ -215,7 +227,8 @@ def _shape(shape: Any, where: str, warnings: list[str]) -> list[str]:
         return [chart] if chart else []
     if isinstance(shape, Picture):
         alt = _alt_text(shape)
-        return [f"Image: {alt}"] if alt else []
+        shown = _picture_text(shape, pictures) if pictures is not None else ""
+        return [block for block in (f"Image: {alt}" if alt else "", shown) if block]
     if shape.element.tag == qn("p:graphicFrame"):
         diagram = _diagram(shape)
         return [diagram] if diagram else []
@@ -245,7 +258,20 @@ def _alt_text(shape: Any) -> str:
     there when nobody wrote one, and a file name describes nothing."""
     descr = shape.element.xpath("./p:nvPicPr/p:cNvPr/@descr")
     text = one_line(descr[0]) if descr else ""
-    return "" if _FILE_NAME.fullmatch(text) else escape_block_start(text)
+    return "" if IMAGE_FILE_NAME.fullmatch(text) else escape_block_start(text)
+
+
+def _picture_text(shape: Any, pictures: PictureText) -> str:
+    """What the picture shows, named by its media part; a linked (not embedded) or
+    missing image shows nothing."""
+    rel_id = shape._element.blip_rId
+    if rel_id is None or rel_id not in shape.part.rels:
+        return ""
+    rel = shape.part.rels[rel_id]
+    if rel.is_external:
+        return ""
+    image = rel.target_part
+    return pictures.text(image.blob, posixpath.basename(str(image.partname)))
 
 
 def _placeholder_type(shape: Any) -> Any:

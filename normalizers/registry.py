@@ -90,6 +90,48 @@ FORMATS: Mapping[str, FormatEntry] = MappingProxyType(
                 ("application/vnd.ms-powerpoint",),
             ),
             FormatEntry(
+                "drawio",
+                "normalizers.diagrams.drawio:normalize_drawio",
+                (".drawio", ".dio"),
+                ("application/vnd.jgraph.mxfile",),
+            ),
+            FormatEntry(
+                "gliffy",
+                "normalizers.diagrams.gliffy:normalize_gliffy",
+                (".gliffy",),
+                ("application/gliffy+json",),
+            ),
+            FormatEntry(
+                "vsdx",
+                "normalizers.diagrams.visio:normalize_vsdx",
+                (".vsdx", ".vsdm"),
+                (
+                    "application/vnd.ms-visio.drawing",
+                    "application/vnd.ms-visio.drawing.main+xml",
+                    "application/vnd.ms-visio.drawing.macroEnabled.12",
+                    "application/vnd.ms-visio.drawing.macroEnabled.main+xml",
+                ),
+            ),
+            FormatEntry(
+                "vsd",
+                "normalizers.diagrams.visio:normalize_vsd",
+                (".vsd",),
+                ("application/vnd.visio",),
+            ),
+            FormatEntry(
+                "image",
+                "normalizers.pictures.document:normalize_image",
+                (".png", ".jpg", ".jpeg", ".gif", ".tif", ".tiff", ".bmp", ".webp"),
+                (
+                    "image/png",
+                    "image/jpeg",
+                    "image/gif",
+                    "image/tiff",
+                    "image/bmp",
+                    "image/webp",
+                ),
+            ),
+            FormatEntry(
                 "confluence",
                 "normalizers.confluence:normalize_confluence",
                 mimes=("application/vnd.atlassian.confluence.storage+xml",),
@@ -99,5 +141,8 @@ FORMATS: Mapping[str, FormatEntry] = MappingProxyType(
 )
 
 
-def supported_extensions() -> frozenset[str]:
-    return frozenset(e for entry in FORMATS.values() for e in entry.extensions)
+def supported_extensions(without: tuple[str, ...] = ()) -> frozenset[str]:
+    """The extensions of every format but those named in `without`."""
+    return frozenset(
+        e for entry in FORMATS.values() if entry.name not in without for e in entry.extensions
+    )

@@ -23,8 +23,11 @@ splits into rectangular blocks of cells separated by empty rows and columns (see
 - the header is the block's first row, unless that row holds only numbers, dates or
   booleans (it is data then): the column letters become the header.
 Charts (on a sheet, or a chartsheet) are title + cached data, placed among the blocks
-where they are drawn (their anchor cell); cell comments (notes, and threaded comments
-with their replies) close the sheet's section as a block quote.
+where they are drawn (their anchor cell); with a picture reader, the sheet's pictures
+follow (alt text, then the text the picture shows, named by its anchor cell: the
+drawing parts are read from the zip, as read-only openpyxl loads no images); cell
+comments (notes, and threaded comments with their replies) close the sheet's section as
+a block quote.
 
 Readers, best first (`normalizers.fallback`): openpyxl's workbook parts as above; when
 openpyxl rejects the workbook (unusual style records, say), python-calamine reads the
@@ -62,8 +65,19 @@ from config.errors import ErrorCode
 from normalizers.charts import chart_markdown, parse_xml_part
 from normalizers.fallback import Reader, first_that_reads, office_round_trip
 from normalizers.legacy import XLSX_ROUND_TRIP
-from normalizers.model import AnchoredMarkdown, NormalizeContext, NormalizedDocument
-from normalizers.ooxml import check_zip_limits, iso_datetime, without_doctypes
+from normalizers.model import (
+    AnchoredMarkdown,
+    NormalizeContext,
+    NormalizedDocument,
+    PictureText,
+)
+from normalizers.ooxml import (
+    IMAGE_FILE_NAME,
+    check_zip_limits,
+    iso_datetime,
+    media_part,
+    without_doctypes,
+)
 from normalizers.selfcheck import loss_warning, word_loss
 from normalizers.tables import (
     comment_line,
@@ -85,6 +99,13 @@ _THREADED = "{http://schemas.microsoft.com/office/spreadsheetml/2018/threadedcom
 _XDR = "{http://schemas.openxmlformats.org/drawingml/2006/spreadsheetDrawing}"
 _CHART_REF = "{http://schemas.openxmlformats.org/drawingml/2006/chart}chart"
 _REL_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
+_EMBED = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}embed"
+_PICTURE, _PICTURE_PROPERTIES = f"{_XDR}pic", f"{_XDR}nvPicPr/{_XDR}cNvPr"
+# A picture's description that is only a label ("Picture", what openpyxl writes for
+# every image) describes nothing.
+_GENERIC_LABEL = re.compile(r"(?:picture|image)(?: \d+)?", re.IGNORECASE)
+_MAX_COLUMNS = 16_384  # XFD: a column past it has no letters
+_BLIP = f"{_XDR}blipFill/{{http://schemas.openxmlformats.org/drawingml/2006/main}}blip"
 # A date and time written as Excel shows it, "2024-01-05 14:30:00": ISO 8601's date and
 # time with RFC 3339's readable space for its "T", which would glue the day to the hour.
 _DATE_TIME_SEPARATOR = " "
@@ -171,8 +192,11 @@ def _convert_workbook(reader: Any, ctx: NormalizeContext) -> NormalizedDocument:
         grid = {} if is_chartsheet else _read_grid(book, rel.target, sheet.name, ctx, strings)
         placed = [(b[0], b[2], 0, _block_markdown(grid, b)) for b in _blocks(grid)]
         links = _links(book, rel.target)
-        placed.extend((row, col, 1, chart) for row, col, chart in _sheet_charts(book, links))
+        anchors = _anchors(book, links)
+        placed.extend((row, col, 1, chart) for row, col, chart in _sheet_charts(anchors, book))
         blocks = [markdown for *_, markdown in sorted(placed, key=lambda p: p[:3])]
+        if ctx.pictures is not None:
+            blocks += _sheet_pictures(anchors, book, ctx.pictures)
         comments = _sheet_comments(book, links, persons)
         out.add(sheet.name, _section(sheet.name, blocks + ([comments] if comments else [])))
         sheets.append(sheet.name)
@@ -336,22 +360,72 @@ def _related(links: list[_Link], rel_type: str) -> list[str]:
     return [link.target for link in links if link.type.endswith(rel_type)]
 
 
-def _sheet_charts(book: _Book, links: list[_Link]) -> list[tuple[int, int, str]]:
+@dataclass(frozen=True)
+class _Anchor:
+    """One drawing anchor of a sheet: the 1-based row and column of the cell it starts
+    at (None: an absolute anchor, or a chartsheet's), its element, and the drawing's
+    relationship targets by id."""
+
+    row: int | None
+    col: int | None
+    element: etree._Element
+    targets: dict[str, str]
+
+
+def _anchors(book: _Book, links: list[_Link]) -> list[_Anchor]:
+    anchors = []
+    for drawing in _related(links, "/drawing"):
+        targets = {link.id: link.target for link in _links(book, drawing)}
+        for element in parse_xml_part(book.archive.read(drawing)):
+            start = element.find(f"{_XDR}from")
+            row = int(start.findtext(f"{_XDR}row") or 0) + 1 if start is not None else None
+            col = int(start.findtext(f"{_XDR}col") or 0) + 1 if start is not None else None
+            anchors.append(_Anchor(row, col, element, targets))
+    return anchors
+
+
+def _sheet_charts(anchors: list[_Anchor], book: _Book) -> list[tuple[int, int, str]]:
     """Charts drawn on the sheet (title and cached data), each with the 1-based row and
     column of the cell its drawing is anchored at (1, 1 without one: a chartsheet)."""
     charts: list[tuple[int, int, str]] = []
-    for drawing in _related(links, "/drawing"):
-        targets = {link.id: link.target for link in _links(book, drawing)}
-        for anchor in parse_xml_part(book.archive.read(drawing)):
-            start = anchor.find(f"{_XDR}from")
-            row = int(start.findtext(f"{_XDR}row") or 0) + 1 if start is not None else 1
-            col = int(start.findtext(f"{_XDR}col") or 0) + 1 if start is not None else 1
-            for reference in anchor.iter(_CHART_REF):
-                chart = targets.get(reference.get(_REL_ID, ""))
-                text = chart_markdown(parse_xml_part(book.archive.read(chart))) if chart else ""
-                if text:
-                    charts.append((row, col, text))
+    for anchor in anchors:
+        for reference in anchor.element.iter(_CHART_REF):
+            chart = anchor.targets.get(reference.get(_REL_ID, ""))
+            text = chart_markdown(parse_xml_part(book.archive.read(chart))) if chart else ""
+            if text:
+                charts.append((anchor.row or 1, anchor.col or 1, text))
     return charts
+
+
+def _cell_name(row: int | None, col: int | None) -> str:
+    """ "B4" for 1-based `row` and `col`; "" where there is no cell (or none that has a
+    name: a column past the last)."""
+    if row is None or col is None or not 0 < col <= _MAX_COLUMNS:
+        return ""
+    return f"{get_column_letter(col)}{row}"
+
+
+def _sheet_pictures(anchors: list[_Anchor], book: _Book, pictures: PictureText) -> list[str]:
+    """The sheet's pictures by their anchor cell, top to bottom, left to right: each
+    picture's alt text, then what it shows, named by its media part and cell."""
+    found: list[tuple[int, int, str]] = []
+    for anchor in anchors:
+        cell = _cell_name(anchor.row, anchor.col)
+        at = f" at {cell}" if cell else ""
+        for picture in anchor.element.iter(_PICTURE):
+            descr = picture.find(_PICTURE_PROPERTIES)
+            alt = one_line(descr.get("descr", "")) if descr is not None else ""
+            if IMAGE_FILE_NAME.fullmatch(alt) or _GENERIC_LABEL.fullmatch(alt):
+                alt = ""
+            blocks = [f"Image{at}: {escape_block_start(alt)}"] if alt else []
+            blip = picture.find(_BLIP)
+            media = anchor.targets.get(blip.get(_EMBED, "")) if blip is not None else None
+            data = media_part(book.archive, media) if media else None
+            shown = pictures.text(data, posixpath.basename(media) + at) if media and data else ""
+            blocks += [shown] if shown else []
+            found.extend((anchor.row or 0, anchor.col or 0, block) for block in blocks)
+    found.sort(key=lambda item: item[:2])  # stable: a picture's alt text before its text
+    return [block for *_, block in found]
 
 
 # --- comments ------------------------------------------------------------------------

@@ -1,12 +1,15 @@
 """Writes the sample corpus of the README's quickstart into `samples/docs/`.
 
-    .venv/bin/python samples/build.py [--out DIR] [--skip-legacy]
+    .venv/bin/python samples/build.py [--out DIR] [--skip-legacy] [--skip-screenshot]
 
 The corpus is an engineering-wiki export of a fictional company, "Northwind Platform":
 one small document per supported format, built with the same libraries the test
 fixtures use (python-docx, openpyxl, python-pptx, pymupdf), two legacy binaries made by
-a LibreOffice headless round trip, and one intentionally truncated PDF so that a run
-shows a failure (`CORRUPT`) next to the documents that ingest.
+a LibreOffice headless round trip, a real draw.io diagram (a threat model from draw.io's
+public examples, copied unchanged from `samples/third_party/`, where its licence is), a
+screenshot of an error dialog (a small HTML page below, taken with headless Chromium),
+and one intentionally truncated PDF so that a run shows a failure (`CORRUPT`) next to
+the documents that ingest.
 
 Deterministic: the content is fixed, and so are the timestamps in the document
 properties. The OOXML packages are repacked with a fixed zip entry time and a fixed
@@ -14,7 +17,9 @@ properties. The OOXML packages are repacked with a fixed zip entry time and a fi
 file id, so the DOCX, XLSX, PPTX and PDF bytes repeat from run to run with the same
 library versions. The legacy `.doc`/`.xls` carry whatever LibreOffice writes (its own
 save time, ids), so their bytes differ from run to run; they are committed, and a
-machine without `soffice` keeps the committed ones (the build says so).
+machine without `soffice` keeps the committed ones (the build says so). The screenshot's
+pixels depend on Chromium's version and fonts: likewise committed, and kept on a
+machine without Chromium.
 """
 
 from __future__ import annotations
@@ -1145,6 +1150,68 @@ def _soffice_convert(data: bytes, suffix: str, export_filter: str, target_ext: s
         return (root / "out" / f"document.{target_ext}").read_bytes()
 
 
+# --------------------------------------------------------------------------- pictures
+
+THIRD_PARTY = HERE / "third_party"
+# draw.io's example threat model (jgraph/drawio-diagrams, blog/threat-modelling.drawio).
+THREAT_MODEL_SOURCE = THIRD_PARTY / "drawio-diagrams" / "threat-modelling.drawio"
+
+DEPLOY_DIALOG_HTML = """\
+<!doctype html>
+<html><head><meta charset="utf-8"><style>
+body { margin: 0; background: #e5e7eb; font: 14px "DejaVu Sans", sans-serif; }
+.window { margin: 24px auto; width: 520px; background: #fff; border: 1px solid #9ca3af; }
+.title { background: #1f2937; color: #fff; padding: 7px 12px; font-weight: bold; }
+.body { padding: 14px 18px; line-height: 1.45; }
+.code { font-family: "DejaVu Sans Mono", monospace; }
+.buttons { text-align: right; padding: 0 18px 14px; }
+.buttons span { display: inline-block; border: 1px solid #6b7280; padding: 5px 14px;
+  margin-left: 8px; border-radius: 3px; }
+</style></head><body><div class="window">
+<div class="title">Northwind Deploy Console</div>
+<div class="body"><b>Deployment blocked</b><br>
+The canary of order-gateway 3.18.2 was rolled back: the error rate reached 4.7 percent,
+over the objective of 1 percent.<br>
+Error code <span class="code">DEPLOY-417</span>. See the rollback runbook.</div>
+<div class="buttons"><span>View logs</span><span>Close</span></div>
+</div></body></html>
+"""
+SCREENSHOT_FILE = "runbooks/deploy-blocked.png"
+SCREENSHOT_SIZE = (600, 260)
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def deploy_dialog_png() -> bytes:
+    """A screenshot of the deploy console's error dialog, by headless Chromium."""
+    chromium = _chromium()
+    assert chromium is not None
+    with tempfile.TemporaryDirectory(prefix="samples-chromium-") as workdir:
+        root = Path(workdir)
+        page = root / "dialog.html"
+        page.write_text(DEPLOY_DIALOG_HTML, encoding="utf-8")
+        shot = root / "dialog.png"
+        subprocess.run(
+            [
+                chromium,
+                "--headless",
+                "--no-sandbox",  # as root in a container Chromium refuses its sandbox
+                "--disable-gpu",
+                "--hide-scrollbars",
+                f"--user-data-dir={root / 'profile'}",
+                f"--window-size={SCREENSHOT_SIZE[0]},{SCREENSHOT_SIZE[1]}",
+                f"--screenshot={shot}",
+                page.as_uri(),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        return shot.read_bytes()
+
+
 # --------------------------------------------------------------------------- main
 
 TEXT_FILES: dict[str, str] = {
@@ -1156,9 +1223,12 @@ TEXT_FILES: dict[str, str] = {
 LEGACY_FILES = ("legacy/old-policy.doc", "legacy/budget-2019.xls")
 
 
-def build(out: Path, *, legacy: bool = True) -> list[Path]:
+def build(out: Path, *, legacy: bool = True, screenshot: bool = True) -> list[Path]:
     """Writes the corpus under `out`; returns the files written."""
     files: dict[str, bytes] = {name: text.encode() for name, text in TEXT_FILES.items()}
+    files["architecture/threat-model.drawio"] = THREAT_MODEL_SOURCE.read_bytes()
+    if screenshot:
+        files[SCREENSHOT_FILE] = deploy_dialog_png()
     files["handbook/incident-response.docx"] = incident_response_docx()
     files["handbook/oncall-rota.xlsx"] = oncall_rota_xlsx()
     files["architecture/overview.pptx"] = architecture_pptx()
@@ -1189,15 +1259,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="do not rebuild the .doc/.xls (they need LibreOffice); keep what is there",
     )
+    parser.add_argument(
+        "--skip-screenshot",
+        action="store_true",
+        help="do not retake the screenshot (it needs Chromium); keep what is there",
+    )
     args = parser.parse_args(argv)
     legacy = not args.skip_legacy
+    screenshot = not args.skip_screenshot
+    if screenshot and not _chromium():
+        print(f"chromium not found: keeping the committed {SCREENSHOT_FILE}", file=sys.stderr)
+        screenshot = False
     if legacy and not (shutil.which("soffice") or shutil.which("libreoffice")):
         print(
             "soffice not found: keeping the committed " + ", ".join(LEGACY_FILES),
             file=sys.stderr,
         )
         legacy = False
-    for path in build(args.out, legacy=legacy):
+    for path in build(args.out, legacy=legacy, screenshot=screenshot):
         print(f"{path.stat().st_size:>8,}  {path.relative_to(args.out).as_posix()}")
     return 0
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from config.errors import ErrorCode, IngestError
 from config.settings import Settings
@@ -103,6 +104,45 @@ class StageCount:
 
 
 @dataclass
+class PictureTally:
+    """What normalizing read of diagrams and pictures, over the documents normalized (not
+    those whose normalized form came from the cache)."""
+
+    diagrams: int = 0  # diagram pages read (draw.io, Visio, ...)
+    read: int = 0  # pictures OCR'd
+    captioned: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)  # by reason
+    ocr_seconds: float = 0.0
+
+    def add_document(self, metadata: dict[str, Any]) -> None:
+        """Count a normalized document's `diagram_pages` and `pictures` metadata."""
+        diagrams = metadata.get("diagram_pages", 0)
+        self.diagrams += len(diagrams) if isinstance(diagrams, list) else int(diagrams)
+        pictures = metadata.get("pictures", {})
+        self.read += pictures.get("read", 0)
+        self.captioned += pictures.get("captioned", 0)
+        self.skipped.update(pictures.get("skipped", {}))
+        self.ocr_seconds += pictures.get("ocr_seconds", 0.0)
+
+    def merge(self, other: PictureTally) -> None:
+        self.diagrams += other.diagrams
+        self.read += other.read
+        self.captioned += other.captioned
+        self.skipped.update(other.skipped)
+        self.ocr_seconds += other.ocr_seconds
+
+    def summary(self) -> dict[str, Any]:
+        """The run summary's `pictures` object."""
+        return {
+            "diagrams": self.diagrams,
+            "read": self.read,
+            "captioned": self.captioned,
+            "skipped": dict(sorted(self.skipped.items())),
+            "ocr_seconds": round(self.ocr_seconds, 3),
+        }
+
+
+@dataclass
 class BatchOutcome:
     """What one batch did: counts, failures, time per stage; merged into the run summary."""
 
@@ -125,6 +165,7 @@ class BatchOutcome:
     # (embedded window by window): (document_id, ordinal, windows); and that window.
     over_window: list[tuple[str, int, int]] = field(default_factory=list)
     window: int | None = None
+    pictures: PictureTally = field(default_factory=PictureTally)
 
     def merge(self, other: BatchOutcome) -> None:
         self.documents += other.documents
@@ -144,6 +185,7 @@ class BatchOutcome:
         self.token_histogram.update(other.token_histogram)
         self.over_window += other.over_window
         self.window = self.window or other.window
+        self.pictures.merge(other.pictures)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from connectors.base import (
     fetch_many,
 )
 from normalizers.model import NormalizedDocument
+from normalizers.pictures import PictureSetup
 from stage_cache.cached import JSON, Codec, cached
 from stage_cache.keys import CacheKey, config_hash, sha256_hex, stage_key
 from stage_cache.store import StageCache, json_bytes
@@ -44,7 +45,13 @@ from tasks.outcome import (
 )
 from tasks.plan import SourceSpec
 from tasks.resources import Resources
-from tasks.stages import chunk_normalized, handoff_cache, normalize_input, normalize_source
+from tasks.stages import (
+    chunk_normalized,
+    handoff_cache,
+    normalize_config,
+    normalize_input,
+    normalize_source,
+)
 from tasks.state import (
     CHUNK_STAGE_VERSION,
     NORMALIZE_STAGE_VERSION,
@@ -89,7 +96,7 @@ def prepare_batch(
                 continue
             outcome.stages["fetch"].done += 1
             try:
-                prepared.append(_prepare_one(item, settings, stages, links))
+                prepared.append(_prepare_one(item, settings, stages, links, resources.pictures()))
             except IngestError as exc:
                 outcome.failures.append(failure_of(ref.document_id, exc))
                 if not exc.transient:
@@ -151,20 +158,24 @@ class _Stages:
 
 
 def _prepare_one(
-    source: SourceDocument, settings: Settings, stages: _Stages, links: DocumentLinks
+    source: SourceDocument,
+    settings: Settings,
+    stages: _Stages,
+    links: DocumentLinks,
+    pictures: PictureSetup,
 ) -> PreparedDocument:
     outcome = stages.outcome
     normalize_key = stage_key(
         "normalize",
         NORMALIZE_STAGE_VERSION,
-        config_hash(settings.limits),
+        config_hash(normalize_config(settings)),
         sha256_hex(normalize_input(source)),
     )
-    normalized, _ = stages.run(
+    normalized, normalize_hit = stages.run(
         "normalize",
         normalize_key,
         lambda: within_time_limit(
-            lambda: normalize_source(source, settings.limits),
+            lambda: normalize_source(source, settings.limits, pictures),
             settings.limits.document_timeout_s,
             what="normalizing",
             subject=source.ref.document_id,
@@ -172,6 +183,8 @@ def _prepare_one(
         ),
         NORMALIZED,
     )
+    if not normalize_hit:  # a cached document read its pictures in an earlier run
+        outcome.pictures.add_document(normalized.metadata)
     outcome.warnings += [
         DocumentWarning(source.ref.document_id, w) for w in (*source.warnings, *normalized.warnings)
     ]
@@ -262,5 +275,6 @@ def _with_link_counts(source: SourceDocument, normalized: NormalizedDocument) ->
 def _source_meta(source: SourceDocument) -> dict[str, Any]:
     meta = dataclasses.asdict(source)
     meta.pop("data")
+    meta.pop("attachments")  # bytes: the normalized text holds what of them counts
     meta.pop("format")  # follows from the filename and MIME type, which the key holds
     return meta

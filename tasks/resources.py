@@ -26,8 +26,10 @@ from connectors.registry import connector_class
 from indexing.embedders import Embedder, make_embedder
 from indexing.lexical import LexicalEncoder
 from indexing.qdrant_store import CollectionSchema, QdrantConnection, QdrantStore
+from normalizers.pictures import PictureSetup
 from normalizers.registry import supported_extensions
 from stage_cache.keys import config_hash, sha256_hex
+from tasks.stages import run_pictures
 
 
 def in_secret_block(section: Any, name: str) -> bool:
@@ -60,6 +62,7 @@ class Resources:
         self._lexical: LexicalEncoder | None = None
         self._qdrant: QdrantConnection | None = None
         self._resolutions: dict[Path, tuple[int, LinkResolution]] = {}
+        self._pictures: PictureSetup | None = None
 
     def __reduce__(self) -> tuple[object, ...]:
         return (_arrived, (self.settings,))
@@ -96,10 +99,23 @@ class Resources:
             section=section,
             limits=settings.limits,
             state_path=Path(settings.cache.dir) / kind / f"{sha256_hex(scope)[:16]}.json",
-            document_extensions=frozenset(supported_extensions()),
+            # A picture attached to a page is read where the page shows it, not as a
+            # document of its own (image files of a share are documents).
+            document_extensions=supported_extensions(without=("image",)),
             token=secret_value(section, "token"),
         )
         return connector_class(kind, settings.sources).from_context(context)
+
+    def pictures(self) -> PictureSetup:
+        """How this run reads pictures (the captions' per-run bound lives in it); what of
+        OCR is off was said at start-up."""
+        here = self._here()
+        if here is not self:
+            return here.pictures()
+        with self._lock:
+            if self._pictures is None:
+                self._pictures = run_pictures(self.settings)
+            return self._pictures
 
     def embedder(self) -> Embedder:
         here = self._here()

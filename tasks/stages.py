@@ -7,6 +7,7 @@ batch tasks call them inside their loops.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,9 @@ from config.settings import ChunkingSettings, LimitsSettings, Settings
 from connectors.base import DocumentRef, HeadingCitation, SourceDocument
 from normalizers.base import normalize_bytes
 from normalizers.model import NormalizedDocument
+from normalizers.pictures import PictureSetup, ocr_languages, picture_setup
+from normalizers.pictures.captions import VisionCaptioner
+from stage_cache.keys import CacheKey
 from stage_cache.store import StageCache
 from tasks.citations import cite
 
@@ -34,7 +38,54 @@ def handoff_cache(settings: Settings) -> StageCache:
     return StageCache(settings.cache.dir, fsync=settings.cache.fsync)
 
 
-def normalize_source(source: SourceDocument, limits: LimitsSettings) -> NormalizedDocument:
+class PictureStageCache:
+    """OCR results and captions in the stage cache's `pictures` directory, by the key the
+    picture reader makes (the picture's sha256 and what changes the result)."""
+
+    STAGE = "pictures"
+
+    def __init__(self, cache: StageCache) -> None:
+        self.cache = cache
+
+    def get(self, key: str) -> bytes | None:
+        return self.cache.get(CacheKey(self.STAGE, key))
+
+    def put(self, key: str, value: bytes) -> None:
+        self.cache.put(CacheKey(self.STAGE, key), value)
+
+
+def run_pictures(settings: Settings) -> PictureSetup:
+    """How a run reads pictures (built once per run; `picture_warnings` says what of it
+    is off)."""
+    cache = PictureStageCache(handoff_cache(settings)) if settings.cache.enabled else None
+    captioner = VisionCaptioner(settings.vision, cache=cache) if settings.vision.enabled else None
+    return picture_setup(settings.pictures, cache=cache, captioner=captioner)[0]
+
+
+def picture_warnings(settings: Settings) -> list[str]:
+    """A start-up warning for each part of OCR that is on but cannot run here (no
+    tesseract, a language without its data)."""
+    return picture_setup(settings.pictures)[1]
+
+
+def normalize_config(settings: Settings) -> dict[str, Any]:
+    """What changes a normalized document besides its bytes: the limits, how pictures are
+    read (with the OCR languages this machine has) and the caption model, no secret."""
+    pictures = settings.pictures
+    languages = ocr_languages(pictures.languages)[0] if pictures.ocr else None
+    vision = settings.vision
+    return {
+        "limits": settings.limits.model_dump(mode="json"),
+        "pictures": pictures.model_dump(mode="json"),
+        "ocr_languages": languages,
+        "captions": [vision.url, vision.model] if vision.enabled else None,
+    }
+
+
+def normalize_source(
+    source: SourceDocument, limits: LimitsSettings, pictures: PictureSetup | None = None
+) -> NormalizedDocument:
+    """The source normalized, its pictures read by a reader of its own (`pictures`)."""
     return normalize_bytes(
         source.data,
         source.filename,
@@ -44,6 +95,8 @@ def normalize_source(source: SourceDocument, limits: LimitsSettings) -> Normaliz
         container=source.container,
         locator=source.locator,
         fmt=source.format,
+        attachments=source.attachments,
+        pictures=pictures.reader() if pictures is not None else None,
     )
 
 
@@ -58,8 +111,19 @@ def normalize_input(source: SourceDocument) -> bytes:
             (source.base_url or "").encode(),
             (source.container or "").encode(),
             (source.locator or "").encode(),
+            attachments_digest(source.attachments).encode(),
         ]
     )
+
+
+def attachments_digest(attachments: Mapping[str, bytes]) -> str:
+    """One digest of the files a document shows, names and bytes: a new diagram version
+    makes a new normalize input although the page's own bytes are the same."""
+    digest = hashlib.sha256()
+    for name in sorted(attachments):
+        digest.update(hashlib.sha256(name.encode()).digest())
+        digest.update(hashlib.sha256(attachments[name]).digest())
+    return digest.hexdigest() if attachments else ""
 
 
 def document_info(

@@ -24,12 +24,13 @@ from typing import Any
 from config.settings import Settings
 from stage_cache.keys import config_hash
 from stage_cache.store import write_atomic
+from tasks.stages import normalize_config
 
 log = logging.getLogger(__name__)
 
 # Bump when a stage's output changes for the same input (invalidates caches and state).
-NORMALIZE_STAGE_VERSION = "3"
-CHUNK_STAGE_VERSION = "10"
+NORMALIZE_STAGE_VERSION = "4"
+CHUNK_STAGE_VERSION = "11"
 
 
 def pipeline_fingerprint(settings: Settings) -> str:
@@ -37,7 +38,7 @@ def pipeline_fingerprint(settings: Settings) -> str:
     parts = [
         NORMALIZE_STAGE_VERSION,
         CHUNK_STAGE_VERSION,
-        config_hash(settings.limits),
+        config_hash(normalize_config(settings)),
         config_hash(settings.chunking),
         config_hash(settings.embedder),
     ]

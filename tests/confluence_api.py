@@ -49,7 +49,8 @@ whiteboards, databases and smart links (`add_folder`, `add_whiteboard`) sit in t
 tree (`parentType`, ancestors) without a body; CQL finds them by type. `archive()` makes
 a page archived: listed only when asked for (`status`), never searched. A page's rendered
 view (v2 `body-format=view`, v1 `expand=body.view`) gives every heading the id Confluence
-gives it (`render_view`), for tests to check deep links against (`rendered_anchors`).
+gives it and every anchor macro its id (`render_view`), for tests to check deep links
+against (`rendered_anchors`).
 Answers can say `X-RateLimit-NearLimit: true` (`near_limit(n)`), and a fault can carry
 Cloud's rate-limit headers (`fail(..., headers=...)`).
 
@@ -66,6 +67,31 @@ answer `410 Gone` (an endpoint Atlassian removed since);
 `delete_after_listing(id)` and `edit_after_listing(id)` change content right after the
 next listing request is answered (a page deleted / edited mid-run); `hide_from_search(id)`
 keeps content out of CQL results (the search index lags behind new pages).
+
+Diagrams and pictures on pages (`drawio_macro`, `gliffy_macro`, `image_markup` write
+the storage format the apps write; `add_attachment` with the media types below). The
+shapes, as Atlassian's reference and the draw.io and Gliffy apps give them:
+
+- an attachment: v2 `{id: "att…", title, mediaType, fileSize, version: {number,
+  createdAt, …}, pageId | blogPostId, downloadLink, webuiLink, _links: {download,
+  webui}}`; v1 `{id, type: "attachment", title, version, container (expanded),
+  extensions: {mediaType, fileSize}, metadata: {mediaType}, _links: {download, webui}}`,
+  the download link `/download/attachments/{page}/{file}?version=N&modificationDate=…&api=v2`
+  (relative to the context path); a page's attachments: v2
+  `pages/{id}/attachments`, v1 `content/{id}/child/attachment`;
+- draw.io keeps a diagram in an attachment named `diagramName` (no extension on Data
+  Center, often `….drawio` on Cloud), media type `application/vnd.jgraph.mxfile`, with a
+  PNG preview `<diagramName>.png` beside it; its macro `drawio` carries `diagramName`,
+  `diagramDisplayName`, `revision`, `pageId`, `baseUrl` (Cloud also `custContentId`,
+  `contentVer`, `mVer`, `zoom`, `lbox`…); `inc-drawio` shows another page's diagram
+  (`diagramName`, `pageId` of that page, `includedDiagram` 1);
+- Gliffy keeps its JSON in an attachment named `name` (`application/gliffy+json`) with
+  a `<name>.png` preview; its macro `gliffy` carries `name`, `displayName`, `pagePin`
+  (the version), on Cloud `containerId`, `diagramAttachmentId`, `imageAttachmentId`, on
+  Data Center `pageid` where the diagram is on another page;
+- a picture: `<ac:image ac:alt=…><ri:attachment ri:filename=…/></ac:image>`, the
+  attachment of another page with `<ri:page ri:content-title=… ri:space-key=…/>` or
+  (Cloud) `<ri:content-entity ri:content-id=…/>` inside `ri:attachment`.
 
 Use `confluence_api` (a pytest fixture factory) or `with FakeConfluence(...) as api:`.
 """
@@ -826,6 +852,7 @@ class FakeConfluence:
                 continue
             macros = [m for m in heading.iter() if m.tag == "ac:structured-macro"]
             for macro in macros:
+                self._render_anchor_macro(macro, item.title)
                 macro.drop_tree()
             words = heading.text_content().split()
             if not any(ch.isalnum() for word in words for ch in word):
@@ -836,7 +863,23 @@ class FakeConfluence:
                 base = "".join(item.title.split()) + "-" + "".join(words)
             heading.set("id", f"{base}.{seen[base]}" if seen[base] else base)
             seen[base] += 1
+        for macro in list(root.iter("ac:structured-macro")):
+            self._render_anchor_macro(macro, item.title)
         return "".join(lxml_html.tostring(child, encoding="unicode") for child in root)
+
+    def _render_anchor_macro(self, macro: Any, title: str) -> None:
+        """An anchor macro as the page shows it: an empty span whose id is the anchor's
+        name on Cloud, `PageTitle-name` (title without whitespace) on Data Center."""
+        if macro.get("ac:name") != "anchor":
+            return
+        name = "".join(
+            p.text_content() for p in macro.iter("ac:parameter") if p.get("ac:name") == ""
+        ).strip()
+        if name:
+            anchor = name if self.layout == "cloud" else "".join(title.split()) + "-" + name
+            macro.addprevious(
+                macro.makeelement("span", {"class": "confluence-anchor-link", "id": anchor})
+            )
 
     def _v2_body(self, item: FakeContent, query: dict[str, list[str]]) -> dict[str, Any]:
         fmt = query.get("body-format", [""])[0]
@@ -1476,6 +1519,59 @@ _ERRORS: tuple[tuple[type[Exception], int, str], ...] = (
 )
 
 
+DRAWIO_MEDIA_TYPE = "application/vnd.jgraph.mxfile"
+GLIFFY_MEDIA_TYPE = "application/gliffy+json"
+
+
+def _parameters(params: dict[str, str]) -> str:
+    return "".join(
+        f'<ac:parameter ac:name="{name}">{html.escape(value)}</ac:parameter>'
+        for name, value in params.items()
+    )
+
+
+def drawio_macro(
+    api: FakeConfluence, name: str, page_id: str, *, include: bool = False, revision: int = 1
+) -> str:
+    """The macro draw.io writes for the diagram `name` on `page_id`: `drawio` on its own
+    page, `inc-drawio` (`include`) on a page that shows it from `page_id`."""
+    params = {"diagramName": name, "diagramDisplayName": name, "pageId": page_id}
+    if api.layout == "cloud":
+        params = {"mVer": "2", "zoom": "1", "simple": "0", "inComment": "0", **params}
+        params |= {"lbox": "1", "contentVer": str(revision), "baseUrl": api.base_url}
+    params |= {"includedDiagram": "1"} if include else {"revision": str(revision)}
+    macro = "inc-drawio" if include else "drawio"
+    return (
+        f'<ac:structured-macro ac:name="{macro}" ac:schema-version="1" '
+        f'ac:macro-id="{uuid.uuid4()}">{_parameters(params)}</ac:structured-macro>'
+    )
+
+
+def gliffy_macro(api: FakeConfluence, name: str, page_id: str, *, version: int = 1) -> str:
+    """The macro Gliffy writes for the diagram `name` on `page_id`."""
+    params = {"name": name, "displayName": name, "pagePin": str(version)}
+    if api.layout == "cloud":
+        params |= {"containerId": page_id, "macroId": str(uuid.uuid4())}
+    return (
+        f'<ac:structured-macro ac:name="gliffy" ac:schema-version="1">{_parameters(params)}'
+        "</ac:structured-macro>"
+    )
+
+
+def image_markup(filename: str, alt: str = "", *, page: tuple[str, str] | None = None) -> str:
+    """A picture of an attachment, of another page's where `page` (space key, title)."""
+    holder = (
+        f'<ri:page ri:space-key="{html.escape(page[0])}" '
+        f'ri:content-title="{html.escape(page[1])}"/>'
+        if page
+        else ""
+    )
+    return (
+        f'<ac:image ac:alt="{html.escape(alt)}"><ri:attachment '
+        f'ri:filename="{html.escape(filename)}">{holder}</ri:attachment></ac:image>'
+    )
+
+
 def _page_of(values: list[dict[str, Any]], limit: int = 100) -> dict[str, Any]:
     return {"results": values, "start": 0, "limit": limit, "size": len(values)}
 
@@ -1667,8 +1763,9 @@ class Fixture:
 
 
 def rendered_anchors(api: FakeConfluence, content_id: str) -> set[str]:
-    """The heading ids of a page as the API renders it (Cloud v2 `body-format=view`, Data
-    Center v1 `expand=body.view`), asked over HTTP like any client."""
+    """The heading and anchor macro ids of a page as the API renders it (Cloud v2
+    `body-format=view`, Data Center v1 `expand=body.view`), asked over HTTP like any
+    client."""
     import requests
 
     item = api.content[content_id]
@@ -1683,7 +1780,8 @@ def rendered_anchors(api: FakeConfluence, content_id: str) -> set[str]:
     response = requests.get(url, params=params, auth=auth, headers=headers, timeout=10)
     response.raise_for_status()
     view = response.json()["body"]["view"]["value"]
-    return {html.unescape(m) for m in re.findall(r'<h[1-6][^>]*\bid="([^"]*)"', view)}
+    ids = r'<(?:h[1-6]|span class="confluence-anchor-link")[^>]*\bid="([^"]*)"'
+    return {html.unescape(m) for m in re.findall(ids, view)}
 
 
 def ingest_environment(root: Path, api: FakeConfluence, model: Path) -> dict[str, str]:

@@ -173,6 +173,34 @@ def scanned_pdf(text_first_page: bool = False) -> bytes:
 SCANNED = ("Scanned Invoice Number 4711", "Total amount due: 250 EUR")
 
 
+def pdf_with_pictures(pictures: list[bytes]) -> bytes:
+    """A page of text per picture, the picture drawn below it."""
+    doc = new_doc()
+    for n, picture in enumerate(pictures, start=1):
+        page = doc.new_page()
+        label = "Page one shows a chart." if n == 1 else f"Page {_ORDINALS[n]} shows it again."
+        lines(page, 72, 100, [label])
+        page.insert_image(_PYMUPDF.Rect(72, 140, 472, 240), stream=picture)
+    return to_bytes(doc)
+
+
+_ORDINALS = {2: "two", 3: "three"}
+
+
+def searchable_scan_pdf() -> bytes:
+    """A scanned page with its OCR text layer (invisible text over the picture), as
+    scanners write them."""
+    source = new_doc()
+    lines(source.new_page(), 72, 100, SCANNED, fontsize=16)
+    pixmap = source[0].get_pixmap(dpi=200)
+    source.close()
+    doc = new_doc()
+    page = doc.new_page()
+    page.insert_image(page.rect, pixmap=pixmap)
+    lines(page, 72, 100, SCANNED, fontsize=16, render_mode=3)  # 3: invisible text
+    return to_bytes(doc)
+
+
 def plain_pdf(pages: int) -> bytes:
     doc = new_doc()
     for n in range(1, pages + 1):

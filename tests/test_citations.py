@@ -48,7 +48,7 @@ def test_cloud_anchors_keep_case_and_punctuation_with_dashes_for_spaces() -> Non
         "Notes",
         "Notes.1",  # a heading in a table counts too
         "Notes.2",
-        "[inlineExtension]Step-one",
+        "x",  # its anchor macro's
         "Tom-&-Jerry-show",
         None,  # only punctuation
         None,  # only an emoji
@@ -57,13 +57,66 @@ def test_cloud_anchors_keep_case_and_punctuation_with_dashes_for_spaces() -> Non
 
 
 def test_data_center_anchors_prefix_the_title_and_drop_whitespace() -> None:
-    storage = "<h2>Step 1</h2><h2>Известные проблемы</h2><h3>Step 1</h3><h2>(a) b-c</h2>"
+    storage = (
+        "<h2>Step 1</h2><h2>Известные проблемы</h2><h3>Step 1</h3><h2>(a) b-c</h2>"
+        + md2conf_heading("h2", "step-1", "Step 1")
+        + "<h2>Step 1</h2>"
+    )
     assert anchors(storage, cloud=False) == [
         "InstallGuide-Step1",
         "InstallGuide-Известныепроблемы",
         "InstallGuide-Step1.1",
         "InstallGuide-(a)b-c",
+        "InstallGuide-step-1",  # its anchor macro's
+        "InstallGuide-Step1.3",  # the heading with the macro kept its generated id
     ]
+
+
+def md2conf_heading(tag: str, anchor: str, text: str) -> str:
+    """A heading as md2conf publishes it with heading anchors on: an anchor macro first."""
+    return (
+        f'<{tag}><ac:structured-macro ac:name="anchor" ac:schema-version="1">'
+        f'<ac:parameter ac:name="">{anchor}</ac:parameter></ac:structured-macro>{text}</{tag}>'
+    )
+
+
+@pytest.mark.parametrize("layout", ["cloud", "dc"])
+def test_headings_with_anchor_macros_cite_the_macro_the_page_shows(
+    confluence_api: Factory, layout: str, chunking_settings: ChunkingSettings
+) -> None:
+    api = confluence_api(layout)
+    api.add_space("ENG", "Engineering")
+    body = (
+        md2conf_heading("h1", "agent-setup", "Agent setup")
+        + "<p>Set the agent up once per host.</p>"
+        + md2conf_heading("h2", "install-the-agent", "Install the <em>agent</em>")
+        + "<p>"
+        + "Run the installer as root and wait for the service to start. " * 25
+        + "</p>"
+        + md2conf_heading("h2", "configure", "Configure")
+        + "<p>"
+        + "Edit the agent file and restart the service after each change. " * 25
+        + "</p>"
+    )
+    page_id = api.add_page("ENG", "Agent Setup", body)
+    conn = connector(api, spaces=["ENG"])
+    ref = next(r for r in conn.list_refs().refs if r.document_id == page_id)
+    page = conn.fetch(ref)
+    document = chunk_normalized(
+        page, normalize_source(page, LIMITS), chunking_settings, "default", conn
+    )
+    shown = rendered_anchors(api, page_id)
+    prefix = "" if layout == "cloud" else "AgentSetup-"
+    cited = {
+        chunk.headings_path[-1]: unquote(urlsplit(chunk.citation_url or "").fragment)
+        for chunk in document.chunks
+    }
+    assert cited == {
+        "Agent setup": prefix + "agent-setup",
+        "Install the *agent*": prefix + "install-the-agent",
+        "Configure": prefix + "configure",
+    }
+    assert set(cited.values()) <= shown
 
 
 def test_markdown_headings_find_their_page_heading_in_order() -> None:

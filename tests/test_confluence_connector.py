@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from config.errors import ErrorCode, IngestError
+from config.http_retry import wait_seconds
 from connectors.base import DocumentGone, DocumentRef, SourceDocument
 from connectors.confluence import (
     PAGE_MIME,
@@ -33,7 +34,6 @@ from connectors.http import (
     RateLimiter,
     RetryPolicy,
     Throttled,
-    wait_seconds,
 )
 from normalizers.base import normalize_bytes
 from normalizers.model import LinkRecord

@@ -45,8 +45,8 @@ def sections() -> dict[str, type[BaseModel] | None]:
 
 
 def is_setting(section: str, key: str) -> bool:
+    section, key = ALIASES.get((section, key), (section, key))  # an earlier name: the setting
     model = sections()[section]
-    key = ALIASES.get((section, key), (section, key))[-1]
     return model is not None and key in model.model_fields
 
 

@@ -53,6 +53,13 @@ def test_content_decides_over_the_extension(data: bytes, name: str, expected: st
     assert detect_format(data, name) == expected
 
 
+def test_a_bof_record_id_alone_is_no_excel_file() -> None:
+    # a BIFF3 BOF id with a sheet type no Excel writes: mislabelled, not a workbook
+    with pytest.raises(IngestError) as error:
+        detect_format(b"\x09\x02\x06\x00\x00\x00\x77\x00" + bytes(16), "odd.xls")
+    assert error.value.code is ErrorCode.CORRUPT
+
+
 def test_lying_extension_and_size_limit() -> None:
     with pytest.raises(IngestError) as error:
         normalize_bytes(b"just text, not a spreadsheet", "numbers.xlsx")

@@ -1,9 +1,11 @@
 """Legacy DOC/XLS/PPT through LibreOffice: fixtures are the DOCX/XLSX/PPTX documents
-built in code, saved by LibreOffice in the binary formats, then normalized back."""
+built in code, saved by LibreOffice in the binary formats, then normalized back; and real
+Excel 3.0 and 4.0 workbooks (tests/corpus/poi), which are bare BIFF streams, no OLE2."""
 
 from __future__ import annotations
 
 import io
+import struct
 import tempfile
 import time
 import zipfile
@@ -17,9 +19,11 @@ import pytest
 from config.errors import ErrorCode, IngestError
 from config.settings import LimitsSettings
 from normalizers.base import normalize_bytes
+from normalizers.detection import biff_version, detect_format
 from normalizers.legacy import LIBREOFFICE_APT_INSTALL, Conversion, convert_with_libreoffice
 from normalizers.model import NormalizeContext, NormalizedDocument
 from tests import fixtures_docx
+from tests.corpus import POI
 
 _TO_BINARY = {
     "doc": Conversion(".docx", "MS Word 2007 XML", "doc", "doc:MS Word 97"),
@@ -118,6 +122,57 @@ def test_xls_goes_through_the_xlsx_normalizer(normalized: dict[str, NormalizedDo
     assert doc.metadata["format"] == "xls"
     assert doc.markdown.startswith("## Budget\n\n| Item | Cost |\n")
     assert "| Rent | 1200 |\n| Food | 300 |\n" in doc.markdown
+
+
+@pytest.mark.parametrize(
+    ("name", "version", "words"),
+    [
+        # the words Apache POI's own tests find in these files
+        ("testEXCEL_3.xls", 3, ["Season beginning August", "USDA", "347", "228", "1981/82"]),
+        (
+            "testEXCEL_4.xls",
+            4,
+            [
+                "Table 10 -- Examination Coverage:",
+                "Individual income tax returns, total",
+                "$100,000 or more",
+                "S corporation returns, Form 1120S [10,15]",
+                "individual income tax return \N{LEFT DOUBLE QUOTATION MARK}short forms.",
+            ],
+        ),
+    ],
+)
+def test_excel_3_and_4_workbooks_are_read(name: str, version: int, words: list[str]) -> None:
+    data = (POI / name).read_bytes()
+    assert not data.startswith(b"\xd0\xcf\x11\xe0")  # no OLE2 container
+    assert biff_version(data) == version
+    assert detect_format(data, name) == "xls"
+    doc = normalize_bytes(data, name)
+    assert doc.metadata["format"] == "xls"
+    text = " ".join(doc.markdown.split())
+    assert [word for word in words if word not in text] == []
+
+
+def biff2_worksheet(*labels: str) -> bytes:
+    """An Excel 2.x worksheet: BOF (BIFF2, worksheet), a LABEL record a cell down column A,
+    EOF; the record layout of Microsoft's Excel binary format documentation."""
+
+    def record(kind: int, body: bytes) -> bytes:
+        return struct.pack("<HH", kind, len(body)) + body
+
+    cells = b"".join(
+        record(0x0004, struct.pack("<HH3xB", row, 0, len(text)) + text.encode("cp1252"))
+        for row, text in enumerate(labels)
+    )
+    return record(0x0009, struct.pack("<HH", 0x0002, 0x0010)) + cells + record(0x000A, b"")
+
+
+def test_an_excel_2_worksheet_is_read_whatever_its_name() -> None:
+    data = biff2_worksheet("Quarterly rainfall", "Station north")
+    assert biff_version(data) == 2
+    assert detect_format(data, "rain.bin") == "xls"  # the content says what it is
+    doc = normalize_bytes(data, "rain.xls")
+    assert "Quarterly rainfall" in doc.markdown and "Station north" in doc.markdown
 
 
 def test_ppt_goes_through_the_pptx_normalizer(normalized: dict[str, NormalizedDocument]) -> None:

@@ -3,19 +3,23 @@ word recall on the real PDFs of the Docling corpus."""
 
 from __future__ import annotations
 
-import shutil
+import re
 from pathlib import Path
 
 import pytest
 
 from bench.normalize import word_recall
 from config.errors import ErrorCode, IngestError
-from config.settings import LimitsSettings
+from config.settings import LimitsSettings, PicturesSettings, load_settings
 from normalizers.base import normalize_bytes
 from normalizers.pdf import _pdf_date
 from normalizers.pdf.extraction import Char, logical_text
+from normalizers.pictures import PictureReader, picture_setup
+from normalizers.pictures.ocr import tesseract_version
+from tasks.stages import run_pictures
 from tests import fixtures_pdf
 from tests.corpus import DOCLING
+from tests.picture_helpers import text_picture
 
 CORPUS = DOCLING / "pdf"
 
@@ -178,9 +182,14 @@ def test_pdf_dates_to_iso_8601() -> None:
     assert _pdf_date("yesterday") is None
 
 
-def _error(data: bytes, name: str, limits: LimitsSettings | None = None) -> IngestError:
+def _error(
+    data: bytes,
+    name: str,
+    limits: LimitsSettings | None = None,
+    pictures: PictureReader | None = None,
+) -> IngestError:
     with pytest.raises(IngestError) as caught:
-        normalize_bytes(data, name, limits=limits)
+        normalize_bytes(data, name, limits=limits, pictures=pictures)
     assert name in str(caught.value)  # every message names the file
     return caught.value
 
@@ -195,39 +204,52 @@ def test_empty_user_password_opens() -> None:
     assert doc.markdown == "Secret content.\n"
 
 
+def pictures(**settings: object) -> PictureReader | None:
+    """A document's picture reader as a run makes it from `settings` (`pictures.*`, or
+    the earlier `limits.ocr`)."""
+    return run_pictures(load_settings(settings)).reader()
+
+
 def test_image_only_pdf_has_no_text_layer() -> None:
     error = _error(fixtures_pdf.image_only_pdf(), "scan.pdf")
     assert error.code is ErrorCode.NO_TEXT_LAYER
-    assert "limits.ocr" in error.message
+    assert "pictures.ocr" in error.message
 
 
 def test_ocr_requested_without_tesseract_names_the_fix(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no tesseract on this PATH
-    limits = LimitsSettings(ocr=True)  # type: ignore[call-arg]
-    error = _error(fixtures_pdf.image_only_pdf(), "scan.pdf", limits)
+    tesseract_version.cache_clear()
+    try:
+        setup, warnings = picture_setup(PicturesSettings(ocr=True))  # type: ignore[call-arg]
+        assert warnings and "tesseract is not installed" in warnings[0]
+        error = _error(fixtures_pdf.image_only_pdf(), "scan.pdf", pictures=setup.reader())
+    finally:
+        tesseract_version.cache_clear()
     assert error.code is ErrorCode.NO_TEXT_LAYER
     assert "tesseract" in error.message
 
 
-@pytest.mark.skipif(
-    shutil.which("tesseract") is None, reason="needs apt-get install -y tesseract-ocr"
-)
-def test_ocr_reads_an_image_only_page_when_configured() -> None:
-    limits = LimitsSettings(ocr=True)  # type: ignore[call-arg]
-    doc = normalize_bytes(fixtures_pdf.scanned_pdf(), "scan.pdf", limits=limits)
+@pytest.mark.parametrize("setting", ["pictures.ocr", "limits.ocr"])
+def test_ocr_reads_an_image_only_page_when_configured(setting: str) -> None:
+    doc = normalize_bytes(
+        fixtures_pdf.scanned_pdf(), "scan.pdf", pictures=pictures(**{setting: True})
+    )
     assert doc.markdown == "\n\n".join(fixtures_pdf.SCANNED) + "\n"
     assert [a.value for a in doc.anchors] == [1]
 
 
-@pytest.mark.skipif(
-    shutil.which("tesseract") is None, reason="needs apt-get install -y tesseract-ocr"
-)
+@pytest.mark.parametrize("setting", ["pictures.ocr", "limits.ocr"])
+def test_ocr_off_leaves_a_scan_without_text(setting: str) -> None:
+    assert pictures(**{setting: False}) is None
+    error = _error(fixtures_pdf.scanned_pdf(), "scan.pdf", pictures=pictures(**{setting: False}))
+    assert error.code is ErrorCode.NO_TEXT_LAYER
+
+
 def test_ocr_reads_a_scanned_page_inside_a_text_pdf() -> None:
-    limits = LimitsSettings(ocr=True)  # type: ignore[call-arg]
     doc = normalize_bytes(
-        fixtures_pdf.scanned_pdf(text_first_page=True), "mixed.pdf", limits=limits
+        fixtures_pdf.scanned_pdf(text_first_page=True), "mixed.pdf", pictures=pictures()
     )
     page_two = next(a.offset for a in doc.anchors if a.value == 2)
     assert doc.markdown[:page_two] == "A page with a real text layer.\n\n"
@@ -239,6 +261,31 @@ def test_scanned_page_inside_a_text_pdf_is_a_warning_without_ocr() -> None:
     doc = normalize_bytes(fixtures_pdf.scanned_pdf(text_first_page=True), "mixed.pdf")
     assert doc.markdown == "A page with a real text layer.\n"
     assert doc.warnings == ("no text on page(s) 2",)
+
+
+def test_pictures_on_a_text_page_are_read_after_its_text() -> None:
+    picture = text_picture(["Throughput doubled in March"])
+    data = fixtures_pdf.pdf_with_pictures([picture, picture])
+    reader = pictures()
+    doc = normalize_bytes(data, "slides.pdf", pictures=reader)
+    page_two = next(a.offset for a in doc.anchors if a.value == 2)
+    assert doc.markdown[:page_two] == (
+        "Page one shows a chart.\n\n> *Picture (page 1, picture 1):*\n>\n"
+        "> Throughput doubled in March\n\n"
+    )
+    # the same picture on the next page is a repeat: read once per document
+    assert doc.markdown[page_two:] == "Page two shows it again.\n"
+    assert doc.metadata["pictures"]["read"] == 1
+    assert doc.metadata["pictures"]["skipped"] == {"repeat": 1}
+    # without a reader the document is as it was
+    plain = normalize_bytes(data, "slides.pdf")
+    assert "Picture" not in plain.markdown and "pictures" not in plain.metadata
+
+
+def test_a_scan_under_its_own_text_layer_is_not_read_twice() -> None:
+    doc = normalize_bytes(fixtures_pdf.searchable_scan_pdf(), "searchable.pdf", pictures=pictures())
+    assert "Picture" not in doc.markdown
+    assert "pictures" not in doc.metadata
 
 
 @pytest.mark.parametrize("keep", [400, -300])
@@ -290,3 +337,24 @@ def test_corpus_pdf_converts_with_word_recall_above_floor(name: str) -> None:
     reference = path.with_name(name + ".md").read_text(encoding="utf-8")
     assert word_recall(reference, doc.markdown) >= RECALL_FLOORS[name]
     assert [a.value for a in doc.anchors] == list(range(1, (doc.page_count or 0) + 1))
+
+
+def test_a_picture_with_its_own_alpha_and_a_soft_mask_is_read() -> None:
+    data = (CORPUS / "right_to_left_03.pdf").read_bytes()
+    doc = normalize_bytes(data, "rtl.pdf", pictures=pictures())
+    assert doc.metadata["pictures"]["read"] == 1
+    assert doc.markdown.startswith(normalize_bytes(data, "rtl.pdf").markdown.rstrip("\n"))
+
+
+def test_pictures_stand_where_the_page_shows_them_and_leave_its_text_in_order() -> None:
+    data = (CORPUS / "redp5110_sampled.pdf").read_bytes()
+    plain = normalize_bytes(data, "redp.pdf").markdown
+    doc = normalize_bytes(data, "redp.pdf", pictures=pictures())
+    assert doc.metadata["pictures"]["read"] > 5
+    quotes = re.compile(r"^> \*Picture \(page [^\n]*\n(?:>[^\n]*\n)*\n?", flags=re.M)
+    assert quotes.sub("", doc.markdown) == plain
+    # page 7's figure: its pictures stand before the caption under it
+    figure = doc.markdown.index("Figure 1-2 Existing row and column controls")
+    assert doc.markdown.rindex("> *Picture (page 7,", 0, figure) > doc.markdown.rindex(
+        "User with *ALLOBJ access", 0, figure
+    )

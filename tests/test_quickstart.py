@@ -8,7 +8,8 @@ is the progress on stderr (naming its phase while Prefect starts), the summary o
 (`> run.log` keeps it), the one CORRUPT line of the sample's truncated PDF and the warning
 about the Russian sample's chunks that exceed the small model's window, with no ERROR
 line, library table, traceback or telemetry notice; the process ends as it prints its
-total; the re-run is all cache hits.
+total; the re-run is all cache hits. The README's tour commands run as printed. The README's example search for a word
+of the sample draw.io diagram's labels finds that diagram.
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ import subprocess
 import sys
 import termios
 import time
+from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from config.settings import load_settings
 from connectors.files import root_label
@@ -100,9 +104,23 @@ def as_printed(command: str, env: dict[str, str]) -> subprocess.CompletedProcess
     return ingest(words[1:], env | {"COLUMNS": "200"}, ROOT)
 
 
-def test_quickstart_run_is_quiet_creates_its_directories_and_reruns_from_cache(
-    tmp_path: Path,
-) -> None:
+@dataclass(frozen=True)
+class Quickstart:
+    """The quickstart's first run, in a terminal, and how to run `ingest` again on it."""
+
+    code: int
+    output: str
+    home: Path
+    env: dict[str, str]
+    args: list[str]
+    cwd: Path
+    docs: Path
+    exit_lag: float  # seconds from its last output to its exit
+
+
+@pytest.fixture(scope="module")
+def quickstart(tmp_path_factory: pytest.TempPathFactory) -> Quickstart:
+    tmp_path = tmp_path_factory.mktemp("quickstart")
     docs = shutil.copytree(ROOT / "samples" / "docs", tmp_path / "docs")
     home = tmp_path / "job" / "nested" / "prefect-home"  # no parent exists yet
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "INGEST_"))}
@@ -113,14 +131,21 @@ def test_quickstart_run_is_quiet_creates_its_directories_and_reruns_from_cache(
         "PYTHONPATH": str(ROOT),
     }
     args = ["run", "files", str(docs), "--config", str(ROOT / "samples" / "quickstart.yaml")]
-
     code, output, exit_lag = in_terminal(args, env, tmp_path)
+    return Quickstart(code, output, home, env, args, tmp_path, docs, exit_lag)
+
+
+def test_quickstart_run_is_quiet_creates_its_directories_and_reruns_from_cache(
+    quickstart: Quickstart,
+) -> None:
+    code, output, home = quickstart.code, quickstart.output, quickstart.home
+    env, args, tmp_path = quickstart.env, quickstart.args, quickstart.cwd
 
     assert code == 0, output
     # the total it prints is the command's: it ends within a moment of printing it (its
     # shutdown took 2-10 s while Python's collector walked Prefect's and the model's
     # objects)
-    assert exit_lag < 2.0, exit_lag
+    assert quickstart.exit_lag < 2.0, quickstart.exit_lag
     assert home.is_dir()
     assert not [word for word in NOISE if word in output], output
     assert output.count("CORRUPT") == 1 and "corrupt.pdf" in output
@@ -130,22 +155,6 @@ def test_quickstart_run_is_quiet_creates_its_directories_and_reruns_from_cache(
     # the Russian sample's chunks over all-MiniLM-L6-v2's window: said, with the way out
     assert "longer than the input window" in output and "(256 tokens)" in output
     assert "smaller chunk budgets" in output
-
-    # the README's tour, as printed: `ingest chunk` shows the chunks the index holds
-    tour = tour_commands()
-    assert {command.split()[1] for command in tour} == {"chunk", "validate", "search"}, tour
-    settings = load_settings(config_file=ROOT / "samples" / "quickstart.yaml", environ=env)
-    with Index(settings) as index:
-        whole = index.fetch(f"{root_label(docs)}/runbooks/restart-service.html")
-    assert whole is not None and whole.span
-    for command in tour:
-        done = as_printed(command, env)
-        assert done.returncode == 0, (command, done.stderr)
-        if " chunk " in command:
-            rows = re.findall(r"^│\s*\d+\s*│", done.stdout, flags=re.MULTILINE)
-            assert len(rows) == len(whole.span), (command, done.stdout)
-        if " search " in command:
-            assert "backup" in done.stdout, done.stdout
     # telemetry off (DO_NOT_TRACK): Prefect shows no notice and queues no event (it still
     # keeps its local milestone file under PREFECT_HOME, whatever DO_NOT_TRACK says)
     assert "anonymous usage data" not in output and "DO_NOT_TRACK" not in output
@@ -163,3 +172,45 @@ def test_quickstart_run_is_quiet_creates_its_directories_and_reruns_from_cache(
     assert not [word for word in NOISE if word in again.stderr], again.stderr
     summary = json.loads(again.stdout)
     assert summary["unchanged"] == summary["seen"] - 1 and summary["new"] == 0
+
+
+@pytest.mark.parametrize("mode", ["auto", "lexical"])
+def test_quickstart_search_finds_the_diagram_by_a_word_of_its_labels(
+    quickstart: Quickstart, mode: str
+) -> None:
+    """The word "phishing" is written only in the labels of the threat model diagram
+    (draw.io), so the README's example search finds that diagram's chunk first, in the
+    default mode and by exact words."""
+    assert quickstart.code == 0, quickstart.output
+    config = ["--config", str(ROOT / "samples" / "quickstart.yaml")]
+    found = ingest(
+        ["search", "phishing", *config, "--mode", mode, "--json"], quickstart.env, quickstart.cwd
+    )
+    assert found.returncode == 0, found.stderr
+    hits = [json.loads(line) for line in found.stdout.splitlines()]
+    assert hits, found.stderr
+    top = hits[0]
+    assert top["document_id"].endswith("architecture/threat-model.drawio"), hits
+    assert "phishing" in top["md_text"].lower()
+
+
+def test_the_readme_tour_commands_run_as_printed_and_show_what_the_index_holds(
+    quickstart: Quickstart,
+) -> None:
+    assert quickstart.code == 0, quickstart.output
+    tour = tour_commands()
+    assert {command.split()[1] for command in tour} == {"chunk", "validate", "search"}, tour
+    settings = load_settings(
+        config_file=ROOT / "samples" / "quickstart.yaml", environ=quickstart.env
+    )
+    with Index(settings) as index:
+        whole = index.fetch(f"{root_label(quickstart.docs)}/runbooks/restart-service.html")
+    assert whole is not None and whole.span
+    for command in tour:
+        done = as_printed(command, quickstart.env)
+        assert done.returncode == 0, (command, done.stderr)
+        if " chunk " in command:  # the chunks the index holds for that file
+            rows = re.findall(r"^│\s*\d+\s*│", done.stdout, flags=re.MULTILINE)
+            assert len(rows) == len(whole.span), (command, done.stdout)
+        if " search " in command:
+            assert "backup" in done.stdout, done.stdout

@@ -24,8 +24,9 @@ groups are group names.
 
 Restriction changes, moves, ancestor renames and comments bump no version number in
 Confluence: a listed version is `<number>.<digest>`, the digest covering the ancestors
-(ids and titles, folders too), the ACL and the comments (ids, versions and an inline
-comment's resolution, which resolving changes without a new version), so the next run
+(ids and titles, folders too), the ACL, the comments (ids, versions and an inline
+comment's resolution, which resolving changes without a new version) and the diagrams and
+pictures it may show (connectors/confluence/shown.py: ids and versions), so the next run
 rewrites exactly the pages where one of them changed, and their attachments where the
 ACL or the ancestors did.
 """
@@ -120,13 +121,17 @@ def page_access(
     comments: Sequence[CommentState] = (),
     *,
     archived: bool = False,
+    shown: Sequence[tuple[str, int]] = (),
 ) -> PageAccess:
     """`acl` with the digests of it, the ancestors, whether the page is archived
-    (archiving bumps no version) and the comments (their states)."""
+    (archiving bumps no version), the comments (their states) and the attachments its
+    body may show (ids and versions: a new diagram version bumps none of the page's)."""
     inherited: list[Any] = [[[a.id, a.title] for a in ancestors], acl.payload()]
     if archived:
         inherited.append("archived")
     own = [*inherited, sorted(list(c) for c in comments)]
+    if shown:  # only then: the versions of pages without pictures stay as they were
+        own.append(sorted([i, v] for i, v in shown))
     return PageAccess(acl, _digest(own), _digest(inherited), archived)
 
 

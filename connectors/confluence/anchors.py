@@ -14,9 +14,15 @@ A text that repeats an earlier heading's id gets `.1`, `.2`, ... in page order. 
 with no letter or digit (only punctuation, or an emoticon, which Cloud renders as an
 inline node) has no id a link can rely on: its chunks cite the page, with a warning.
 
+A heading that holds an anchor macro (publishers such as md2conf put one in every heading
+for their same-page links) is cited by that anchor: the macro is on the page to be linked
+to, its id does not change with the heading's words, and Cloud's `[inlineExtension]` ids
+are not reliably navigable. The macro's id is its name on Cloud, and the page title
+(whitespace removed), `-` and the name on Data Center.
+
 Sources: Atlassian's anchors documentation and what the Confluence publishers built
-against it (sphinx-contrib/confluencebuilder's section targets for both editors,
-CONFCLOUD-74698 on `[inlineExtension]`).
+against it (sphinx-contrib/confluencebuilder's section targets and anchor macros for both
+editors, CONFCLOUD-74698 on `[inlineExtension]`).
 """
 
 from __future__ import annotations
@@ -31,6 +37,12 @@ _HEADING = re.compile(r"<h([1-6])\b[^>]*>(.*?)</h\1\s*>", re.S | re.I)
 _PLAIN_TEXT_BODY = re.compile(r"<ac:plain-text-body\b.*?</ac:plain-text-body\s*>", re.S)
 _MACRO = re.compile(
     r"<ac:structured-macro\b[^>]*/>|<ac:structured-macro\b.*?</ac:structured-macro\s*>", re.S
+)
+# The name of an anchor macro: its unnamed (default) parameter.
+_ANCHOR_MACRO = re.compile(
+    r"<ac:structured-macro\b[^>]*\bac:name=\"anchor\"[^>]*>(?:(?!</ac:structured-macro).)*?"
+    r"<ac:parameter\b[^>]*\bac:name=\"\"[^>]*>(.*?)</ac:parameter\s*>",
+    re.S,
 )
 _CDATA = re.compile(r"<!\[CDATA\[(.*?)\]\]>", re.S)
 _TAG = re.compile(r"<[^>]*>")
@@ -65,8 +77,22 @@ def page_headings(storage: str, *, cloud: bool, title: str) -> list[PageHeading]
             count = seen.get(base, 0)
             seen[base] = count + 1
             anchor = f"{base}.{count}" if count else base
+        # The heading keeps its generated id (later repeats count it) but is cited by
+        # its anchor macro.
+        named = _anchor_name(inner)
+        if named:
+            anchor = named if cloud else "".join(title.split()) + "-" + named
         headings.append(PageHeading(text, anchor))
     return headings
+
+
+def _anchor_name(heading: str) -> str | None:
+    """The name of the first anchor macro in a heading's markup, if it has one."""
+    match = _ANCHOR_MACRO.search(heading)
+    if match is None:
+        return None
+    name = html.unescape(_TAG.sub("", _CDATA.sub(r"\1", match.group(1)))).strip()
+    return name or None
 
 
 def match_headings(page: Sequence[PageHeading], markdown: Sequence[str]) -> list[str | None]:

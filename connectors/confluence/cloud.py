@@ -8,7 +8,8 @@ this source asks, per listing (the cheap full pass that decides changes and dele
 - v2 `spaces?keys=` (the spaces' ids), `spaces/{id}/permissions` (who may read each),
   `spaces/{id}/pages` and `/blogposts` (ids, titles, parents, version numbers; no
   bodies), `attachments` and, where CQL is not offered, `footer-comments` (both
-  site-wide: one request per 250 instead of one per page);
+  site-wide: one request per 250 instead of one per page; attachments on every listing,
+  as the versions of a page's pictures and diagrams are part of its own);
 - v1 CQL `rest/api/search`, once per space: the read restrictions, labels and footer
   comment versions of all its content in bulk. v2 has no restrictions at all, and its
   labels and comments are per page (10,000 requests for 10,000 pages);
@@ -17,8 +18,9 @@ this source asks, per listing (the cheap full pass that decides changes and dele
 
 Per fetch: v2 `pages?id=` / `blogposts?id=` in batches with `body-format=storage` (never
 the ADF default), `attachments/{id}` and the bytes through its `downloadLink`, a page's
-`footer-comments` (and their `children`) where the listing saw comments, its `labels` and
-`ancestors` only when the listing did not run in this process, `users-bulk` for display
+`footer-comments` (and their `children`) where the listing saw comments, its
+`attachments` and the downloads of the diagrams and pictures its body shows, its `labels`
+and `ancestors` only when the listing did not run in this process, `users-bulk` for display
 names (v2 gives account ids only).
 
 When CQL is not offered (a `410 Gone` or another status that says so), nothing is
@@ -60,6 +62,7 @@ from connectors.confluence.comments import (
     comment_states,
 )
 from connectors.confluence.links import ContentIndex
+from connectors.confluence.shown import AttachmentInfo, showable
 from connectors.confluence.source import (
     PAGE_EXTENSION,
     PAGE_FORMAT,
@@ -187,12 +190,14 @@ class CloudSource(ConfluenceSource):
         if self._comment_locations:
             with self._lock:
                 self._listed.update(str(item["id"]) for items in listed.values() for item in items)
+        # Before the pages' refs: the versions of their pictures and diagrams are part of theirs.
+        attachments = self._list_attachments(listed, errors)
         # In parallel: where CQL is not offered, each page's restrictions are a request.
         with ThreadPoolExecutor(max_workers=self.settings.max_concurrency) as pool:
             for items in listed.values():
                 refs += pool.map(self._page_ref, items)
         if self._attachments_wanted():
-            refs += self._list_attachments(listed, index, errors)
+            refs += self._attachment_refs(attachments, index)
         self.index = index
         return self._finish_listing(refs, errors)
 
@@ -218,26 +223,47 @@ class CloudSource(ConfluenceSource):
         return True
 
     def _list_attachments(
-        self, listed: dict[str, list[dict[str, Any]]], index: ContentIndex, errors: list[str]
-    ) -> list[DocumentRef]:
-        """The refs of the listed pages' attachments (one site-wide v2 listing), each
-        also in `index`."""
+        self, listed: dict[str, list[dict[str, Any]]], errors: list[str]
+    ) -> list[dict[str, Any]]:
+        """The listed pages' attachments (one site-wide v2 listing), their pictures' and
+        diagrams' states recorded for the pages' versions."""
         owners = {str(item["id"]) for items in listed.values() for item in items}
-        refs: list[DocumentRef] = []
+        found: list[dict[str, Any]] = []
         try:
             for attachment in self.http.paged(
                 "api/v2/attachments", {"status": "current", "limit": V2_MAX}
             ):
-                owner = str(attachment.get("pageId") or attachment.get("blogPostId") or "")
-                title = str(attachment.get("title") or "")
-                if owner in owners and self._wanted(title):
-                    ref = self._attachment_ref(attachment)
-                    refs.append(ref)
-                    index.attachments[(owner, title)] = ref.document_id
+                if _owner(attachment)[0] in owners:
+                    found.append(attachment)
         except IngestError as exc:
             spaces = ", ".join(listed)
             errors.append(f"listing attachments of spaces {spaces}: {self.http.listing_error(exc)}")
+            return []
+        self._record_attachments((_attachment_info(a) for a in found), owners)
+        return found
+
+    def _attachment_refs(
+        self, attachments: list[dict[str, Any]], index: ContentIndex
+    ) -> list[DocumentRef]:
+        """The refs of the attachments that are documents of their own (of a wanted
+        extension, no diagram or diagram preview), each also in `index`."""
+        apart = self._documents_apart([_attachment_info(a) for a in attachments])
+        refs: list[DocumentRef] = []
+        for attachment in attachments:
+            title = str(attachment.get("title") or "")
+            if str(attachment["id"]) in apart and self._wanted(title):
+                ref = self._attachment_ref(attachment)
+                refs.append(ref)
+                index.attachments[(_owner(attachment)[0], title)] = ref.document_id
         return refs
+
+    def _page_attachments(self, page_id: str, kind: str) -> list[AttachmentInfo]:
+        path = f"api/v2/{KIND_PATH.get(kind, 'pages')}/{page_id}/attachments"
+        try:
+            found = self.http.paged(path, {"status": "current", "limit": V2_MAX})
+            return [_attachment_info({**a, **_owner_field(kind, page_id)}) for a in found]
+        except HttpStatusError as exc:
+            raise self.http.content_error(exc, f"attachments of {kind} {page_id}") from None
 
     def _find_spaces(self, keys: Sequence[str]) -> set[str]:
         """Look the spaces up by key (their ids); the keys found."""
@@ -429,28 +455,33 @@ class CloudSource(ConfluenceSource):
             yield from self._poll_by_listing(cutoff, exc)
             return
         pages: dict[str, str] = {}  # id -> kind
-        attachments: list[str] = []
+        changed: dict[str, tuple[str, str]] = {}  # attachment id -> its page's id and kind
         for result in results:
             content = result.get("content") or {}
             when = iso((content.get("version") or {}).get("when") or result.get("lastModified"))
             if when is not None and datetime.fromisoformat(when) < cutoff:
                 continue
             kind, content_id = content.get("type"), str(content.get("id") or "")
+            container = content.get("container") or {}
             if kind in KIND_PATH:
                 pages[content_id] = str(kind)
-            elif kind == "attachment" and self._wanted(str(content.get("title"))):
-                attachments.append(content_id)
-            elif kind == "comment":
-                container = content.get("container") or {}
-                if container.get("id") and container.get("type") in KIND_PATH:
-                    pages[str(container["id"])] = str(container["type"])
+            elif container.get("id") and container.get("type") in KIND_PATH:
+                owner = (str(container["id"]), str(container["type"]))
+                if kind == "comment":
+                    pages.update([owner])
+                elif kind == "attachment":
+                    changed[content_id] = owner
+        attachments, refreshed = self._changed_attachments(changed, pages)
         for kind in KIND_PATH:
             for item in self._items(kind, [i for i, k in pages.items() if k == kind], body=False):
+                page_id = str(item["id"])
                 with self._lock:
-                    self._pages[str(item["id"])] = item
-                    self._chains.pop(str(item["id"]), None)  # it may have moved
+                    self._pages[page_id] = item
+                    self._chains.pop(page_id, None)  # it may have moved
                 if self._comment_locations:
                     self._refresh_comments(item)  # the listing's may be older
+                if page_id not in refreshed:
+                    self._refresh_attachments(page_id, kind)  # the listing's may be older
                 yield self._page_ref(item)
         for attachment_id in attachments:
             try:
@@ -460,6 +491,27 @@ class CloudSource(ConfluenceSource):
                     continue  # deleted since: the next complete listing says so
                 raise self.http.content_error(exc, f"attachment {attachment_id}") from None
             yield self._attachment_ref(data)
+
+    def _changed_attachments(
+        self, changed: dict[str, tuple[str, str]], pages: dict[str, str]
+    ) -> tuple[list[str], set[str]]:
+        """Of the attachments changed in the poll's window: those that are documents of
+        their own (wanted, no diagram or preview), and the pages whose attachments were
+        asked anew. A changed picture or diagram adds its page to `pages`: its version
+        is part of the page's."""
+        lists: dict[str, list[AttachmentInfo]] = {}
+        apart: list[str] = []
+        for attachment_id, (owner, kind) in changed.items():
+            if owner not in lists:
+                lists[owner] = self._refresh_attachments(owner, kind)
+            info = next((i for i in lists[owner] if i.id == attachment_id), None)
+            if info is None:
+                continue  # deleted since: the next complete listing says so
+            if showable(info):
+                pages[owner] = kind
+            if self._wanted(info.filename) and info.id in self._documents_apart(lists[owner]):
+                apart.append(attachment_id)
+        return apart, set(lists)
 
     def _poll_by_listing(self, cutoff: datetime, reason: IngestError) -> Iterator[DocumentRef]:
         """Change detection without CQL: the full listing, its versions compared with the
@@ -717,6 +769,9 @@ class CloudSource(ConfluenceSource):
         with self._lock:  # its attachments' fetches name it (without its body)
             self._pages.setdefault(page_id, {k: v for k, v in item.items() if k != "body"})
         comments = self._page_comments(page_id, kind)
+        space_key = self._space_key(str(item.get("spaceId") or ""))
+        # Before its access: the versions of its pictures and diagrams are part of it.
+        shown = self._shown(page_id, kind, item, space_key)
         access = self._item_access(item, self._comments_digest(page_id, comments))
         ancestors = self._ancestors(item)
         with self._lock:
@@ -733,6 +788,7 @@ class CloudSource(ConfluenceSource):
             ancestors=ancestors,
             comments=comments,
             access=access,
+            shown=shown,
             warnings=(tree,) if tree else (),
         )
         return self._page_source(ref, item, page)
@@ -928,6 +984,28 @@ def container_record(label: str, trail: Sequence[str], url: str) -> str:
         f"<p>{label} <strong>{escape(title)}</strong>{place}. Confluence gives no text of it "
         f'through its API: <a href="{link}">open it in Confluence</a>.</p>'
     )
+
+
+def _attachment_info(attachment: dict[str, Any]) -> AttachmentInfo:
+    """A v2 attachment (`title`, `mediaType`, `fileSize`, `downloadLink`)."""
+    version = attachment.get("version") or {}
+    size = attachment.get("fileSize")
+    return AttachmentInfo(
+        id=str(attachment["id"]),
+        filename=str(attachment.get("title") or ""),
+        media_type=attachment.get("mediaType"),
+        version=int(version.get("number") or 0),
+        size=size if isinstance(size, int) else None,
+        download=str(
+            attachment.get("downloadLink") or (attachment.get("_links") or {}).get("download") or ""
+        ),
+        owner=_owner(attachment)[0],
+    )
+
+
+def _owner_field(kind: str, page_id: str) -> dict[str, str]:
+    """The owner field of an attachment on `kind` `page_id`, as v2 names it."""
+    return {"blogPostId" if kind == "blogpost" else "pageId": page_id}
 
 
 def _owner(attachment: dict[str, Any]) -> tuple[str, str]:

@@ -4,7 +4,8 @@
   with versions, ancestors and read restrictions expanded), the space's read permission
   (`/rest/api/space/{key}/permissions`, Data Center 9.1+; older versions do not offer
   it and the space then does not narrow access), footer comment versions (CQL
-  `space = K and type = comment`) and attachments (CQL `type = attachment`), following
+  `space = K and type = comment`) and attachments (CQL `type = attachment`, always: the
+  versions of a page's pictures and diagrams are part of its own), following
   `_links.next` to the end (`start`/`limit`; servers cap `limit` silently). Any failed
   part makes the listing incomplete, so the caller deletes nothing.
 - `poll(since)`: CQL `lastmodified >= "yyyy/MM/dd HH:mm"`. CQL reads that date in the
@@ -13,7 +14,8 @@
   then filtered exactly on their `version.when` (which carries its offset). A comment
   changed in the window brings its page.
 - `fetch()`/`fetch_many()`: the body in storage format, footer comments appended, with
-  metadata and ACL; `fetch_many` gets pages in batches through CQL `id in (...)` (two
+  metadata and ACL, and the diagrams and pictures it shows (`child/attachment`, then
+  their downloads); `fetch_many` gets pages in batches through CQL `id in (...)` (two
   requests per hundred pages instead of a hundred), one by one where the search index
   lags. A page gone since the listing raises `DocumentGone`.
 """
@@ -44,6 +46,7 @@ from connectors.confluence.comments import (
     comment_states,
 )
 from connectors.confluence.links import ContentIndex
+from connectors.confluence.shown import AttachmentInfo, showable
 from connectors.confluence.source import (
     AttachmentFacts,
     ConfluenceSource,
@@ -114,21 +117,31 @@ class DataCenterSource(ConfluenceSource):
                     # changed: the space's pages wait for the next listing.
                     errors.append(f"comments of space {space}: {self.http.listing_error(exc)}")
                     continue
+            # Before the pages' refs: the versions of their pictures and diagrams are part
+            # of theirs.
+            cql = f'space = "{space}" and type = attachment'
+            try:
+                attachments = [
+                    item
+                    for item in self._search(cql, "version,container")
+                    if item.get("type") == "attachment"
+                ]
+            except IngestError as exc:
+                problem = self.http.listing_error(exc)
+                errors.append(f"listing attachments of space {space}: {problem}")
+                attachments = []
+            infos = [_attachment_info(item) for item in attachments]
+            self._record_attachments(infos, (str(item["id"]) for item in listed))
             refs += self._versioned_refs(listed)
             if self._attachments_wanted():
-                cql = f'space = "{space}" and type = attachment'
-                try:
-                    for item in self._search(cql, "version,container"):
-                        ref = self._ref(item)
-                        if ref.kind == "attachment" and self._wanted(ref.title or ""):
-                            refs.append(ref)
-                            index.attachments[(ref.parent_document_id or "", ref.title or "")] = (
-                                ref.document_id
-                            )
-                except IngestError as exc:
-                    errors.append(
-                        f"listing attachments of space {space}: {self.http.listing_error(exc)}"
-                    )
+                apart = self._documents_apart(infos)
+                for item in attachments:
+                    ref = self._ref(item)
+                    if ref.document_id in apart and self._wanted(ref.title or ""):
+                        refs.append(ref)
+                        index.attachments[(ref.parent_document_id or "", ref.title or "")] = (
+                            ref.document_id
+                        )
         self.index = index
         return self._finish_listing(refs, errors)
 
@@ -190,7 +203,9 @@ class DataCenterSource(ConfluenceSource):
         spaces = ", ".join(f'"{s}"' for s in self.settings.spaces)
         types = ", ".join(self._poll_types())
         cql = f'space in ({spaces}) and type in ({types}) and lastmodified >= "{window}"'
-        commented: set[str] = set()
+        commented: set[str] = set()  # pages whose comments or pictures changed
+        pages: list[dict[str, Any]] = []
+        attachments: list[dict[str, Any]] = []
         for item in self._search(cql, SEARCH_EXPAND):
             when = iso((item.get("version") or {}).get("when"))
             if when is not None and datetime.fromisoformat(when) < cutoff:
@@ -198,13 +213,35 @@ class DataCenterSource(ConfluenceSource):
             kind = item.get("type")
             if kind == "comment":
                 commented.add(str((item.get("container") or {}).get("id") or ""))
-            elif kind != "attachment" or self._wanted(str(item.get("title"))):
-                commented.discard(str(item["id"]))
+            elif kind == "attachment":
+                attachments.append(item)
+            else:
+                pages.append(item)
+        lists: dict[str, list[AttachmentInfo]] = {}
+        for item in attachments:
+            owner = str((item.get("container") or {}).get("id") or "")
+            if not owner:
+                continue
+            if owner not in lists:
+                lists[owner] = self._refresh_attachments(owner, "page")
+            info = _attachment_info(item)
+            if showable(info):
+                commented.add(owner)  # its version is part of the page's
+            if self._wanted(info.filename) and info.id in self._documents_apart(lists[owner]):
                 yield self._ref(item)
-        if commented:
+        for item in pages:
+            page_id = str(item["id"])
+            commented.discard(page_id)
+            if page_id not in lists:
+                self._refresh_attachments(page_id, str(item.get("type") or "page"))
+            yield self._ref(item)
+        if commented - {""}:
             ids = ", ".join(sorted(commented - {""}))
             for item in self._search(f"id in ({ids})", SEARCH_EXPAND):
-                self._refresh_comments(str(item["id"]))
+                if self._comment_locations:
+                    self._refresh_comments(str(item["id"]))
+                if str(item["id"]) not in lists:
+                    self._refresh_attachments(str(item["id"]), str(item.get("type") or "page"))
                 yield self._ref(item)
 
     def _refresh_comments(self, page_id: str) -> None:
@@ -243,17 +280,22 @@ class DataCenterSource(ConfluenceSource):
         version = item.get("version") or {}
         history = item.get("history") or {}
         comments = self._page_comments(page_id)
+        space_key = str(item["space"]["key"])
+        kind = str(item.get("type", ref.kind))
+        # Before its access: the versions of its pictures and diagrams are part of it.
+        shown = self._shown(page_id, kind, item, space_key)
         page = PageFacts(
-            kind=str(item.get("type", ref.kind)),
+            kind=kind,
             author=(history.get("createdBy") or version.get("by") or {}).get("displayName"),
             updated_at=iso(version.get("when")),
             created_at=iso(history.get("createdDate")),
             labels=v1_labels(item),
-            space_key=str(item["space"]["key"]),
+            space_key=space_key,
             space_name=item["space"].get("name"),
             ancestors=_ancestors(item),
             comments=comments,
             access=self._access(item, self._comments_digest(page_id, comments)),
+            shown=shown,
         )
         return self._page_source(ref, item, page)
 
@@ -327,6 +369,14 @@ class DataCenterSource(ConfluenceSource):
             ancestors=_ancestors(container),
         )
         return self._attachment_source(ref, body, attachment)
+
+    def _page_attachments(self, page_id: str, kind: str) -> list[AttachmentInfo]:
+        path = f"rest/api/content/{page_id}/child/attachment"
+        params = {"expand": "version,container", "limit": self.settings.page_size}
+        try:
+            return [_attachment_info(item) for item in self.http.paged(path, params)]
+        except HttpStatusError as exc:
+            raise self.http.content_error(exc, f"attachments of {kind} {page_id}") from None
 
     # --- access ------------------------------------------------------------------------
 
@@ -402,6 +452,22 @@ class DataCenterSource(ConfluenceSource):
             parent_document_id=str(container["id"]) if container.get("id") else None,
             kind=kind,
         )
+
+
+def _attachment_info(item: dict[str, Any]) -> AttachmentInfo:
+    """A v1 attachment (`extensions.mediaType`/`fileSize`, `_links.download`, `container`
+    expanded)."""
+    extensions = item.get("extensions") or {}
+    size = extensions.get("fileSize")
+    return AttachmentInfo(
+        id=str(item["id"]),
+        filename=str(item.get("title") or ""),
+        media_type=extensions.get("mediaType") or (item.get("metadata") or {}).get("mediaType"),
+        version=int((item.get("version") or {}).get("number") or 0),
+        size=size if isinstance(size, int) else None,
+        download=str((item.get("_links") or {}).get("download") or ""),
+        owner=str((item.get("container") or {}).get("id") or ""),
+    )
 
 
 def _ancestors(data: dict[str, Any]) -> list[Ancestor]:

@@ -1,7 +1,8 @@
 """What Confluence Cloud (REST v2, connectors/confluence/cloud.py) and Data Center (REST
 v1, connectors/confluence/datacenter.py) share: the caches a listing fills for the
 fetches after it, read restrictions (REST v1 on both: v2 has none), effective access,
-comments in the page body, attachment downloads.
+comments in the page body, the diagrams and pictures a body shows
+(connectors/confluence/shown.py), attachment downloads.
 
 A listing fills the caches (restrictions, ancestors, comments and labels of every page);
 a fetch in the same process uses them, so a fetched page's version agrees with the
@@ -50,6 +51,13 @@ from connectors.confluence.comments import (
 )
 from connectors.confluence.links import ContentIndex
 from connectors.confluence.settings import ConfluenceSettings
+from connectors.confluence.shown import (
+    AttachmentInfo,
+    Shown,
+    rendered_in_page,
+    shown_attachments,
+    shown_states,
+)
 from connectors.http import HttpStatusError
 
 log = logging.getLogger(__name__)
@@ -95,7 +103,17 @@ class PageFacts:
     ancestors: Sequence[Ancestor]
     comments: Sequence[Comment]
     access: PageAccess
+    shown: ShownAttachments
     warnings: tuple[str, ...] = ()  # what is wrong with its place in the tree
+
+
+@dataclass(frozen=True)
+class ShownAttachments:
+    """The bytes of the attachments a page's body shows, by `Shown.key`, and what the run
+    report says of those that could not be read."""
+
+    data: dict[str, bytes]
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -137,6 +155,10 @@ class ConfluenceSource(ABC):
         self._accesses: dict[str, PageAccess] = {}
         self._comments: dict[str, list[CommentState]] = {}
         self._listed: set[str] = set()  # pages whose comments the listing saw
+        # The ids and versions of the pictures and diagrams on each page
+        # (`shown_states`), and the pages whose attachments the listing saw.
+        self._shown_states: dict[str, list[tuple[str, int]]] = {}
+        self._attachments_listed: set[str] = set()
         self._last_versions: dict[str, str] = {}
 
     # --- the connector's surface -------------------------------------------------------
@@ -161,6 +183,10 @@ class ConfluenceSource(ABC):
     def _read_space_access(self, space_key: str) -> SpaceAccess:
         """Who may read the space, from the API."""
 
+    @abstractmethod
+    def _page_attachments(self, page_id: str, kind: str) -> list[AttachmentInfo]:
+        """The attachments of a page or blog post (one listing request), without bytes."""
+
     # --- listing state -----------------------------------------------------------------
 
     def _start_listing(self) -> None:
@@ -170,6 +196,8 @@ class ConfluenceSource(ABC):
             self._accesses.clear()
             self._comments.clear()
             self._listed.clear()
+            self._shown_states.clear()
+            self._attachments_listed.clear()
             self._fetching.clear()
 
     def _finish_listing(self, refs: list[DocumentRef], errors: list[str]) -> Listing:
@@ -194,8 +222,7 @@ class ConfluenceSource(ABC):
         types = ["page"]
         if self.settings.include_blogposts:
             types.append("blogpost")
-        if self._attachments_wanted():
-            types.append("attachment")
+        types.append("attachment")  # documents, or pictures and diagrams pages show
         if self._comment_locations:
             types.append("comment")
         return types
@@ -247,7 +274,9 @@ class ConfluenceSource(ABC):
             )
         levels.append(mine)
         acl = effective_acl(space_key, self._space_access(space_key), levels)
-        access = page_access(acl, ancestors, comments, archived=archived)
+        with self._lock:
+            shown = list(self._shown_states.get(page_id, []))
+        access = page_access(acl, ancestors, comments, archived=archived, shown=shown)
         with self._lock:
             self._accesses[page_id] = access
         return access
@@ -331,6 +360,109 @@ class ConfluenceSource(ABC):
         marked = marked_texts(body)
         data = (body + comments_section(comments, marked)).encode("utf-8")
         return data, (*self._heading_warnings(body, title), *lost_anchors(comments, marked))
+
+    # --- diagrams and pictures ----------------------------------------------------------
+
+    def _record_attachments(self, infos: Iterable[AttachmentInfo], pages: Iterable[str]) -> None:
+        """What a listing saw of the attachments of `pages`: the states of their pictures
+        and diagrams, which go into the pages' versions."""
+        found: dict[str, list[AttachmentInfo]] = {page: [] for page in pages}
+        for info in infos:
+            if info.owner in found:
+                found[info.owner].append(info)
+        with self._lock:
+            for page, own in found.items():
+                self._shown_states[page] = shown_states(own)
+            self._attachments_listed.update(found)
+
+    def _refresh_attachments(self, page_id: str, kind: str) -> list[AttachmentInfo]:
+        """The page's attachments asked anew (an incremental poll saw one change), their
+        states replacing the listing's."""
+        infos = self._page_attachments(page_id, kind)
+        self._record_attachments(infos, [page_id])
+        return infos
+
+    @staticmethod
+    def _documents_apart(infos: Sequence[AttachmentInfo]) -> set[str]:
+        """The ids of the attachments that are documents of their own: all but diagrams
+        and the previews beside them, which their pages render."""
+        by_owner: dict[str, list[AttachmentInfo]] = {}
+        for info in infos:
+            by_owner.setdefault(info.owner, []).append(info)
+        return {info.id for info in infos if not rendered_in_page(info, by_owner[info.owner])}
+
+    def _shown(
+        self, page_id: str, kind: str, item: dict[str, Any], space_key: str
+    ) -> ShownAttachments:
+        """The attachments the body of `item` (either API's answer) shows, downloaded
+        (whatever `attachment_extensions` says, within `attachment_max_bytes`): one
+        listing of the page's attachments, one of each other page a diagram or picture is
+        shown from, then only the files named.
+        Also records the page's attachment states where the listing did not see them. A
+        file that cannot be read is left out with a warning: the page still indexes."""
+        wanted = shown_attachments(storage_body(item), page_id, space_key)
+        with self._lock:
+            listed = page_id in self._attachments_listed
+        if not wanted and listed:
+            return ShownAttachments({})
+        lists: dict[str, list[AttachmentInfo] | IngestError] = {}
+
+        def attachments_of(holder: str, holder_kind: str) -> list[AttachmentInfo] | IngestError:
+            if holder not in lists:
+                try:
+                    lists[holder] = self._page_attachments(holder, holder_kind)
+                except IngestError as exc:
+                    lists[holder] = exc
+            return lists[holder]
+
+        own = attachments_of(page_id, kind)
+        if isinstance(own, IngestError) and not listed:
+            raise own  # without them the page's version cannot be told
+        if not listed and not isinstance(own, IngestError):
+            with self._lock:
+                self._shown_states[page_id] = shown_states(own)
+        data: dict[str, bytes] = {}
+        warnings: list[str] = []
+        for shown in wanted:
+            holder = self._holder(shown, page_id, str(item.get("title") or ""), space_key)
+            found = attachments_of(holder, "page") if holder else None
+            try:
+                data[shown.key] = self._shown_bytes(shown, found)
+            except IngestError as exc:
+                warnings.append(
+                    f"attachment {shown.filename!r} the page shows cannot be read "
+                    f"({exc.code.value}: {exc.message}): the page shows its name instead"
+                )
+        return ShownAttachments(data, tuple(warnings))
+
+    def _holder(self, shown: Shown, page_id: str, title: str, space_key: str) -> str | None:
+        """The id of the page holding a shown attachment (the page `page_id`, titled
+        `title`, or another); None where a title names a page the listing in this process
+        does not know."""
+        if shown.page_id:
+            return shown.page_id
+        if shown.page_title and (shown.page_title, shown.space_key) != (title, space_key):
+            return self.index.page_by_title(shown.space_key or "", shown.page_title)
+        return page_id
+
+    def _shown_bytes(self, shown: Shown, infos: list[AttachmentInfo] | IngestError | None) -> bytes:
+        if infos is None:
+            raise IngestError(
+                ErrorCode.FETCH_FAILED,
+                f"the page {shown.page_title!r} it is on is not synced, or does not exist",
+                subject=shown.filename,
+            )
+        if isinstance(infos, IngestError):
+            raise infos
+        info = next((i for i in infos if i.filename == shown.filename), None)
+        if info is None:
+            raise IngestError(
+                ErrorCode.FETCH_FAILED,
+                "no such attachment (deleted, renamed, or not visible to this account)",
+                subject=shown.filename,
+            )
+        self._check_size(info.size, info.filename)
+        return self._download(info.download, info.filename, f"attachment {info.filename}")
 
     # --- citations ---------------------------------------------------------------------
 
@@ -467,7 +599,8 @@ class ConfluenceSource(ABC):
                 **archived_extra(page.access),
             },
             breadcrumbs=breadcrumbs(page.space_name, page.ancestors, title),
-            warnings=(*warnings, *page.warnings),
+            warnings=(*warnings, *page.warnings, *page.shown.warnings),
+            attachments=page.shown.data,
         )
 
     def _attachment_source(

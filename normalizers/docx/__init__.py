@@ -5,7 +5,8 @@ Three steps, because pandoc alone misses things a RAG index needs:
 1. `package`: the package XML is rewritten before pandoc reads it (heading styles in
    any language, number labels, text boxes, grid gaps, code paragraphs; media emptied).
 2. `pandoc`: pandoc's JSON AST is simplified (plain-grid tables, alt text for images,
-   fenced code, tight and separated lists, task items).
+   fenced code, tight and separated lists, task items; with a picture reader, each
+   picture's text after the block showing it: `pictures`).
 3. `pandoc`: the AST is written as GFM without raw HTML, math as `$...$`/`$$...$$`.
 
 Nothing is lost (SPEC §2): the words of every paragraph of the rewritten package are
@@ -20,7 +21,7 @@ from __future__ import annotations
 import io
 import re
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from docx.opc.constants import RELATIONSHIP_TYPE as RT
@@ -30,6 +31,7 @@ from lxml import etree
 
 from normalizers.docx.package import XML_PARSER, prepare_package, w
 from normalizers.docx.pandoc import pandoc_markdown
+from normalizers.docx.pictures import ReadOnce, ShownPictures
 from normalizers.docx.walk import walk_markdown
 from normalizers.fallback import Reader, first_that_reads, office_round_trip
 from normalizers.legacy import DOCX_ROUND_TRIP
@@ -46,17 +48,21 @@ _CHECKED = "the document's paragraphs"
 
 def normalize_docx(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
     check_zip_limits(data, ctx)  # a broken zip directory or a zip bomb ends here
+    if ctx.pictures is not None:
+        ctx = replace(ctx, pictures=ReadOnce(ctx.pictures))
     return first_that_reads(_READERS, data, ctx)
 
 
 def _read_with_pandoc(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
     prepared = prepare_package(without_doctypes(data, _TEXT_PARTS), ctx)
-    body = pandoc_markdown(prepared.data, ctx)
+    shown = _shown_pictures(data, ctx)
+    body = pandoc_markdown(prepared.data, ctx, shown.for_pandoc if shown else None)
     markdown, title, warnings = body.markdown, body.first_heading, list(body.warnings)
     loss = word_loss(prepared.texts, markdown)
     if loss.significant:
         try:
-            walked = walk_markdown(prepared.data)
+            shown = _shown_pictures(data, ctx)  # the walk shows every picture anew
+            walked = walk_markdown(prepared.data, shown.text if shown else None)
         except Exception as exc:  # python-docx choked where pandoc did not: keep pandoc's
             warnings.append(f"python-docx could not walk it either ({type(exc).__name__})")
         else:
@@ -73,9 +79,15 @@ def _read_with_pandoc(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
 
 def _read_with_python_docx(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
     prepared = prepare_package(without_doctypes(data, _TEXT_PARTS), ctx)
-    markdown = walk_markdown(prepared.data)
+    shown = _shown_pictures(data, ctx)
+    markdown = walk_markdown(prepared.data, shown.text if shown else None)
     note = loss_warning(word_loss(prepared.texts, markdown), _CHECKED)
     return _document(data, markdown, _first_heading(markdown), [note] if note else [])
+
+
+def _shown_pictures(data: bytes, ctx: NormalizeContext) -> ShownPictures | None:
+    """One rendering's pictures of the package; None without a picture reader."""
+    return ShownPictures(data, ctx.pictures) if ctx.pictures is not None else None
 
 
 def _first_heading(markdown: str) -> str | None:

@@ -3,10 +3,11 @@ simplified and written as GFM.
 
 The AST rewrite: tables become plain grids (merged cells copied into every cell they
 cover, cell content flattened to one line) so the writer emits GFM pipe tables instead
-of raw HTML; images become their alt text; code blocks become fenced blocks; list items
-become tight; adjacent bullet lists merge and adjacent numbered lists alternate
-"1."/"1)" to stay apart; checkbox paragraphs become task list items. The writer emits
-GFM without raw HTML, math as `$...$`/`$$...$$`.
+of raw HTML; images become their alt text (and, with a picture reader, the picture's
+text follows the block that shows it: `place_pictures`); code blocks become fenced
+blocks; list items become tight; adjacent bullet lists merge and adjacent numbered
+lists alternate "1."/"1)" to stay apart; checkbox paragraphs become task list items.
+The writer emits GFM without raw HTML, math as `$...$`/`$$...$$`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import json
 import re
 import subprocess
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -41,16 +42,22 @@ class PandocBody:
     warnings: tuple[str, ...]
 
 
-def pandoc_markdown(package: bytes, ctx: NormalizeContext) -> PandocBody:
+def pandoc_markdown(
+    package: bytes, ctx: NormalizeContext, picture_text: Callable[[str], str] | None = None
+) -> PandocBody:
     """The body of a (rewritten) DOCX package as GFM: read to pandoc's AST, simplified,
-    written; both pandoc runs share one time budget."""
+    written; both pandoc runs share one time budget. `picture_text` gives the Markdown
+    of the picture an image's target names (see `place_pictures`)."""
     deadline = time.monotonic() + ctx.limits.conversion_timeout_s
     heap = max(_MIN_HEAP_BYTES, _HEAP_PER_DECOMPRESSED_BYTE * ctx.limits.max_decompressed_bytes)
     ast_json, read_warnings = run_pandoc(
         ["-f", "docx", "-t", "json", "--track-changes=accept"], package, ctx, deadline, heap
     )
     ast = json.loads(ast_json)
-    blocks = rewrite(ast["blocks"])
+    blocks = ast["blocks"]
+    if picture_text is not None:
+        blocks = place_pictures(blocks, picture_text)
+    blocks = rewrite(blocks)
     ast["blocks"] = blocks
     ast["meta"] = {}
     markdown, write_warnings = run_pandoc(
@@ -108,6 +115,57 @@ def run_pandoc(
 # --- step 2: AST rewrite --------------------------------------------------------------
 
 
+# Blocks holding blocks: a picture's text goes after the inner block that shows it.
+_CONTAINERS = frozenset({"BulletList", "OrderedList", "BlockQuote", "Div", "Figure"})
+
+
+def place_pictures(
+    blocks: list[dict[str, Any]], picture_text: Callable[[str], str]
+) -> list[dict[str, Any]]:
+    """After each block that shows pictures, their Markdown (`picture_text` of each
+    image's target, in document order) as raw GFM: inside a list item or quote, after
+    the paragraph there; after a table for pictures in its cells (a cell is one line)."""
+    out: list[dict[str, Any]] = []
+    for block in blocks:
+        kind = block["t"]
+        if kind in _CONTAINERS:
+            out.append(_place_inside(block, picture_text))
+            continue
+        out.append(block)
+        texts = [text for target in _image_targets(block) if (text := picture_text(target))]
+        if texts:
+            out.append({"t": "RawBlock", "c": ["gfm", "\n\n".join(texts)]})
+    return out
+
+
+def _place_inside(block: dict[str, Any], picture_text: Callable[[str], str]) -> dict[str, Any]:
+    kind, content = block["t"], block["c"]
+    if kind == "BulletList":
+        return {"t": kind, "c": [place_pictures(item, picture_text) for item in content]}
+    if kind == "OrderedList":
+        items = [place_pictures(item, picture_text) for item in content[1]]
+        return {"t": kind, "c": [content[0], items]}
+    if kind == "BlockQuote":
+        return {"t": kind, "c": place_pictures(content, picture_text)}
+    if kind == "Div":
+        return {"t": kind, "c": [content[0], place_pictures(content[1], picture_text)]}
+    # a Figure: its body shows the picture, its caption follows
+    return {"t": kind, "c": [content[0], content[1], place_pictures(content[2], picture_text)]}
+
+
+def _image_targets(node: Any) -> list[str]:
+    """The targets of the images anywhere in `node`, in document order."""
+    if isinstance(node, list):
+        return [target for item in node for target in _image_targets(item)]
+    if isinstance(node, dict):
+        if node.get("t") == "Image":
+            return [node["c"][2][0]]
+        if node.get("t") in _LEAVES:
+            return []
+        return _image_targets(node.get("c"))
+    return []
+
+
 # Nodes with nothing inside to rewrite: most of a document's nodes, skipped cheaply.
 _LEAVES = frozenset({"Str", "Space", "SoftBreak", "LineBreak", "Code", "Math"})
 
@@ -139,6 +197,8 @@ def _rewrite_sequence(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
             out.extend(content[1])
         elif kind == "Figure":
             out.extend(content[2] + content[1][1])  # body, then caption
+        elif kind == "RawBlock" and content[0] == "gfm":
+            out.append(item)  # a picture's text from `place_pictures`
         elif kind in ("RawInline", "RawBlock"):
             continue  # no raw HTML/OpenXML in the output
         elif kind == "CodeBlock":

@@ -7,16 +7,19 @@ headings by the "heading N" styles step 1 gives every heading; list paragraphs a
 bullets indented by level (step 1 wrote the labels Markdown cannot draw into the text);
 "Source Code" paragraphs as fenced code; tables as GFM tables with merged cells
 repeated (python-docx's `row.cells` does that), a table inside a cell flattened into
-the cell's line; footnotes and endnotes at the end. No emphasis, links or images.
+the cell's line; footnotes and endnotes at the end. No emphasis, links or images; with
+a picture reader, a picture's text follows the paragraph (or table) that shows it.
 """
 
 from __future__ import annotations
 
 import io
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from types import MappingProxyType
 
 import docx
+from docx.oxml.ns import qn
 from docx.table import Table, _Cell
 from docx.text.paragraph import Paragraph
 from lxml import etree
@@ -32,17 +35,26 @@ _NOTE_SEPARATORS = frozenset({"separator", "continuationSeparator", "continuatio
 _TRUE = frozenset({"1", "true", "on"})
 
 
-def walk_markdown(package: bytes) -> str:
-    """The body of a DOCX package as Markdown, walked with python-docx."""
+# Where a picture names its media part: DrawingML's blip, VML's image data.
+_PICTURE_REFERENCES = MappingProxyType(
+    {qn("a:blip"): qn("r:embed"), "{urn:schemas-microsoft-com:vml}imagedata": qn("r:id")}
+)
+
+
+def walk_markdown(package: bytes, picture_text: Callable[[str], str] | None = None) -> str:
+    """The body of a DOCX package as Markdown, walked with python-docx; `picture_text`
+    gives the Markdown of the picture in a media part ("word/media/image1.png")."""
     document = docx.Document(io.BytesIO(package))
-    blocks = list(_blocks(document.iter_inner_content()))
+    blocks = list(_blocks(document.iter_inner_content(), picture_text))
     for part in document.part.package.iter_parts():
         if str(part.partname) in _NOTE_PARTS:
             blocks.extend(_notes(etree.fromstring(part.blob, XML_PARSER)))
     return "\n\n".join(blocks) + "\n"
 
 
-def _blocks(content: Iterable[Paragraph | Table]) -> Iterator[str]:
+def _blocks(
+    content: Iterable[Paragraph | Table], picture_text: Callable[[str], str] | None
+) -> Iterator[str]:
     code: list[str] = []
     for item in content:
         if isinstance(item, Paragraph) and _style_name(item) == _CODE_STYLE:
@@ -54,8 +66,24 @@ def _blocks(content: Iterable[Paragraph | Table]) -> Iterator[str]:
         block = _table(item) if isinstance(item, Table) else _paragraph(item)
         if block:
             yield block
+        if picture_text is not None:
+            yield from _pictures(item, picture_text)
     if code:
         yield fenced_code("\n".join(code))
+
+
+def _pictures(item: Paragraph | Table, picture_text: Callable[[str], str]) -> Iterator[str]:
+    """The Markdown of the pictures the paragraph or table shows, in document order."""
+    element = item._p if isinstance(item, Paragraph) else item._tbl
+    rels = item.part.rels
+    for node in element.iter(*_PICTURE_REFERENCES):
+        rel_id = node.get(_PICTURE_REFERENCES[node.tag], "")
+        rel = rels.get(rel_id)
+        if rel is None or rel.is_external:
+            continue
+        text = picture_text(str(rel.target_part.partname).lstrip("/"))
+        if text:
+            yield text
 
 
 def _style_name(paragraph: Paragraph) -> str:

@@ -17,17 +17,17 @@ XY-cut) -> emit Markdown blocks, with a page anchor at the first line of every p
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 from config.errors import ErrorCode
 from normalizers.boilerplate import report_dropped
-from normalizers.model import NormalizeContext, NormalizedDocument
-from normalizers.pdf.extraction import PYMUPDF, TEXT_FLAGS, Page, extract_page
+from normalizers.model import NormalizeContext, NormalizedDocument, PictureText
+from normalizers.pdf.extraction import PYMUPDF, TEXT_FLAGS, Item, Page, extract_page
 from normalizers.pdf.layout import document_styles, drop_running_lines
 from normalizers.pdf.rendering import render
+from normalizers.pictures import PictureReader
 
 
 def normalize_pdf(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
@@ -52,14 +52,25 @@ def normalize_pdf(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
             )
         warnings = ["the PDF is damaged; MuPDF repaired it"] if doc.is_repaired else []
         pages = [extract_page(page, textpage=None) for page in doc]
-        ocr = ctx.limits.ocr and shutil.which("tesseract") is not None
-        if ocr:
-            pages = [p if p.lines or p.tables else _ocr_page(doc[p.number - 1], ctx) for p in pages]
+        # pages with a text layer: their pictures are read; the others are scans, OCR'd whole
+        layered = [p for p in pages if p.lines or p.tables]
+        reader = ctx.pictures if isinstance(ctx.pictures, PictureReader) else None
+        languages = reader.languages if reader is not None else None
+        if languages is not None:
+            pages = [
+                p if p.lines or p.tables else _ocr_page(doc[p.number - 1], ctx, languages)
+                for p in pages
+            ]
         if not any(p.lines or p.tables for p in pages):
-            raise ctx.fail(ErrorCode.NO_TEXT_LAYER, _no_text_message(doc.page_count, ctx, ocr))
+            raise ctx.fail(
+                ErrorCode.NO_TEXT_LAYER, _no_text_message(doc.page_count, languages is not None)
+            )
+        if ctx.pictures is not None:
+            for page in layered:
+                page.pictures = _page_pictures(doc, page, ctx.pictures)
         metadata = dict(doc.metadata or {})
         page_count = doc.page_count
-    blank = [p.number for p in pages if not p.lines and not p.tables]
+    blank = [p.number for p in pages if not (p.lines or p.tables or p.pictures)]
     if blank:
         warnings.append(f"no text on page(s) {_page_list(blank)}")
     dropped = drop_running_lines(pages)
@@ -90,10 +101,11 @@ def normalize_pdf(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
     )
 
 
-def _ocr_page(page: Any, ctx: NormalizeContext) -> Page:
-    """A page without a text layer, read by tesseract (limits.ocr on, tesseract found)."""
+def _ocr_page(page: Any, ctx: NormalizeContext, languages: str) -> Page:
+    """A page without a text layer, read by tesseract in `languages` (pictures.ocr on,
+    tesseract found)."""
     try:
-        textpage = page.get_textpage_ocr(flags=TEXT_FLAGS, dpi=300, full=True)
+        textpage = page.get_textpage_ocr(flags=TEXT_FLAGS, dpi=300, full=True, language=languages)
     except Exception as exc:  # tesseract present but unusable (no language data, ...)
         raise ctx.fail(ErrorCode.NO_TEXT_LAYER, f"no text layer and OCR failed: {exc}") from None
     result = extract_page(page, textpage=textpage)
@@ -103,13 +115,72 @@ def _ocr_page(page: Any, ctx: NormalizeContext) -> Page:
     return result
 
 
-def _no_text_message(page_count: int, ctx: NormalizeContext, ocr: bool) -> str:
+def _no_text_message(page_count: int, ocr: bool) -> str:
     where = f"none of its {page_count} page(s) has a text layer (scanned?)"
     if ocr:
         return f"{where}, and OCR found no text either"
-    if ctx.limits.ocr:
-        return f"{where}; limits.ocr is on but tesseract is missing (apt-get install tesseract-ocr)"
-    return f"{where}; set limits.ocr: true with tesseract installed to OCR it"
+    return (
+        f"{where}; to OCR it set pictures.ocr: true with tesseract installed "
+        "(apt-get install tesseract-ocr)"
+    )
+
+
+# Image streams tesseract's reader takes as they are (by pymupdf's `ext`); others (JPEG
+# 2000, JBIG2, raw samples) are drawn as PNG by MuPDF.
+_AS_STORED = frozenset({"png", "jpeg", "jpg", "bmp", "tiff", "tif", "gif", "webp"})
+# A picture under this much text of the text layer is the scan behind it: already read.
+_COVERED_CHARS = 20
+
+
+def _page_pictures(doc: Any, page: Page, pictures: PictureText) -> list[Item]:
+    """The pictures a page with a text layer shows, read, each where it stands; one per
+    image where it is drawn several times."""
+    read: list[Item] = []
+    seen: set[int] = set()
+    drawn = doc[page.number - 1]
+    if not drawn.get_images():  # the page's resources name no image: no drawing pass
+        return read
+    for number, info in enumerate(drawn.get_image_info(xrefs=True), start=1):
+        xref = info.get("xref", 0)
+        if xref <= 0 or xref in seen:
+            continue  # inline images carry no xref: MuPDF's drawing pieces, rarely text
+        seen.add(xref)
+        if _covered_chars(page, info["bbox"]) >= _COVERED_CHARS:
+            continue
+        try:
+            data = _image_bytes(doc, xref)
+        except Exception:  # MuPDF cannot draw it: the reader counts it unreadable
+            data = b""
+        text = pictures.text(data, f"page {page.number}, picture {number}")
+        if text:
+            x0, y0, x1, y1 = info["bbox"]
+            read.append(Item(x0, y0, x1, y1, table=text))
+    return read
+
+
+def _covered_chars(page: Page, bbox: Sequence[float]) -> int:
+    """Characters of the page's text layer whose line's middle lies on `bbox`."""
+    x0, y0, x1, y1 = bbox
+    return sum(
+        len(line.text)
+        for line in page.lines
+        if x0 <= (line.x0 + line.x1) / 2 <= x1 and y0 <= (line.y0 + line.y1) / 2 <= y1
+    )
+
+
+def _image_bytes(doc: Any, xref: int) -> bytes:
+    """The image as stored where tesseract's reader takes it, else as PNG (with its soft
+    mask as transparency, which the reader lays on white)."""
+    extracted = doc.extract_image(xref)
+    smask = extracted.get("smask", 0) if extracted else 0
+    if extracted and extracted.get("ext") in _AS_STORED and not smask:
+        return bytes(extracted["image"])
+    pixmap = PYMUPDF.Pixmap(doc, xref)
+    if pixmap.n - pixmap.alpha >= 4:  # CMYK: PNG holds RGB
+        pixmap = PYMUPDF.Pixmap(PYMUPDF.csRGB, pixmap)
+    if smask and not pixmap.alpha:
+        pixmap = PYMUPDF.Pixmap(pixmap, PYMUPDF.Pixmap(doc, smask))
+    return bytes(pixmap.tobytes("png"))
 
 
 # --- metadata -----------------------------------------------------------------------

@@ -63,7 +63,7 @@ class Item:
     x1: float
     y1: float
     lines: list[Line] = field(default_factory=list)
-    table: str | None = None  # GFM Markdown of a table
+    table: str | None = None  # a block placed whole: a table's GFM Markdown, a picture's quote
 
 
 @dataclass
@@ -73,6 +73,8 @@ class Page:
     lines: list[Line]
     tables: list[Item]
     rtl: bool
+    # The page's pictures as read: Markdown quotes where the pictures stand.
+    pictures: list[Item] = field(default_factory=list)
 
 
 # --- extraction ---------------------------------------------------------------------

@@ -199,7 +199,7 @@ def page_items(page: Page) -> list[Item]:
             item.lines.append(ln)
             item.x0, item.y0 = min(item.x0, ln.x0), min(item.y0, ln.y0)
             item.x1, item.y1 = max(item.x1, ln.x1), max(item.y1, ln.y1)
-    ordered = _reading_order([*blocks.values(), *page.tables], page.rtl)
+    ordered = _reading_order([*blocks.values(), *page.tables, *page.pictures], page.rtl)
     return _merge_wrapped_blocks(ordered)
 
 
