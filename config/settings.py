@@ -304,8 +304,10 @@ class SearchSettings(StrictModel):
     # auto: hybrid (dense + lexical + BGE-M3 sparse, fused by RRF) over what the
     # collection holds; the others search one vector (sparse: BGE-M3's own).
     mode: SearchModeSetting = "auto"
-    # Candidates each vector contributes to a hybrid search, per result asked for.
-    prefetch_factor: int = Field(4, gt=0)
+    # Candidates each vector contributes to a hybrid search, whatever the limit asked (a
+    # larger limit asks for that many): the fused list is only cut by the limit, so the
+    # first k results are the same for every limit from k up to this.
+    prefetch_limit: int = Field(40, gt=0)
 
 
 class McpClient(StrictModel):

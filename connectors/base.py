@@ -192,6 +192,8 @@ class ConnectorClass(Protocol):
     targets_setting: str
     # Targets are paths on this machine: the command line makes them absolute.
     targets_are_paths: bool
+    # What its documents' chunks carry as `source_type` (`file` for the `files` kind).
+    source_type: str
 
     def from_context(self, context: ConnectorContext) -> Connector: ...
 

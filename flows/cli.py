@@ -4,6 +4,7 @@ so `normalize`, `chunk` and `validate` start fast."""
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 import time
@@ -56,6 +57,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `ingest chunk ... | head`: the reader left, nothing is wrong
         sys.stderr.close()
         return 0
+    finally:
+        if argv is None:
+            # The process ends next. Python's finalization runs the collector over every
+            # object the command made (Prefect's, the model's) again and again while it
+            # tears modules down: seconds after the summary printed its total. Frozen,
+            # they are left to the exit (a run with Prefect: 9.5 s -> 1.1 s).
+            gc.freeze()
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -431,8 +439,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         print(json.dumps(summary, ensure_ascii=False))
     elif summary["status"] == "store_busy":  # nothing was done: one line says why
         print(f"error: {status_message(summary)}", file=sys.stderr)
-    else:
-        _print_summary(summary, console)
+    else:  # on stdout, so `ingest run ... > run.log` keeps it; the progress bar is stderr's
+        _print_summary(summary, Console())
     return exit_code(summary)
 
 

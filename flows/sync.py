@@ -14,6 +14,7 @@ from typing import Literal, Protocol
 from config.errors import ErrorCode, IngestError
 from config.settings import Settings
 from connectors.base import Listing
+from connectors.registry import connector_class
 from flows.report import RunSummary
 from tasks import pipeline
 from tasks.pipeline import BatchOutcome, Plan, SourceSpec
@@ -109,7 +110,9 @@ def sync(
         summary.tenant_id,
         SourceSync(
             scope=summary.source,
-            source_type=steps.spec.kind,
+            # the word the chunks carry (`file` for the `files` kind), so readers match
+            # a scope's sync to the chunks they can see
+            source_type=connector_class(steps.spec.kind, steps.settings.sources).source_type,
             targets=steps.spec.targets,
             last_sync=datetime.now().astimezone().isoformat(timespec="seconds"),
             status=summary.status,

@@ -1082,17 +1082,19 @@ class QdrantStore:
         *,
         limit: int,
         filters: SearchFilters | None = None,
-        prefetch_factor: int = 4,
+        prefetch_limit: int = 40,
     ) -> list[ScoredPayload]:
         """Search by one named vector (`dense`, `dense_parts`, `sparse`, `lexical`), or by
         several fused with reciprocal rank fusion (Query API), each prefetch contributing
-        `limit * prefetch_factor` candidates. A chunk's own vector and its parts' are two
+        `prefetch_limit` candidates (`limit` when larger): the candidates do not follow the
+        limit, which only cuts the fused list, so the first k results are the same for
+        every limit from k to `prefetch_limit`. A chunk's own vector and its parts' are two
         views of one model: beside other vectors they are fused first and count as one
         ranking, so the model does not outvote the lexical ranking two to one. The filters
         go into every prefetch: local mode ignores a fusion query's top-level filter
         (qdrant-client issue 1372)."""
         selection = search_filter(filters) if filters else None
-        candidates = limit * prefetch_factor
+        candidates = max(prefetch_limit, limit)
 
         def prefetch(using: str) -> models.Prefetch:
             vector = _query_of(vectors[using])

@@ -101,7 +101,7 @@ def search(
     *,
     mode: SearchMode = "auto",
     lexical: LexicalEncoder | None = None,
-    prefetch_factor: int = 4,
+    prefetch_limit: int = 40,
     expand: Expand = "none",
     expand_tokens: int = DEFAULT_EXPAND_TOKENS,
 ) -> list[SearchHit]:
@@ -123,7 +123,7 @@ def search(
             "the query has no terms the lexical index can match (only stop words or "
             "punctuation): rephrase it, or search with --mode dense"
         )
-    points = store.query(vectors, limit=limit, filters=filters, prefetch_factor=prefetch_factor)
+    points = store.query(vectors, limit=limit, filters=filters, prefetch_limit=prefetch_limit)
     hits = [SearchHit.of(point.payload, point.score) for point in points]
     return hits if expand == "none" else expand_hits(store, hits, expand, expand_tokens)
 

@@ -13,6 +13,7 @@ No Prefect here: only a settings Secret block (the Qdrant API key) imports it, l
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 from collections.abc import Iterator, Sequence
@@ -247,6 +248,14 @@ class Index:
             )
         return store
 
+    def warm_up(self) -> None:
+        """Open what a query needs (the store, the lexical vocabulary, the embedding model)
+        and run one search through it, so a server's first question is answered as fast
+        as the next: loading the model takes seconds."""
+        # SearchUnavailable: the mode cannot answer this text, yet it loaded all it needs
+        with contextlib.suppress(SearchUnavailable):
+            self.search("warm up", limit=1)
+
     def filters(
         self,
         identity: Identity | None,
@@ -292,7 +301,7 @@ class Index:
                 self.filters(identity, tenant=tenant, containers=containers, labels=labels),
                 mode=mode or self.settings.search.mode,
                 lexical=lexical,
-                prefetch_factor=self.settings.search.prefetch_factor,
+                prefetch_limit=self.settings.search.prefetch_limit,
                 expand=expand,
                 expand_tokens=expand_tokens,
             )

@@ -6,19 +6,24 @@ Whose access applies is fixed when the server starts, never an argument a model 
 set: `--user`/`--group`, or over HTTP the bearer token of a client in `mcp.clients` (each
 mapped to a user and groups); with neither, only public documents are served, and the
 server says so on stderr (stdout is the stdio transport). Answers are bounded: a search
-returns at most `mcp.max_results` results and a result's text at most
-`mcp.max_text_chars` characters, the cut said in the text.
+returns at most `mcp.max_results` results (a larger `limit` is refused) and a result's
+text at most `mcp.max_text_chars` characters, the cut said in the text. A tool refuses
+arguments it does not know, so a misspelt one is an error, not silently ignored. The
+server loads the model and runs one search before it serves: the first question is
+answered as fast as the next.
 """
 
 # No `from __future__ import annotations`: the SDK reads the tools' input schemas from
 # their annotations, which name the limits of the settings they were built with.
 import hmac
+import importlib.metadata
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from pydantic import AnyHttpUrl, BaseModel, Field
+from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field
 
 from config.errors import ConfigError, IngestError
 from config.settings import McpSettings, Settings
@@ -92,17 +97,11 @@ def build_server(
     """The MCP server over `index`; `identity()` names whose access a call has."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.server.mcpserver.tools import Tool
     from mcp.types import ToolAnnotations
 
     limits = index.settings.mcp
     lock = threading.Lock()  # the SDK runs tools in threads; the index serves one at a time
-    server = MCPServer(
-        name="ingest",
-        instructions=INSTRUCTIONS,
-        log_level="WARNING",
-        auth=auth,
-        token_verifier=verifier,
-    )
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
     def call(run: Callable[[], Any]) -> Any:
@@ -112,7 +111,6 @@ def build_server(
             except (IndexMissing, SearchUnavailable, IngestError, ValueError) as exc:
                 raise ToolError(str(exc)) from None
 
-    @server.tool(annotations=read_only, structured_output=True)
     def search(
         query: Annotated[
             str,
@@ -124,7 +122,14 @@ def build_server(
             ),
         ],
         limit: Annotated[
-            int, Field(ge=1, le=limits.max_results, description="how many results")
+            int,
+            Field(
+                ge=1,
+                le=limits.max_results,
+                description=f"how many results, at most {limits.max_results} (the server's "
+                "maximum: a larger limit is refused); the first results are the same "
+                "whatever the limit",
+            ),
         ] = min(5, limits.max_results),
         mode: Annotated[
             Literal["auto", "hybrid", "dense", "lexical", "sparse"],
@@ -156,7 +161,6 @@ def build_server(
         )
         return SearchResults(results=[_result(hit, limits) for hit in hits], access=who.describe())
 
-    @server.tool(annotations=read_only, structured_output=True)
     def fetch(
         id: Annotated[
             str,
@@ -182,7 +186,6 @@ def build_server(
             raise ToolError(f"nothing found for id {id!r} (ids come from `search` results)")
         return FetchResult(result=_result(hit, limits), chunk_ids=list(hit.span or [hit.chunk_id]))
 
-    @server.tool(annotations=read_only, structured_output=True)
     def list_sources() -> Sources:
         """What the knowledge base holds: each kind of source with its chunks, the space
         keys `search` can filter by, and when each source was last synced."""
@@ -210,7 +213,34 @@ def build_server(
             access=who.describe(),
         )
 
-    return server
+    tools = [
+        _closed(Tool.from_function(tool, annotations=read_only, structured_output=True))
+        for tool in (search, fetch, list_sources)
+    ]
+    return MCPServer(
+        name="ingest",
+        version=importlib.metadata.version("ingest-dag"),
+        instructions=INSTRUCTIONS,
+        log_level="WARNING",
+        auth=auth,
+        token_verifier=verifier,
+        tools=tools,
+    )
+
+
+def _closed(tool: Any) -> Any:
+    """`tool` refusing arguments it does not name (the SDK's argument model ignores them):
+    a misspelt argument is a tool error a model can correct, not a silent default. Its
+    schema says so too (`additionalProperties: false`)."""
+    loose: type[BaseModel] = tool.fn_metadata.arg_model
+
+    class Closed(loose):  # type: ignore[valid-type,misc]
+        model_config = ConfigDict(extra="forbid")
+
+    Closed.__name__ = loose.__name__
+    tool.fn_metadata.arg_model = Closed
+    tool.parameters = Closed.model_json_schema(by_alias=True)
+    return tool
 
 
 def _result(hit: Hit, limits: McpSettings) -> Result:
@@ -251,6 +281,12 @@ def serve(settings: Settings, identity: Identity, http: str | None) -> None:
         )
     with Index(settings) as index:
         index.store()  # a missing collection stops the server now, not at the first call
+        started = time.monotonic()
+        index.warm_up()  # before the server says it is ready (stdio: serves; HTTP: listens)
+        _say(
+            f"ready: {settings.embedder.model} loaded and the index opened in "
+            f"{time.monotonic() - started:.1f} s"
+        )
         if address and clients:
             _say(f"serving {len(clients)} HTTP clients of mcp.clients, each with its identity")
             server = build_server(index, _token_identity(clients), **_bearer_auth(address, clients))

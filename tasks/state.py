@@ -111,7 +111,8 @@ class SourceSync:
         """This sync naming only the targets among `containers` (the spaces a reader
         may see), so a listing never names a space the reader cannot search."""
         targets = tuple(t for t in self.targets if t in containers)
-        return replace(self, targets=targets, scope=f"{self.source_type}:{','.join(targets)}")
+        kind = self.scope.split(":", 1)[0]  # the run's kind, as the scope names it
+        return replace(self, targets=targets, scope=f"{kind}:{','.join(targets)}")
 
 
 class SourceLog:

@@ -39,7 +39,9 @@ class QueryIndex:
     secret_id: str
 
 
-def build_query_index(root: Path, model_dir: Path) -> QueryIndex:
+def build_query_index(
+    root: Path, model_dir: Path, files: tuple[Path, ...] = (RESTART, ONBOARDING)
+) -> QueryIndex:
     config = root / "settings.yaml"
     config.write_text(
         f"tenant_id: {TENANT}\n"
@@ -54,7 +56,7 @@ def build_query_index(root: Path, model_dir: Path) -> QueryIndex:
     embedder = BgeM3Embedder(settings.embedder)
     lexical = LexicalEncoder(settings.lexical)
     documents = []
-    for path in (RESTART, ONBOARDING):
+    for path in files:
         # public, as the files connector reads a share
         source = replace(local_file_source(path), acl=PUBLIC)
         chunked = chunk_normalized(
@@ -86,7 +88,7 @@ def build_query_index(root: Path, model_dir: Path) -> QueryIndex:
     log = SourceLog.for_settings(settings)
     log.record(
         TENANT,
-        SourceSync("file:/samples", "file", ("/samples",), "2026-11-26T10:00:00+00:00", "ok", 2),
+        SourceSync("files:/samples", "file", ("/samples",), "2026-11-26T10:00:00+00:00", "ok", 2),
     )
     log.record(
         TENANT,

@@ -42,6 +42,7 @@ from flows.ingest import ingest, task_runner_for
 from flows.report import summary_of
 from indexing.qdrant_store import CollectionSchema, QdrantConnection, QdrantStore
 from indexing.search import search
+from query.api import Index
 from tasks import resources
 from tasks.resources import Resources
 from tests.confluence_api import (
@@ -774,6 +775,32 @@ def test_files_source_indexes_deletes_and_leaves_other_roots_alone(
     assert after == {d: p for d, p in documents.items() if d != f"{label}/runbooks/backup.txt"}
     # the other root still has its own copy of that file
     assert f"{other_label}/runbooks/backup.txt" in after
+
+
+def test_list_sources_shows_the_last_sync_of_real_file_and_confluence_runs(
+    workspace: Callable[..., Workspace], eng: tuple[FakeConfluence, Fixture], tmp_path: Path
+) -> None:
+    api, _ = eng
+    runbooks = tmp_path / "runbooks"
+    shutil.copytree(SAMPLES / "runbooks", runbooks)
+    space = workspace(api=api)
+    for source, targets in (("files", [str(runbooks)]), ("confluence", ["ENG"])):
+        state, summary = space.run(source=source, targets=targets)
+        assert state.is_completed() and summary["failed"] == [], summary
+    # what `list_sources` (the MCP tool) answers, no ACL filter: each source with its run
+    with Index(space.activate()) as index:
+        found = {info.source_type: info for info in index.sources(identity=None)}
+    assert set(found) == {"file", "confluence"}
+    (files,) = found["file"].syncs
+    assert (files.scope, files.targets, files.status) == (
+        f"files:{runbooks}",
+        (str(runbooks),),
+        "ok",
+    )
+    assert files.documents == len(list(runbooks.iterdir())) and found["file"].chunks > 0
+    (pages,) = found["confluence"].syncs
+    assert (pages.scope, pages.targets, pages.status) == ("confluence:ENG", ("ENG",), "ok")
+    assert pages.documents == len(ENG_DOCUMENTS)
 
 
 def test_tenants_are_isolated(

@@ -207,13 +207,14 @@ def test_auto_fuses_dense_lexical_and_sparse_with_the_filter_in_every_prefetch(
     try:
         search(
             hybrid_store, tiny_embedder, "service dashboards", limit=2,
-            filters=SearchFilters(tenant_id="acme"), lexical=ENCODER,
+            filters=SearchFilters(tenant_id="acme"), lexical=ENCODER, prefetch_limit=30,
         )  # fmt: skip
     finally:
         hybrid_store.client.query_points = real  # type: ignore[method-assign]
     (request,) = asked
     assert sorted(p.using for p in request["prefetch"]) == ["dense", "lexical", "sparse"]
-    assert all(p.filter is not None and p.limit == 8 for p in request["prefetch"])
+    # the candidates are the prefetch limit's, not a multiple of the limit asked
+    assert all(p.filter is not None and p.limit == 30 for p in request["prefetch"])
     assert request["query"].rrf.k == 2 and request["query"].rrf.weights[0] > 1.0
 
 
@@ -241,7 +242,7 @@ def test_a_tie_of_the_fusion_goes_to_the_models_ranking_every_time(store_factory
         LEXICAL: {7: 1.0},
     }
     firsts = {
-        store.query(query, limit=1, prefetch_factor=1, filters=SearchFilters(tenant_id="t"))[
+        store.query(query, limit=1, prefetch_limit=1, filters=SearchFilters(tenant_id="t"))[
             0
         ].payload["name"]
         for _ in range(30)

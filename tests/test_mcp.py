@@ -5,6 +5,7 @@ page only user `ann` may read (tests/query_helpers.py)."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import socket
@@ -12,7 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,11 +49,17 @@ def server_env(**extra: str) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Session:
-    """What one server said: its tools, each call's result by name, its stderr."""
+    """What one server said: its tools, each call's result by name, its stderr; its
+    version, its stderr when the client had connected, and the seconds of the first and
+    the last search."""
 
     tools: dict[str, Any]
     calls: dict[str, Any]
     stderr: str
+    version: str = ""
+    stderr_at_connect: str = ""
+    first_search_s: float = 0.0
+    last_search_s: float = 0.0
 
 
 BAD_CALLS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -61,6 +68,8 @@ BAD_CALLS: dict[str, tuple[str, dict[str, Any]]] = {
     "no query": ("search", {"limit": 3}),
     "unknown id": ("fetch", {"id": "no-such-document"}),
     "no terms": ("search", {"query": "   ...   ", "mode": "lexical"}),
+    "unknown argument": ("search", {"query": QUESTION, "extra": 1}),
+    "misspelt argument": ("fetch", {"id": "no-such-document", "expnd": "section"}),
 }
 
 
@@ -76,8 +85,11 @@ def session(index: QueryIndex, *flags: str) -> Session:
     errlog = index.config.parent / f"stderr{'-'.join(flags)}.txt"
 
     async def work(client: Client) -> Session:
+        at_connect = errlog.read_text()
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        started = time.monotonic()
         calls = {"answer": await client.call_tool("search", {"query": QUESTION, "limit": 3})}
+        first_search_s = time.monotonic() - started
         best = structured(calls["answer"])["results"][0]
         expand = {"id": best["chunk_id"], "expand": "neighbours"}
         calls["chunk"] = await client.call_tool("fetch", expand)
@@ -87,8 +99,12 @@ def session(index: QueryIndex, *flags: str) -> Session:
         calls["sources"] = await client.call_tool("list_sources", {})
         for name, (tool, arguments) in BAD_CALLS.items():
             calls[name] = await client.call_tool(tool, arguments)
+        started = time.monotonic()
         calls["after"] = await client.call_tool("search", {"query": QUESTION, "limit": 1})
-        return Session(tools, calls, "")
+        last_search_s = time.monotonic() - started
+        info = client.server_info
+        version = info.version if info else ""
+        return Session(tools, calls, "", version, at_connect, first_search_s, last_search_s)
 
     async def main() -> Session:
         with open(errlog, "w") as err:
@@ -96,7 +112,7 @@ def session(index: QueryIndex, *flags: str) -> Session:
                 return await work(client)
 
     done = anyio.run(main)
-    return Session(done.tools, done.calls, errlog.read_text())
+    return replace(done, stderr=errlog.read_text())
 
 
 @pytest.fixture(scope="module")
@@ -142,6 +158,21 @@ def test_tools_are_listed_with_schemas_a_model_can_follow(public: Session) -> No
     assert all(tool.description and tool.output_schema for tool in public.tools.values())
     # no identity: said at start, on stderr
     assert "public documents only" in public.stderr, public.stderr
+    # a limit over mcp.max_results is refused, and the description says so
+    assert "at most 8" in search["properties"]["limit"]["description"]
+    assert "refused" in search["properties"]["limit"]["description"]
+    # arguments the schema does not name are refused (see the bad calls)
+    assert search["additionalProperties"] is False
+    assert public.version == importlib.metadata.version("ingest-dag")
+
+
+def test_the_model_is_loaded_before_the_server_serves_so_the_first_search_is_fast(
+    public: Session,
+) -> None:
+    # the server said it was ready before the client connected (stdio: before serving)
+    assert "ready:" in public.stderr_at_connect and "loaded" in public.stderr_at_connect
+    # the first question costs what a later one does, not the model's load (seconds)
+    assert public.first_search_s < 5 * max(public.last_search_s, 0.5), public
 
 
 def test_search_finds_the_sample_answer_with_its_link_and_fetch_widens_it(
@@ -199,6 +230,7 @@ def test_bad_arguments_get_a_tool_error_and_the_server_goes_on(
     assert "limit" in text["limit too big"] and "mode" in text["unknown mode"]
     assert "query" in text["no query"] and "nothing found" in text["unknown id"]
     assert "rephrase" in text["no terms"]
+    assert "extra" in text["unknown argument"] and "expnd" in text["misspelt argument"]
     assert structured(public.calls["after"])["results"][0]["document_id"] == index.restart_id
     assert "Traceback" not in public.stderr
 

@@ -4,10 +4,11 @@ with the quickstart's real model (all-MiniLM-L6-v2 from PyPI).
 
 A per-job PREFECT_HOME whose parents do not exist yet is normal (Prefect creates one level
 only, and its server then died with a bare start-up timeout); the output of a normal run
-is the progress (naming its phase while Prefect starts), the summary, the one CORRUPT
-line of the sample's truncated PDF and the warning about the Russian sample's chunks that
-exceed the small model's window, with no ERROR line, library table, traceback or
-telemetry notice; the re-run is all cache hits. The README's example search for a word
+is the progress on stderr (naming its phase while Prefect starts), the summary on stdout
+(`> run.log` keeps it), the one CORRUPT line of the sample's truncated PDF and the warning
+about the Russian sample's chunks that exceed the small model's window, with no ERROR
+line, library table, traceback or telemetry notice; the process ends as it prints its
+total; the re-run is all cache hits. The README's tour commands run as printed. The README's example search for a word
 of the sample draw.io diagram's labels finds that diagram.
 """
 
@@ -17,15 +18,22 @@ import fcntl
 import json
 import os
 import pty
+import re
+import shlex
 import shutil
 import struct
 import subprocess
 import sys
 import termios
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from config.settings import load_settings
+from connectors.files import root_label
+from query.api import Index
 
 ROOT = Path(__file__).resolve().parents[1]
 NOISE = ("ERROR", "Traceback", "LOAD REPORT", "UNEXPECTED", "Warning", "warn(")
@@ -43,22 +51,28 @@ def ingest(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Comple
     )
 
 
-def in_terminal(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str]:
+def in_terminal(
+    args: list[str], env: dict[str, str], cwd: Path, stdout: Path | None = None
+) -> tuple[int, str, float]:
     """`ingest ARGS` with a pseudo-terminal for its output, as a user's shell runs it
-    (Prefect shows its telemetry notice and rich its live progress only there)."""
+    (Prefect shows its telemetry notice and rich its live progress only there); with
+    `stdout`, its stdout goes to that file as `> FILE` sends it. Returns the exit code,
+    the output and the seconds from its last output to its exit."""
     main, child = pty.openpty()
     # wide enough that no line of the summary wraps
     fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 400, 0, 0))
-    process = subprocess.Popen(
-        [sys.executable, "-m", "flows.cli", *args],
-        cwd=cwd,
-        env=env | {"TERM": "xterm", "COLUMNS": "400", "LINES": "40"},
-        stdin=child,
-        stdout=child,
-        stderr=child,
-    )
+    with open(stdout or os.devnull, "w") as redirected:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "flows.cli", *args],
+            cwd=cwd,
+            env=env | {"TERM": "xterm", "COLUMNS": "400", "LINES": "40"},
+            stdin=child,
+            stdout=child if stdout is None else redirected,
+            stderr=child,
+        )
     os.close(child)
     output = bytearray()
+    last_output = time.monotonic()
     while True:
         try:
             data = os.read(main, 65536)
@@ -67,8 +81,27 @@ def in_terminal(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, s
         if not data:
             break
         output += data
+        last_output = time.monotonic()
     os.close(main)
-    return process.wait(timeout=540), output.decode("utf-8", errors="replace")
+    code = process.wait(timeout=540)
+    return code, output.decode("utf-8", errors="replace"), time.monotonic() - last_output
+
+
+def tour_commands() -> list[str]:
+    """The `ingest` commands of the README's short tour that name the quickstart's
+    settings: they must run as printed after the quickstart."""
+    readme = (ROOT / "README.md").read_text("utf-8")
+    tour = readme.split("## A short tour", 1)[1].split("\n## ", 1)[0]
+    spans = re.findall(r"`(\.venv/bin/ingest [^`]+)`", tour)
+    return [span for span in spans if "--config samples/quickstart.yaml" in span]
+
+
+def as_printed(command: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """A README command run from the repository's directory, `.venv/bin/ingest` being
+    this interpreter's `flows.cli`."""
+    words = shlex.split(command)
+    assert words[0] == ".venv/bin/ingest", command
+    return ingest(words[1:], env | {"COLUMNS": "200"}, ROOT)
 
 
 @dataclass(frozen=True)
@@ -81,6 +114,8 @@ class Quickstart:
     env: dict[str, str]
     args: list[str]
     cwd: Path
+    docs: Path
+    exit_lag: float  # seconds from its last output to its exit
 
 
 @pytest.fixture(scope="module")
@@ -96,8 +131,8 @@ def quickstart(tmp_path_factory: pytest.TempPathFactory) -> Quickstart:
         "PYTHONPATH": str(ROOT),
     }
     args = ["run", "files", str(docs), "--config", str(ROOT / "samples" / "quickstart.yaml")]
-    code, output = in_terminal(args, env, tmp_path)
-    return Quickstart(code, output, home, env, args, tmp_path)
+    code, output, exit_lag = in_terminal(args, env, tmp_path)
+    return Quickstart(code, output, home, env, args, tmp_path, docs, exit_lag)
 
 
 def test_quickstart_run_is_quiet_creates_its_directories_and_reruns_from_cache(
@@ -107,6 +142,10 @@ def test_quickstart_run_is_quiet_creates_its_directories_and_reruns_from_cache(
     env, args, tmp_path = quickstart.env, quickstart.args, quickstart.cwd
 
     assert code == 0, output
+    # the total it prints is the command's: it ends within a moment of printing it (its
+    # shutdown took 2-10 s while Python's collector walked Prefect's and the model's
+    # objects)
+    assert quickstart.exit_lag < 2.0, quickstart.exit_lag
     assert home.is_dir()
     assert not [word for word in NOISE if word in output], output
     assert output.count("CORRUPT") == 1 and "corrupt.pdf" in output
@@ -119,6 +158,14 @@ def test_quickstart_run_is_quiet_creates_its_directories_and_reruns_from_cache(
     # telemetry off (DO_NOT_TRACK): Prefect shows no notice and queues no event (it still
     # keeps its local milestone file under PREFECT_HOME, whatever DO_NOT_TRACK says)
     assert "anonymous usage data" not in output and "DO_NOT_TRACK" not in output
+
+    # `> run.log`: the summary in the file, the progress still in the terminal (stderr)
+    log = tmp_path / "run.log"
+    code, terminal, _ = in_terminal(args, env, tmp_path, stdout=log)
+    assert code == 0, terminal
+    kept = log.read_text()
+    assert "seen" in kept and "unchanged" in kept and " s in all (the run " in kept, kept
+    assert "listing" in terminal and "in all" not in terminal and "seen" not in terminal
 
     again = ingest([*args, "--json"], env, tmp_path)
     assert again.returncode == 0, again.stderr
@@ -145,3 +192,25 @@ def test_quickstart_search_finds_the_diagram_by_a_word_of_its_labels(
     top = hits[0]
     assert top["document_id"].endswith("architecture/threat-model.drawio"), hits
     assert "phishing" in top["md_text"].lower()
+
+
+def test_the_readme_tour_commands_run_as_printed_and_show_what_the_index_holds(
+    quickstart: Quickstart,
+) -> None:
+    assert quickstart.code == 0, quickstart.output
+    tour = tour_commands()
+    assert {command.split()[1] for command in tour} == {"chunk", "validate", "search"}, tour
+    settings = load_settings(
+        config_file=ROOT / "samples" / "quickstart.yaml", environ=quickstart.env
+    )
+    with Index(settings) as index:
+        whole = index.fetch(f"{root_label(quickstart.docs)}/runbooks/restart-service.html")
+    assert whole is not None and whole.span
+    for command in tour:
+        done = as_printed(command, quickstart.env)
+        assert done.returncode == 0, (command, done.stderr)
+        if " chunk " in command:  # the chunks the index holds for that file
+            rows = re.findall(r"^│\s*\d+\s*│", done.stdout, flags=re.MULTILINE)
+            assert len(rows) == len(whole.span), (command, done.stdout)
+        if " search " in command:
+            assert "backup" in done.stdout, done.stdout

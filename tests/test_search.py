@@ -20,6 +20,7 @@ from flows.cli import main
 from indexing.embedders import BgeM3Embedder
 from indexing.reconcile import DocumentChunks, sync_documents
 from indexing.search import SearchFilters, joined_markdown, search
+from query.api import Index
 from stage_cache.store import StageCache
 from tests.index_helpers import (
     CountingStore,
@@ -28,6 +29,7 @@ from tests.index_helpers import (
     qdrant_settings,
     store_factory,
 )
+from tests.query_helpers import ROOT, QueryIndex, build_query_index
 from tests.tiny_model import tiny_embedder, tiny_model_dir
 
 __all__ = ["store_factory", "tiny_embedder", "tiny_model_dir"]  # fixtures used below
@@ -450,3 +452,43 @@ def test_hits_under_one_heading_say_where_in_the_document_they_are(
     ]
     assert lines[1] == "   file:///share/report.pdf#page=1"
     assert lines[2] == "   Text of part 0."  # no Markdown
+
+
+QUESTIONS = (
+    "how do I restart a service",
+    "who do I ask about my first week",
+    "where are the logs of the service",
+    "laptop and accounts for a new starter",
+    "what to check after a restart",
+    "bonus pool",
+)
+
+
+@pytest.fixture(scope="module")
+def query_index(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> QueryIndex:
+    # the text and office samples (no LibreOffice, no OCR): enough chunks to rank
+    samples = ROOT / "samples" / "docs"
+    readable = {".md", ".html", ".txt", ".docx", ".pptx", ".xlsx", ".pdf"}
+    files = tuple(
+        path
+        for path in sorted(samples.rglob("*"))
+        if path.suffix in readable and path.parent.name != "broken"
+    )
+    return build_query_index(tmp_path_factory.mktemp("prefix-index"), tiny_model_dir, files)
+
+
+def test_the_first_hits_do_not_depend_on_the_limit_asked(query_index: QueryIndex) -> None:
+    """An agent asking again with a larger limit sees the same first results: the
+    candidates each vector gives a hybrid search do not follow the limit, which only cuts
+    the fused list. (Hybrid only: the tiny model's dense scores tie to the 5th decimal,
+    and one vector's exact ties may come in any order.)"""
+    with Index.open(query_index.config) as index:
+        for question in QUESTIONS:
+            ranked = {
+                limit: [hit.chunk_id for hit in index.search(question, limit=limit, mode="hybrid")]
+                for limit in (1, 3, 5, 10, 20, 40)
+            }
+            assert len(ranked[40]) >= 20, (question, ranked)  # the index holds enough
+            for limit, ids in ranked.items():
+                for larger in (other for other in ranked if other > limit):
+                    assert ranked[larger][:limit] == ids, (question, limit, larger)
