@@ -42,20 +42,37 @@ class StoreHolder:
         return f"`{self.command}` (pid {self.pid}, since {self.since})"
 
 
-_named: list[str] = []
+class _Held:
+    def __init__(self, handle: IO[str]) -> None:
+        self.handle = handle
+        self.count = 1
+
+
+class _ThisProcess:
+    """The store locks this process holds and the name it gives itself in them. One per
+    process, by nature: a lock belongs to an open file, so two connections of one process
+    must share one handle or block each other."""
+
+    def __init__(self) -> None:
+        self.command: str | None = None
+        self.held: dict[Path, _Held] = {}
+        self.guard = threading.Lock()
+
+
+_THIS_PROCESS = _ThisProcess()
 
 
 def name_this_process(command: str) -> None:
     """How the lock file names this process (the command line: `ingest mcp`)."""
-    _named[:] = [command]
+    _THIS_PROCESS.command = command
 
 
 def process_command() -> str:
     """What this process is, as a user would name it: what it named itself (`ingest
     mcp`, `ingest run`), a Prefect flow run, else the program's name. Only these words:
     the arguments (paths, queries) stay out of a file others read."""
-    if _named:
-        return _named[0]
+    if _THIS_PROCESS.command:
+        return _THIS_PROCESS.command
     program = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
     flow_run = os.environ.get("PREFECT__FLOW_RUN_ID")
     if flow_run:
@@ -111,23 +128,13 @@ def store_busy(directory: Path, waited_s: float) -> IngestError:
     )
 
 
-class _Held:
-    def __init__(self, handle: IO[str]) -> None:
-        self.handle = handle
-        self.count = 1
-
-
-_held: dict[Path, _Held] = {}
-_held_lock = threading.Lock()
-
-
 def acquire(directory: Path, wait_s: float) -> None:
     """Take the store's lock for this process (or count one more user where it holds it
     already), waiting up to `wait_s` seconds for another process to let it go; raises
     `store_busy` when it does not."""
     directory = directory.resolve()
-    with _held_lock:
-        held = _held.get(directory)
+    with _THIS_PROCESS.guard:
+        held = _THIS_PROCESS.held.get(directory)
         if held is not None:
             held.count += 1
             return
@@ -149,20 +156,20 @@ def acquire(directory: Path, wait_s: float) -> None:
         since = datetime.now().astimezone().isoformat(timespec="seconds")
         handle.write(json.dumps({"pid": os.getpid(), "command": process_command(), "since": since}))
         handle.flush()
-        _held[directory] = _Held(handle)
+        _THIS_PROCESS.held[directory] = _Held(handle)
 
 
 def release(directory: Path) -> None:
     """One user of this process's lock is done; the last one lets the store go."""
     directory = directory.resolve()
-    with _held_lock:
-        held = _held.get(directory)
+    with _THIS_PROCESS.guard:
+        held = _THIS_PROCESS.held.get(directory)
         if held is None:
             return
         held.count -= 1
         if held.count:
             return
-        del _held[directory]
+        del _THIS_PROCESS.held[directory]
         held.handle.seek(0)
         held.handle.truncate()  # no holder named once it is free
         held.handle.flush()

@@ -298,6 +298,7 @@ SUMMARY_KEYS = {
     "warnings",
     "chunk_counts",
     "over_window",
+    "pictures",
     "collection_points",
     "command_seconds",
 }

@@ -23,6 +23,7 @@ import posixpath
 import re
 import zipfile
 from collections.abc import Iterator
+from types import MappingProxyType
 
 from lxml import etree
 
@@ -50,7 +51,9 @@ _DRAW = "{urn:oasis:names:tc:opendocument:xmlns:drawing:1.0}"
 _TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
 _SVG = "{urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0}"
 _LENGTH = re.compile(r"^\s*(-?[\d.]+)\s*(cm|mm|in|pt|pc|px)?\s*$")
-_PIXELS_PER_UNIT = {"in": 96.0, "cm": 96 / 2.54, "mm": 96 / 25.4, "pt": 96 / 72, "pc": 16.0}
+_PIXELS_PER_UNIT = MappingProxyType(
+    {"in": 96.0, "cm": 96 / 2.54, "mm": 96 / 25.4, "pt": 96 / 72, "pc": 16.0}
+)
 
 
 def vsdx_pages(data: bytes, ctx: NormalizeContext) -> list[DiagramPage]:
