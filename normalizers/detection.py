@@ -18,7 +18,7 @@ from pathlib import PurePath
 from types import MappingProxyType
 
 from config.errors import ErrorCode, IngestError
-from normalizers.diagrams.sniff import diagram_format
+from normalizers.diagrams.sniff import PNG_MAGIC, diagram_format
 from normalizers.registry import FORMATS, supported_extensions
 
 _OLE2_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
@@ -142,7 +142,7 @@ def _detect_zip(data: bytes, filename: str) -> str:
 
 
 # The signatures of PNG, JPEG, GIF, TIFF (both byte orders), BMP and WebP (in RIFF).
-_IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"II*\x00", b"MM\x00*")
+_IMAGE_MAGIC = (PNG_MAGIC, b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"II*\x00", b"MM\x00*")
 # BMP's "BM" is short: its info header's size (bytes 14-18) must be one of the known ones.
 _BMP_INFO_SIZES = frozenset({12, 40, 52, 56, 64, 108, 124})
 

@@ -24,7 +24,7 @@ from flows.cli import main
 from normalizers.base import normalize_bytes
 from normalizers.detection import detect_format
 from normalizers.diagrams import diagram_markdown
-from normalizers.diagrams.sniff import diagram_format, is_drawio_png
+from normalizers.diagrams.sniff import diagram_format
 from normalizers.legacy import LIBREOFFICE_APT_INSTALL
 from tests.corpus import DIAGRAMS
 from tests.word_recall import words
@@ -188,11 +188,10 @@ def test_editable_svg_and_png_exports() -> None:
     assert "- Bulb burned out? → Replace Bulb: Yes\n" in expected
     for kind in (b"tEXt", b"zTXt"):
         png = drawio_png(kind)
-        assert is_drawio_png(png)
+        assert diagram_format(png) == "drawio"
         assert detect_format(png, "flowchart.drawio.png") == "drawio"
         assert normalize_bytes(png, "flowchart.drawio.png").markdown == expected
     plain = png_with_text_chunk(b"tEXt", b"Software\0a paint program")
-    assert not is_drawio_png(plain)
     assert diagram_format(plain) is None  # a picture: not claimed as a diagram
 
 

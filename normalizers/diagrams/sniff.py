@@ -56,11 +56,6 @@ def diagram_format(data: bytes) -> str | None:
     return None
 
 
-def is_drawio_png(data: bytes) -> bool:
-    """A PNG that carries a draw.io diagram (for the picture reader to leave alone)."""
-    return data.startswith(PNG_MAGIC) and mxfile_png_chunk(data) is not None
-
-
 def mxfile_png_chunk(data: bytes) -> tuple[bytes, bytes] | None:
     """The type and body after the keyword of the PNG's `mxfile` text chunk (tEXt: the
     URL-encoded XML; zTXt and iTXt: as the PNG specification lays them out), or None
