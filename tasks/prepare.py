@@ -87,15 +87,23 @@ def prepare_batch(
     outcome.seconds["fetch"] += time.perf_counter() - started
     prepared: list[PreparedDocument] = []
     failed_states: dict[str, DocumentState] = {}
+    # Each document's normalize key, hashed once: the legacy pre-conversion and the
+    # normalize stage both look it up.
+    config = config_hash(normalize_config(settings))
+    keys = {
+        i: _normalize_key(item, config)
+        for i, item in enumerate(fetched)
+        if isinstance(item, SourceDocument)
+    }
     with LegacyBatch(settings.limits) as converted:
         started = time.perf_counter()
         converted.convert(
             Upcoming(item.data, item.filename, item.mime, item.format)
-            for item in fetched
-            if isinstance(item, SourceDocument) and not stages.holds(_normalize_key(item, settings))
+            for i, item in enumerate(fetched)
+            if isinstance(item, SourceDocument) and not stages.holds(keys[i])
         )
         outcome.seconds["normalize"] += time.perf_counter() - started
-        for ref, item in zip(refs, fetched, strict=True):
+        for i, (ref, item) in enumerate(zip(refs, fetched, strict=True)):
             try:
                 if isinstance(item, IngestError):
                     if isinstance(item, DocumentGone):
@@ -108,7 +116,15 @@ def prepare_batch(
                 outcome.stages["fetch"].done += 1
                 try:
                     prepared.append(
-                        _prepare_one(item, settings, stages, links, resources.pictures(), converted)
+                        _prepare_one(
+                            item,
+                            keys[i],
+                            settings,
+                            stages,
+                            links,
+                            resources.pictures(),
+                            converted,
+                        )
                     )
                 except IngestError as exc:
                     outcome.failures.append(failure_of(ref.document_id, exc))
@@ -174,17 +190,16 @@ class _Stages:
         return self.reuse and self.cache.path(key).is_file()
 
 
-def _normalize_key(source: SourceDocument, settings: Settings) -> CacheKey:
+def _normalize_key(source: SourceDocument, config: str) -> CacheKey:
+    """The normalize stage's key of `source`; `config`: the hash of `normalize_config`."""
     return stage_key(
-        "normalize",
-        NORMALIZE_STAGE_VERSION,
-        config_hash(normalize_config(settings)),
-        sha256_hex(normalize_input(source)),
+        "normalize", NORMALIZE_STAGE_VERSION, config, sha256_hex(normalize_input(source))
     )
 
 
 def _prepare_one(
     source: SourceDocument,
+    normalize_key: CacheKey,
     settings: Settings,
     stages: _Stages,
     links: DocumentLinks,
@@ -194,7 +209,7 @@ def _prepare_one(
     outcome = stages.outcome
     normalized, normalize_hit = stages.run(
         "normalize",
-        _normalize_key(source, settings),
+        normalize_key,
         lambda: within_time_limit(
             lambda: normalize_source(source, settings.limits, pictures, converted),
             settings.limits.document_timeout_s,
