@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from bench import retrieval
+from bench import retrieval, saved_runs
 from bench.retrieval import MemoEmbedder, _two_sided_binomial
 from chunking import Chunk, DocumentInfo, chunk_document
 from chunking.parts import PartSplitter
@@ -478,6 +478,7 @@ def sign_test(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    saved_runs.add_arguments(parser)
     args = parser.parse_args()
     started = time.perf_counter()
     settings = load_settings()
@@ -557,6 +558,19 @@ def main() -> None:
                 **{m: sign_test([x[m] for x in a], [y[m] for y in b]) for m in MEASURES},
             }
         )
+    if args.save:
+        saved_runs.save(args.save, per_question)
+    if args.against:
+        for name, now, earlier in saved_runs.saved_pairs(args.against, per_question):
+            paired.append(
+                {
+                    "a": name,
+                    "b": f"{name} in {args.against.name}",
+                    **{
+                        m: sign_test([x[m] for x in now], [y[m] for y in earlier]) for m in MEASURES
+                    },
+                }
+            )
     report = {
         "questions": len(questions),
         "model": embedder.model_id,

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench import saved_runs
 from bench.retrieval_questions import QUESTIONS, Question
 from chunking import Chunk, DocumentInfo, chunk_document, compute_chunk_id
 from chunking.parts import PartSplitter
@@ -295,6 +296,7 @@ def main() -> None:
     parser.add_argument("--budgets", default="adr-002,quickstart", help="adr-002,quickstart")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--missed", action="store_true", help="list questions missed at 5")
+    saved_runs.add_arguments(parser)
     args = parser.parse_args()
     started = time.perf_counter()
     quickstart = load_settings(config_file=ROOT / "samples" / "quickstart.yaml")
@@ -360,6 +362,13 @@ def main() -> None:
                     "b": " ".join(against),
                     **paired(found[chunks, "hybrid"], found[against]),
                 }
+            )
+    if args.save:
+        saved_runs.save(args.save, found)
+    if args.against:
+        for name, now, earlier in saved_runs.saved_pairs(args.against, found):
+            comparisons.append(
+                {"a": name, "b": f"{name} in {args.against.name}", **paired(now, earlier)}
             )
     report = {
         "questions": len(QUESTIONS),
