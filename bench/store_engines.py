@@ -18,7 +18,9 @@ Each engine and point count runs in a child process of its own, so its peak RSS 
 own. Printed per run, then as a Markdown table: load seconds (the upserts), dense and
 hybrid p50/p95 ms and hybrid p95 / dense p95; on Edge the same after `store.optimize()`
 (the HNSW build a run makes at its end past `qdrant.optimize_threshold`; "-" where it had
-nothing to do) and its seconds; reopen seconds (connection closed, opened again, the
+nothing to do), its seconds, and each mode's recall@10 after it: the share of each
+question's ten results before the build (every segment scanned, exact) still found by the
+graphs; reopen seconds (connection closed, opened again, the
 collection checked and a first hybrid query answered); the child's RSS once its data was
 loaded (before any store) and its peak RSS.
 
@@ -128,15 +130,18 @@ def measure(engine: str, points: int, data: Path, root: Path) -> dict[str, Any]:
     filters = SearchFilters(tenant_id="default", user=FILTERS_USER, groups=FILTERS_GROUPS)
     dense_queries = _unit(rng, len(questions)).tolist()
 
-    def asked(store: QdrantStore) -> dict[str, list[float]]:
+    def asked(store: QdrantStore) -> tuple[dict[str, list[float]], dict[str, list[set[str]]]]:
+        """Each mode's seconds and top-10 point ids, question by question."""
         timings: dict[str, list[float]] = {"dense": [], "hybrid": []}
+        found: dict[str, list[set[str]]] = {"dense": [], "hybrid": []}
         for dense, terms in zip(dense_queries, questions, strict=True):
             views: dict[str, Any] = {DENSE: dense, DENSE_PARTS: [dense]}
             for mode, vectors in (("dense", views), ("hybrid", {**views, LEXICAL: terms})):
                 started = time.perf_counter()
-                store.query(vectors, limit=10, filters=filters)
+                hits = store.query(vectors, limit=10, filters=filters)
                 timings[mode].append(time.perf_counter() - started)
-        return timings
+                found[mode].append({hit.point_id for hit in hits})
+        return timings, found
 
     def record(timings: dict[str, list[float]], suffix: str = "") -> None:
         for mode, seconds in timings.items():
@@ -175,11 +180,16 @@ def measure(engine: str, points: int, data: Path, root: Path) -> dict[str, Any]:
         result["visible %"] = round(100 * sum(map(_visible, documents)) / points)
         warm_up = {DENSE: dense_queries[0], DENSE_PARTS: [dense_queries[0]]}
         store.query({**warm_up, LEXICAL: questions[0]}, limit=10, filters=filters)
-        record(asked(store))
+        timings, exact = asked(store)  # before the build every segment is scanned
+        record(timings)
         optimized = store.optimize()
         result["optimize s"] = None if optimized is None else round(optimized, 1)
         if optimized is not None:
-            record(asked(store), " optimized")
+            timings, approximate = asked(store)
+            record(timings, " optimized")
+            for mode, answers in approximate.items():
+                kept = [len(a & e) / len(e) for a, e in zip(answers, exact[mode], strict=True)]
+                result[f"{mode} recall@10 optimized"] = round(sum(kept) / len(kept), 3)
     started = time.perf_counter()
     with QdrantConnection(settings) as qdrant:
         store = QdrantStore(qdrant, schema)
@@ -217,7 +227,8 @@ COLUMNS = (
     "engine", "points", "visible %", "load s", "dense p50 ms", "dense p95 ms", "hybrid p50 ms",
     "hybrid p95 ms", "hybrid/dense p95", "optimize s", "dense p50 ms optimized",
     "dense p95 ms optimized", "hybrid p50 ms optimized", "hybrid p95 ms optimized",
-    "hybrid/dense p95 optimized", "reopen s", "rss_data_mib", "peak rss mib",
+    "hybrid/dense p95 optimized", "dense recall@10 optimized", "hybrid recall@10 optimized",
+    "reopen s", "rss_data_mib", "peak rss mib",
 )  # fmt: skip
 
 

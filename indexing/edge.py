@@ -45,6 +45,9 @@ EDGE_DIR = "edge"
 _ALIASES = "aliases.json"
 # Bytes of one dense float32 component, to state the indexing threshold in Edge's unit.
 _FLOAT_BYTES = 4
+# Qdrant's own HNSW defaults (a collection's `hnsw_config`), for a vector that overrides
+# some of them.
+_HNSW_DEFAULTS = MappingProxyType({"m": 16, "ef_construct": 100, "full_scan_threshold": 10_000})
 
 
 def edge_root(path: str | Path) -> Path:
@@ -146,6 +149,7 @@ class EdgeClient:
                     if params.multivector_config is None
                     else edge.MultiVectorConfig(comparator=edge.MultiVectorComparator.MaxSim)
                 ),
+                hnsw_config=_hnsw(params.hnsw_config),
             )
             for name, params in dense.items()
         }
@@ -479,6 +483,19 @@ _SCHEMA_NAMES = MappingProxyType(
     }
 )
 _SCHEMA_TYPES = MappingProxyType({name: edge_type for edge_type, name in _SCHEMA_NAMES.items()})
+
+
+def _hnsw(diff: models.HnswConfigDiff | None) -> edge.HnswIndexConfig | None:
+    """A vector's own HNSW settings as Edge takes them: whole, Qdrant's defaults where the
+    collection left a field unset."""
+    if diff is None:
+        return None
+    return edge.HnswIndexConfig(
+        m=_HNSW_DEFAULTS["m"] if diff.m is None else diff.m,
+        ef_construct=diff.ef_construct or _HNSW_DEFAULTS["ef_construct"],
+        full_scan_threshold=diff.full_scan_threshold or _HNSW_DEFAULTS["full_scan_threshold"],
+        payload_m=diff.payload_m,
+    )
 
 
 def _index_schema(

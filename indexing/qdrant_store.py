@@ -580,6 +580,9 @@ class QdrantStore:
                 multivector_config=models.MultiVectorConfig(
                     comparator=models.MultiVectorComparator.MAX_SIM
                 ),
+                # No graph: the parts only rescore the other vectors' candidates (see
+                # `query`), and linking their 3-4 vectors a chunk was most of the build.
+                hnsw_config=models.HnswConfigDiff(m=0),
             )
         self._call(
             "create collection",
@@ -1090,7 +1093,9 @@ class QdrantStore:
         limit, which only cuts the fused list, so the first k results are the same for
         every limit from k to `prefetch_limit`. A chunk's own vector and its parts' are two
         views of one model: beside other vectors they are fused first and count as one
-        ranking, so the model does not outvote the lexical ranking two to one. The filters
+        ranking, so the model does not outvote the lexical ranking two to one. The parts
+        have no graph of their own: they rank, exactly by MaxSim, the candidates the other
+        vectors found, a few dozen points, never the collection. The filters
         go into every prefetch: local mode ignores a fusion query's top-level filter
         (qdrant-client issue 1372)."""
         selection = search_filter(filters) if filters else None
@@ -1106,18 +1111,24 @@ class QdrantStore:
             (using,) = vectors
             request: dict[str, Any] = {"query": _query_of(vectors[using]), "using": using}
         else:
-            views = [name for name in (DENSE, DENSE_PARTS) if name in vectors]
-            others = [prefetch(using) for using in vectors if using not in views]
-            if len(views) > 1 and others:
-                fused = models.Prefetch(
-                    prefetch=[prefetch(using) for using in views],
-                    query=_rrf(len(views)),
+            ranked = {using: prefetch(using) for using in vectors if using != DENSE_PARTS}
+            if DENSE_PARTS in vectors:
+                ranked[DENSE_PARTS] = models.Prefetch(
+                    prefetch=list(ranked.values()),
+                    query=_query_of(vectors[DENSE_PARTS]),
+                    using=DENSE_PARTS,
                     limit=candidates,
                     filter=selection,
                 )
+            views = [ranked[name] for name in (DENSE, DENSE_PARTS) if name in ranked]
+            others = [ranked[using] for using in ranked if using not in (DENSE, DENSE_PARTS)]
+            if len(views) > 1 and others:
+                fused = models.Prefetch(
+                    prefetch=views, query=_rrf(len(views)), limit=candidates, filter=selection
+                )
                 prefetches = [fused, *others]
             else:
-                prefetches = [prefetch(using) for using in vectors]
+                prefetches = list(ranked.values())
             request = {
                 "prefetch": prefetches,
                 "query": _rrf(len(prefetches)),

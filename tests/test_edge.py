@@ -295,6 +295,34 @@ def test_optimize_builds_the_index_past_the_threshold_only(tmp_path: Path) -> No
     assert past.optimize() is None  # nothing left to do
 
 
+def test_the_build_links_each_chunks_vector_and_not_its_parts(tmp_path: Path) -> None:
+    settings = qdrant_settings(
+        tmp_path, engine="edge", url=None, path=str(tmp_path / "q"), optimize_threshold=100
+    )
+    store = QdrantStore(QdrantConnection(settings), CollectionSchema(4, False, False, parts=True))
+    store.ensure_collection()
+    points = [
+        models.PointStruct(
+            id=f"00000000-0000-0000-0000-{i:012d}",
+            vector={
+                "dense": [float((i * k) % 7) + 1.0 for k in range(4)],
+                "dense_parts": [[float((i + j * k) % 5) + 1.0 for k in range(4)] for j in range(3)],
+            },
+            payload={"tenant_id": "t"},
+        )
+        for i in range(300)
+    ]
+    store.client.upsert(store.collection, points)
+    assert store.optimize() is not None
+    built = {
+        path.parent.name: json.loads(path.read_text())["m"]
+        for path in edge_root(settings.path).glob("*/segments/*/vector_index-*/hnsw_config.json")
+    }
+    # Edge's own record of each graph it built: 16 links a vector, none for the parts.
+    assert built == {"vector_index-dense": 16, "vector_index-dense_parts": 0}
+    store.connection.close()
+
+
 def test_local_mode_store_is_refused_by_a_run_and_moved_by_reindex(
     tmp_path: Path, tiny_embedder: BgeM3Embedder, cache: StageCache
 ) -> None:

@@ -167,15 +167,42 @@ def test_a_chunk_is_found_by_its_best_part_and_hybrid_prefetches_parts_with_filt
         filters = SearchFilters(tenant_id="acme", labels=("cli",))
         hits = search(store, tiny_embedder, "backupctl volume add", 3, filters, lexical=ENCODER)
         assert {h.document_id for h in hits} == {"doc2"}
-        # The model's two views fused first, one ranking beside the lexical one.
+        # The model's two views fused first, one ranking beside the lexical one; the
+        # parts (no graph) rank the candidates of the chunk's vector and the lexical one.
         views, lexical = asked[-1]["prefetch"]
-        assert lexical.using == LEXICAL and {p.using for p in views.prefetch} == {
-            DENSE,
-            DENSE_PARTS,
-        }
-        assert all(p.filter is not None for p in (views, lexical, *views.prefetch))
+        dense, parts = views.prefetch
+        assert (lexical.using, dense.using, parts.using) == (LEXICAL, DENSE, DENSE_PARTS)
+        assert [p.using for p in parts.prefetch] == [DENSE, LEXICAL]
+        assert all(p.filter is not None for p in (views, lexical, dense, parts))
         search(store, tiny_embedder, "backup", 3, filters, mode="dense")
-        assert {p.using for p in asked[-1]["prefetch"]} == {DENSE, DENSE_PARTS}
+        dense, parts = asked[-1]["prefetch"]
+        assert (dense.using, parts.using) == (DENSE, DENSE_PARTS)
+        assert [p.using for p in parts.prefetch] == [DENSE]
+
+
+def test_parts_rank_the_other_vectors_candidates_never_the_whole_collection(
+    tmp_path: Path, tiny_embedder: BgeM3Embedder
+) -> None:
+    """A chunk that only a part of it matches, outside every other vector's candidates, is
+    not found: the parts have no graph, and scoring them over the collection would be a
+    scan of every part at every search."""
+    splitter = PartSplitter(40, COUNTER)
+    cache = StageCache(tmp_path / "cache", fsync=False)
+    documents = [
+        make_document("acme", f"doc{i}", "v1", [text])
+        for i, text in enumerate([PROSE, TABLE, CODE])
+    ]
+    with QdrantConnection(qdrant_settings(tmp_path)) as qdrant:
+        store = QdrantStore(qdrant, _parts_schema(tiny_embedder, splitter))
+        store.ensure_collection()
+        sync_documents(store, tiny_embedder, cache, "acme", documents, ENCODER, splitter)
+        part = tiny_embedder.embed([splitter.texts(documents[1].chunks[0])[2]])[0].dense
+        alone = store.query({DENSE_PARTS: [part]}, limit=2)
+        assert alone[0].payload["document_id"] == "doc1"
+        # Words of doc0 alone: the lexical vector's one candidate.
+        terms = ENCODER.encode_query("console archive")
+        found = store.query({LEXICAL: terms, DENSE_PARTS: [part]}, limit=2)
+        assert [p.payload["document_id"] for p in found] == ["doc0"]
 
 
 def test_reindex_adds_parts_to_a_collection_without_them(
