@@ -25,7 +25,8 @@ from connectors.base import Closeable, Connector, ConnectorContext, LinkResoluti
 from connectors.registry import connector_class
 from indexing.embedders import Embedder, make_embedder
 from indexing.lexical import LexicalEncoder
-from indexing.qdrant_store import CollectionSchema, QdrantConnection, QdrantStore
+from indexing.qdrant_store import QdrantConnection, QdrantStore
+from indexing.store_schema import CollectionSchema
 from normalizers.pictures import PictureSetup
 from normalizers.registry import supported_extensions
 from stage_cache.keys import config_hash, sha256_hex

@@ -40,8 +40,9 @@ from config.settings import QdrantSettings, Settings, load_settings
 from connectors.files import root_label
 from flows.ingest import ingest, task_runner_for
 from flows.report import summary_of
-from indexing.qdrant_store import CollectionSchema, QdrantConnection, QdrantStore
+from indexing.qdrant_store import QdrantConnection, QdrantStore
 from indexing.search import search
+from indexing.store_schema import CollectionSchema
 from query.api import Index
 from tasks import resources
 from tasks.resources import Resources
@@ -440,7 +441,8 @@ ROOT = Path(__file__).resolve().parent.parent
 _HOLDER = """
 import sys
 from config.settings import QdrantSettings
-from indexing.qdrant_store import CollectionSchema, QdrantConnection, QdrantStore
+from indexing.store_schema import CollectionSchema
+from indexing.qdrant_store import QdrantConnection, QdrantStore
 connection = None
 for line in sys.stdin:
     if line.strip() == "lock":

@@ -14,13 +14,14 @@ from qdrant_client import models
 
 from config.errors import ConfigError, ErrorCode, IngestError
 from indexing.embedders import BgeM3Embedder
-from indexing.qdrant_store import DENSE, PAYLOAD_INDEXES, QdrantConnection, QdrantStore
+from indexing.qdrant_store import QdrantConnection, QdrantStore
 from indexing.reconcile import (
     DocumentChunks,
     MassDeletionRefused,
     delete_missing_documents,
     sync_documents,
 )
+from indexing.store_schema import DENSE, PAYLOAD_INDEXES
 from stage_cache.store import StageCache
 from tests.index_helpers import (
     CountingEmbedder,
