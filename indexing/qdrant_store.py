@@ -71,6 +71,34 @@ T = TypeVar("T")
 
 # --- connections ---------------------------------------------------------------------
 
+# What a client call does: `writes` change a collection (points, payloads, indexes,
+# aliases, metadata, creation), `reads` leave it as it was.
+StoreWork = Literal["writes", "reads"]
+
+
+class StoreSeconds:
+    """Seconds spent inside the store client's own calls, by `StoreWork`: what the engine
+    took, without the work around it (embedding, payloads built, waits for the lock).
+    The embedded engines run one call at a time (the connection's lock), so their sum is
+    wall time; a server's calls from several threads overlap, and so may the sum."""
+
+    def __init__(self) -> None:
+        self._lock = Lock()
+        self._seconds: dict[str, float] = {"writes": 0.0, "reads": 0.0}
+
+    def timed(self, work: StoreWork, operation: Callable[[], T]) -> T:
+        started = time.perf_counter()
+        try:
+            return operation()
+        finally:
+            elapsed = time.perf_counter() - started
+            with self._lock:
+                self._seconds[work] += elapsed
+
+    def totals(self) -> dict[str, float]:
+        with self._lock:
+            return dict(self._seconds)
+
 
 class QdrantConnection:
     """The client of one Qdrant (a server URL, an Edge directory, or a local-mode
@@ -90,6 +118,9 @@ class QdrantConnection:
             nullcontext() if self.engine == "server" else RLock()
         )
         self.creating = Lock()  # one collection creation at a time in this process
+        # The client's seconds of the stores over this connection (but those given their
+        # own, `QdrantStore(seconds=...)`).
+        self.seconds = StoreSeconds()
         # Local mode only: each tenant's points, kept beside the collection.
         self.local_points = LocalPoints() if self.local else None
         # What this run was already told about a collection's schema (said once a run).
@@ -279,7 +310,8 @@ def _rrf(prefetches: int) -> models.RrfQuery:
 class QdrantStore:
     """One collection (by default the configured alias) of one Qdrant. `schema` is what
     the embedder and settings make; `holds` what the collection has (known once
-    `ensure_collection` or `describe` ran), which is what writes and searches use."""
+    `ensure_collection` or `describe` ran), which is what writes and searches use. Its
+    client calls' seconds go to `seconds`, by default the connection's."""
 
     def __init__(
         self,
@@ -287,8 +319,10 @@ class QdrantStore:
         schema: CollectionSchema,
         *,
         collection: str | None = None,
+        seconds: StoreSeconds | None = None,
     ) -> None:
         self.connection = connection
+        self.seconds = seconds if seconds is not None else connection.seconds
         self.settings = connection.settings
         self.schema = schema
         self.holds = schema
@@ -301,12 +335,14 @@ class QdrantStore:
     def vector_size(self) -> int:
         return self.schema.vector_size
 
-    def _call(self, what: str, operation: Callable[[], T]) -> T:
-        """Run a client call; map failures to UPSERT_FAILED (transient when retrying may
-        help: connection errors, timeouts, 429 and 5xx)."""
+    def _call(self, what: str, operation: Callable[[], T], *, writes: bool = False) -> T:
+        """Run a client call, its seconds counted as `writes` (it changes a collection) or
+        `reads`, timed inside the lock so a wait for another call is not counted; map
+        failures to UPSERT_FAILED (transient when retrying may help: connection errors,
+        timeouts, 429 and 5xx)."""
         try:
             with self._lock:
-                return operation()
+                return self.seconds.timed("writes" if writes else "reads", operation)
         except UnexpectedResponse as exc:
             status = exc.status_code or 0
             raise IngestError(
@@ -443,6 +479,7 @@ class QdrantStore:
                 on_disk_payload=on_disk,
                 metadata=metadata,
             ),
+            writes=True,
         )
         with warnings.catch_warnings():
             # Local mode keeps no payload indexes and warns so; they matter on a server.
@@ -461,6 +498,7 @@ class QdrantStore:
                     field_schema=schema,
                     wait=True,
                 ),
+                writes=True,
             )
 
     def _add_missing_payload_indexes(self, physical: str, info: Any) -> None:
@@ -508,10 +546,12 @@ class QdrantStore:
                 create_alias=models.CreateAlias(collection_name=physical, alias_name=self.alias)
             )
         )
-        self._call("swap alias", lambda: self.client.update_collection_aliases(operations))
+        self._call(
+            "swap alias", lambda: self.client.update_collection_aliases(operations), writes=True
+        )
 
     def drop_collection(self, name: str) -> None:
-        self._call("drop collection", lambda: self.client.delete_collection(name))
+        self._call("drop collection", lambda: self.client.delete_collection(name), writes=True)
         if self.connection.local_points is not None:
             self.connection.local_points.forget(name)
 
@@ -532,6 +572,7 @@ class QdrantStore:
         self._call(
             "record metadata",
             lambda: self.client.update_collection(name, metadata={METADATA_KEY: recorded}),
+            writes=True,
         )
 
     def create_build(self, name: str, source: str) -> None:
@@ -575,6 +616,7 @@ class QdrantStore:
                     points_selector=models.PointIdsList(points=list(point_ids)),
                     wait=True,
                 ),
+                writes=True,
             )
 
     def payload_schema(self) -> dict[str, str]:
@@ -622,7 +664,8 @@ class QdrantStore:
                 )
             ]
             with self._lock:
-                self._call("upsert", partial(self.client.upsert, self.collection, points=points))
+                upsert = partial(self.client.upsert, self.collection, points=points)
+                self._call("upsert", upsert, writes=True)
                 local_points = self.connection.local_points
                 if local_points is not None:
                     local_points.written(self._physical(), batch)
@@ -748,6 +791,7 @@ class QdrantStore:
             lambda: self.client.delete(
                 self.collection, points_selector=models.FilterSelector(filter=selection), wait=True
             ),
+            writes=True,
         )
 
     def set_documents_fields(
@@ -784,6 +828,7 @@ class QdrantStore:
                     points=selector,
                     wait=True,
                 ),
+                writes=True,
             )
 
     def delete_points(self, tenant_id: str, point_ids: Sequence[str]) -> int:
