@@ -262,7 +262,8 @@ def snapshot(root: Path, engine: str = "edge") -> dict[str, tuple[str, list[floa
     """point id -> (payload as canonical JSON, dense vector, sparse vector as JSON), read
     from the `engine` store (Edge, the default, or local mode) under `root`."""
     from config.settings import QdrantSettings
-    from indexing.qdrant_store import CollectionSchema, QdrantConnection, QdrantStore
+    from indexing.qdrant_store import QdrantConnection, QdrantStore
+    from indexing.store_schema import CollectionSchema
 
     settings = QdrantSettings.model_validate({"path": str(root / "qdrant"), "engine": engine})
     points: dict[str, tuple[str, list[float], str]] = {}

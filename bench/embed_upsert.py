@@ -30,8 +30,9 @@ from chunking.record import Chunk
 from config.settings import EmbedderSettings, QdrantSettings
 from indexing.embed_cache import embed_key, embed_with_cache, encode_embedding
 from indexing.embedders import BgeM3Embedder, Embedding
-from indexing.qdrant_store import CollectionSchema, QdrantConnection, QdrantStore
+from indexing.qdrant_store import QdrantConnection, QdrantStore
 from indexing.reconcile import DocumentChunks, sync_documents
+from indexing.store_schema import CollectionSchema
 from stage_cache.keys import stage_key
 from stage_cache.store import StageCache
 from tests.index_helpers import make_chunk

@@ -35,11 +35,8 @@ from bench import store_engines
 from bench.retrieval import chunks_of, load_corpus
 from config.settings import ChunkingSettings, LexicalSettings, QdrantSettings
 from indexing.lexical import LexicalEncoder
-from indexing.qdrant_store import (
-    CollectionSchema,
-    QdrantConnection,
-    QdrantStore,
-)
+from indexing.qdrant_store import QdrantConnection, QdrantStore
+from indexing.store_schema import CollectionSchema
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -124,7 +124,8 @@ def run_prefect() -> dict[str, Any]:
 
 def _points() -> int:
     from config.settings import load_settings
-    from indexing.qdrant_store import CollectionSchema, QdrantConnection, QdrantStore
+    from indexing.qdrant_store import QdrantConnection, QdrantStore
+    from indexing.store_schema import CollectionSchema
 
     with QdrantConnection(load_settings().qdrant) as qdrant:
         return QdrantStore(qdrant, CollectionSchema(0, False, False)).count()

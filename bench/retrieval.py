@@ -48,9 +48,10 @@ from chunking.tokens import get_token_counter
 from config.settings import ChunkingSettings, EmbedderSettings, QdrantSettings, load_settings
 from indexing.embedders import BgeM3Embedder, Embedding
 from indexing.lexical import LexicalEncoder
-from indexing.qdrant_store import CollectionSchema, QdrantConnection, QdrantStore
+from indexing.qdrant_store import QdrantConnection, QdrantStore
 from indexing.reconcile import DocumentChunks, sync_documents
 from indexing.search import SearchMode, search
+from indexing.store_schema import CollectionSchema
 from markdown_text import Anchor
 from stage_cache.store import StageCache
 

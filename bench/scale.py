@@ -13,12 +13,13 @@ BGE-M3-shaped model into the embedded store `--engine` names (`qdrant.engine`: Q
 Edge, the default, or qdrant-client's local mode). Printed: wall time, seconds per stage
 (from the run summary: fetch, normalize, chunk, embed, upsert summed over batches, and
 `optimize`, the HNSW build at the run's end, when the collection passed
-`qdrant.optimize_threshold`), the upsert stage's share of the wall time, the seconds
-inside the store client's own upserts (`StoreWrites`) and their share, peak RSS of this
-process (and its RSS before the run: the local Confluence API and its generated space
-live in this process too) and of the API server subprocess (sampled every 0.2 s with
-psutil), and the Prefect task-run count of the flow run. The tiny model's vectors have 32
-dimensions: the store holds far less than with BGE-M3's 1024.
+`qdrant.optimize_threshold`), the upsert stage's share of the wall time, the store
+client's own seconds from the run summary (`store_seconds`: writes, reads, the index
+build) and the writes' share, peak RSS of this process (and its RSS before the run: the
+local Confluence API and its generated space live in this process too) and of the API
+server subprocess (sampled every 0.2 s with psutil), and the Prefect task-run count of
+the flow run. The tiny model's vectors have 32 dimensions: the store holds far less than
+with BGE-M3's 1024.
 
 `--dump FILE` writes the point ids and payloads as JSON (sorted), for comparing two
 versions of the code or the two engines: `python -m bench.scale --engine edge --dump
@@ -235,41 +236,6 @@ class RssSampler:
         self.sample()
 
 
-class StoreWrites:
-    """Seconds spent inside the store client's `upsert` (`EdgeClient` or qdrant-client's)
-    while in the block: the engine's own writes. The run's `upsert` stage is wider (all of
-    indexing but the model: the store's lookups, lexical weights, parts, the embedding
-    cache, waiting for the connection's lock) and is summed over batches that overlap in
-    threads; these calls run under the connection's lock, one at a time."""
-
-    def __init__(self, engine: str) -> None:
-        from qdrant_client import QdrantClient
-
-        from indexing.edge import EdgeClient
-
-        self.client_class: type[Any] = EdgeClient if engine == "edge" else QdrantClient
-        self.seconds = 0.0
-        self.calls = 0
-
-    def __enter__(self) -> StoreWrites:
-        original = self.client_class.upsert
-
-        def timed(client: Any, *args: Any, **kwargs: Any) -> Any:
-            started = time.perf_counter()
-            try:
-                return original(client, *args, **kwargs)
-            finally:
-                self.seconds += time.perf_counter() - started
-                self.calls += 1
-
-        self._original = original
-        self.client_class.upsert = timed
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.client_class.upsert = self._original
-
-
 def _environment(root: Path, api: FakeConfluence, model: Path, args: argparse.Namespace) -> None:
     os.environ.update(
         {
@@ -409,14 +375,14 @@ def main() -> None:
             )
             for runner in runners:
                 _environment(work / runner, api, model, args)
-                with RssSampler() as rss, StoreWrites(args.engine) as writes:
+                with RssSampler() as rss:
                     started = time.perf_counter()
                     state = _flow(runner)(source="confluence", targets=[SPACE], return_state=True)
                     wall = time.perf_counter() - started
                 summary: dict[str, Any] = state.result()
                 task_runs, task_seconds = _task_runs(state.state_details.flow_run_id)
                 collections[runner] = _payloads(work / runner, args.engine)
-                _report(runner, args.engine, wall, summary, task_runs, task_seconds, rss, writes)
+                _report(runner, args.engine, wall, summary, task_runs, task_seconds, rss)
     if args.dump:
         first = collections[runners[0]]
         args.dump.write_text(
@@ -438,7 +404,6 @@ def _report(
     task_runs: int,
     task_seconds: dict[str, float],
     rss: RssSampler,
-    writes: StoreWrites,
 ) -> None:
     mib = 1024 * 1024
     print(
@@ -453,9 +418,9 @@ def _report(
     upsert = seconds.get("upsert", 0.0)
     print("seconds per stage (summed over batches): " + str(seconds))
     print(f"upsert stage: {upsert:.1f} s, {upsert / wall:.1%} of the wall time")
+    store = summary["store_seconds"]
     print(
-        f"store writes ({writes.calls} client upserts): {writes.seconds:.1f} s, "
-        f"{writes.seconds / wall:.1%} of the wall time"
+        f"store client's own seconds: {store}; writes {store['writes'] / wall:.1%} of the wall time"
     )
     print(
         "task run seconds (summed per task): "

@@ -105,15 +105,8 @@ def measure(engine: str, points: int, data: Path, root: Path) -> dict[str, Any]:
     from chunking import Chunk
     from config.settings import QdrantSettings
     from indexing.embedders import Embedding
-    from indexing.qdrant_store import (
-        DENSE,
-        DENSE_PARTS,
-        LEXICAL,
-        CollectionSchema,
-        QdrantConnection,
-        QdrantStore,
-        SearchFilters,
-    )
+    from indexing.qdrant_store import QdrantConnection, QdrantStore, SearchFilters
+    from indexing.store_schema import DENSE, DENSE_PARTS, LEXICAL, CollectionSchema
 
     loaded: dict[str, Any] = pickle.loads(data.read_bytes())
     chunks: list[Chunk] = [Chunk.from_record(r) for r in loaded["records"]]

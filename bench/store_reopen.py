@@ -25,7 +25,8 @@ from typing import Any
 from qdrant_client import models
 
 from config.settings import QdrantSettings
-from indexing.qdrant_store import CollectionSchema, QdrantConnection, QdrantStore
+from indexing.qdrant_store import QdrantConnection, QdrantStore
+from indexing.store_schema import CollectionSchema
 
 DIMENSIONS = 1024
 TENANT = "bench"

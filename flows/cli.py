@@ -694,6 +694,7 @@ def _print_summary(summary: dict[str, Any], console: Any) -> None:
         pictures_line,
         stage_rows,
         status_message,
+        store_line,
     )
 
     docs = Table("documents", *DOCUMENT_COUNTS, "failed", title=summary["source"])
@@ -704,6 +705,9 @@ def _print_summary(summary: dict[str, Any], console: Any) -> None:
         stages.add_row(*row)
     console.print(stages)
     console.print(chunks_line(summary), highlight=False)
+    store = store_line(summary)
+    if store:
+        console.print(store, highlight=False)
     pictures = pictures_line(summary)
     if pictures:
         console.print(pictures, highlight=False)

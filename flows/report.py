@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from types import MappingProxyType
@@ -18,6 +19,7 @@ from tasks.pipeline import (
     Failure,
     Plan,
     SourceSpec,
+    add_seconds,
 )
 
 # `ingest run` exit codes (docs/operations.md "Exit codes"); a run with several problems reports the
@@ -97,6 +99,10 @@ class RunSummary:
     pictures: dict[str, Any] = field(default_factory=dict)
     # Another process held the embedded store: the run stopped before any work.
     store_busy: bool = False
+    # Seconds inside the store client's own calls (`writes`, `reads`) and, when the run
+    # built the search index, `index_build` (`seconds.optimize`): where the stages'
+    # time went in the engine.
+    store_seconds: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def busy(
@@ -146,7 +152,10 @@ class RunSummary:
         deletion_refused: bool = False,
         points: int | None = None,
         optimize_seconds: float | None = None,
+        store_seconds: Mapping[str, float],
     ) -> RunSummary:
+        """`store_seconds`: the store client's seconds of this run's calls outside the
+        index batches (planning, reconciling), whose own the outcome carries."""
         unchanged = len(plan.unchanged)
         stages = {}
         for stage in STAGES:
@@ -208,6 +217,7 @@ class RunSummary:
             ],
             collection_points=points,
             pictures=outcome.pictures.summary(),
+            store_seconds=_store_seconds(store_seconds, outcome, optimize_seconds),
         )
 
     @property
@@ -317,6 +327,18 @@ def _stage_seconds(outcome: BatchOutcome, optimize_seconds: float | None) -> dic
     return {stage: round(value, 3) for stage, value in seconds.items()}
 
 
+def _store_seconds(
+    outside_batches: Mapping[str, float], outcome: BatchOutcome, optimize_seconds: float | None
+) -> dict[str, float]:
+    """The store client's seconds of the run by work, and `index_build` when the run
+    built the search index."""
+    seconds = dict(outside_batches)
+    add_seconds(seconds, outcome.store_seconds)
+    if optimize_seconds is not None:
+        seconds["index_build"] = optimize_seconds
+    return {work: round(value, 3) for work, value in seconds.items()}
+
+
 def stage_rows(summary: dict[str, Any]) -> list[list[str]]:
     """The stage table (`STAGE_COLUMNS`) of a summary's `as_dict` form: one unit per
     column, a dash where a stage does not count that unit."""
@@ -342,6 +364,18 @@ def chunks_line(summary: dict[str, Any]) -> str:
             f"; the collection holds {summary['collection_points']} points of tenant "
             f"{summary['tenant_id']}"
         )
+    return line
+
+
+def store_line(summary: dict[str, Any]) -> str | None:
+    """The store client's own seconds (writes, reads, the search index build); None for
+    a run that wrote and read nothing (its store was busy)."""
+    seconds = summary.get("store_seconds")
+    if not seconds:
+        return None
+    line = f"Qdrant's own time: writes {seconds['writes']:.2f} s, reads {seconds['reads']:.2f} s"
+    if "index_build" in seconds:
+        line += f", search index build {seconds['index_build']:.2f} s"
     return line
 
 
@@ -393,6 +427,9 @@ def summary_markdown(summary: RunSummary) -> str:
     ]
     lines += ["| " + " | ".join((*row, _hit_rate(row))) + " |" for row in stage_rows(data)]
     lines += ["", chunks_line(data) + ".", ""]
+    store = store_line(data)
+    if store:
+        lines += [store + ".", ""]
     pictures = pictures_line(data)
     if pictures:
         lines += [pictures + ".", ""]

@@ -72,6 +72,9 @@ def sync(
 ) -> RunSummary | None:
     """The run's summary, or None where a step stopped it."""
     started = datetime.now().astimezone()
+    # The store's seconds before the run (a re-index may have gone first on these
+    # resources): the report counts the run's own.
+    store_before = steps.resources.store_seconds()
     pipeline.progress_phase(pipeline.LISTING)
     listing = steps.discover()
     if listing is None:
@@ -93,6 +96,12 @@ def sync(
     )
     pipeline.progress_phase(pipeline.OPTIMIZING)
     optimized = pipeline.optimize_index(steps.resources)
+    points = pipeline.indexed_points(steps.settings, steps.resources)
+    # Read after the run's last store call (the count above).
+    store_seconds = {
+        work: seconds - store_before.get(work, 0.0)
+        for work, seconds in steps.resources.store_seconds().items()
+    }
     summary = RunSummary.build(
         spec=steps.spec,
         settings=steps.settings,
@@ -103,8 +112,9 @@ def sync(
         deleted=deleted,
         started=started,
         deletion_refused=refused,
-        points=pipeline.indexed_points(steps.settings, steps.resources),
+        points=points,
         optimize_seconds=optimized,
+        store_seconds=store_seconds,
     )
     SourceLog.for_settings(steps.settings).record(
         summary.tenant_id,

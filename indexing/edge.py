@@ -37,8 +37,8 @@ from qdrant_client import models
 from qdrant_client.http import models as http_models
 
 from config.errors import ErrorCode, IngestError
-from indexing.qdrant_store import PayloadIndexSchema
 from indexing.store_lock import store_busy
+from indexing.store_schema import PayloadIndexSchema
 from stage_cache.store import write_atomic
 
 EDGE_DIR = "edge"

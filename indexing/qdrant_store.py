@@ -8,25 +8,14 @@ runs. The configured `qdrant.collection` name is an ALIAS that readers use; the 
 live in a physical collection behind it, so a re-index into another collection can be
 switched to by moving the alias.
 
-Named vectors: `dense` (cosine, size from the embedder); with `parts.enabled`,
-`dense_parts` (the same model's vectors of the chunk's parts, a multivector compared by
-MaxSim, chunking/parts.py); when the embedder has one,
-`sparse` (BGE-M3 lexical weights); and, with `lexical.enabled`, `lexical` (contextual
-BM25 term weights, indexing/lexical.py). `sparse` has NO IDF modifier: BGE-M3's lexical
-score is the plain dot product of learned term weights, which already encode term
-importance. `lexical` has `Modifier.IDF`: Qdrant (every engine) supplies the inverse
-document frequency as points come and go, so the dot product is BM25.
-
-A collection's metadata records what made its vectors (model id, lexical encoder id) and
-how it split parts (parts id), and its part in a re-index (`state`: live, building,
-retired), see indexing/reindex.py.
+What a collection holds (named vectors, payload indexes, metadata) is
+indexing/store_schema.py; what only local mode needs (its point maps, scroll size,
+SQLite tuning) is indexing/local_mode.py, called only when that engine runs.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import sqlite3
 import time
 import warnings
 from collections import defaultdict
@@ -36,7 +25,6 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from threading import Lock, RLock
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import httpx
@@ -46,83 +34,70 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 from chunking.record import CONTAINER_FIELD, Chunk, point_id
 from config.errors import ConfigError, ErrorCode, IngestError
 from config.settings import QdrantSettings
-from indexing import store_lock
+from indexing import local_mode, store_lock
 from indexing.embedders import Embedding
 from indexing.lexical import SparseWeights
+from indexing.local_mode import LocalPoints, PointMap
+from indexing.store_schema import (
+    DENSE,
+    DENSE_PARTS,
+    LEXICAL,
+    METADATA_KEY,
+    PAYLOAD_INDEXES,
+    REINDEX_ADVICE,
+    SPARSE,
+    CollectionSchema,
+    schema_of,
+)
 
 if TYPE_CHECKING:
     from indexing.edge import EdgeClient
 
 log = logging.getLogger(__name__)
 
-PayloadIndexSchema = (
-    models.PayloadSchemaType
-    | models.KeywordIndexParams
-    | models.IntegerIndexParams
-    | models.DatetimeIndexParams
-)
-DENSE = "dense"
-DENSE_PARTS = "dense_parts"
-SPARSE = "sparse"
-LEXICAL = "lexical"
-METADATA_KEY = "ingest"  # the collection metadata this project writes, under one key
 RRF_K = 2  # Qdrant's and qdrant-client's default
 FIRST_PREFETCH_WEIGHT = 1.0001  # see _rrf
 _SCROLL_PAGE = 1024
-# Local mode sorts every id and filters every point for each scroll page, so a scan
-# costs pages x points: fewer, larger pages keep it linear (its records are in memory).
-_LOCAL_SCROLL_PAGE = 100_000
 
-# SPEC §4 indexes, plus the version (reconcile filters on it) and the ACL fields (search
-# filters on them). `tenant_id` is the tenant index: Qdrant co-locates a tenant's points.
-# `section_id` and `document_id` + `ordinal` (a range index) make search's expansion of a
-# hit to its section or neighbours a lookup, not a scan.
-# Fields only looked up (a document's points, a section, neighbours, a version) need no
-# HNSW links of their own: building them for every value multiplies the index build.
-_LOOKUP_KEYWORD = models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, enable_hnsw=False)
-PAYLOAD_INDEXES: Mapping[str, PayloadIndexSchema] = MappingProxyType(
-    {
-        "tenant_id": models.KeywordIndexParams(
-            type=models.KeywordIndexType.KEYWORD, is_tenant=True
-        ),
-        "document_id": _LOOKUP_KEYWORD,
-        "section_id": _LOOKUP_KEYWORD,
-        "ordinal": models.IntegerIndexParams(
-            type=models.IntegerIndexType.INTEGER, lookup=False, range=True, enable_hnsw=False
-        ),
-        "source_type": models.PayloadSchemaType.KEYWORD,
-        CONTAINER_FIELD: models.PayloadSchemaType.KEYWORD,
-        "labels": models.PayloadSchemaType.KEYWORD,
-        "updated_at": models.DatetimeIndexParams(
-            type=models.DatetimeIndexType.DATETIME, enable_hnsw=False
-        ),
-        "source_version_id": _LOOKUP_KEYWORD,
-        "archived": models.PayloadSchemaType.BOOL,
-        "acl.public": models.PayloadSchemaType.BOOL,
-        "acl.users": models.PayloadSchemaType.KEYWORD,
-        "acl.groups": models.PayloadSchemaType.KEYWORD,
-        "acl.restricted": models.PayloadSchemaType.BOOL,
-        "acl.space_open": models.PayloadSchemaType.BOOL,
-        "acl.space_users": models.PayloadSchemaType.KEYWORD,
-        "acl.space_groups": models.PayloadSchemaType.KEYWORD,
-    }
-)
 # Payload = the chunk record without `embed_text` (header + overlap + md_text, all of
 # which the payload already holds), to keep points lean.
 _PAYLOAD_EXCLUDED = frozenset({"embed_text"})
+
+# One chunk's `dense_parts`: a vector per part.
+PartVectors = Sequence[Sequence[float]]
 
 T = TypeVar("T")
 
 
 # --- connections ---------------------------------------------------------------------
 
-# Local mode: the connection holds the storage's file lock, so nothing else writes the
-# collection and a map of each tenant's points kept beside it is exact. It replaces local
-# mode's filtered scroll, a Python scan costing points x documents-asked per lookup.
-# document -> {point id: version}
-PointMap = dict[str, dict[str, str]]
-# One chunk's `dense_parts`: a vector per part.
-PartVectors = Sequence[Sequence[float]]
+# What a client call does: `writes` change a collection (points, payloads, indexes,
+# aliases, metadata, creation), `reads` leave it as it was.
+StoreWork = Literal["writes", "reads"]
+
+
+class StoreSeconds:
+    """Seconds spent inside the store client's own calls, by `StoreWork`: what the engine
+    took, without the work around it (embedding, payloads built, waits for the lock).
+    The embedded engines run one call at a time (the connection's lock), so their sum is
+    wall time; a server's calls from several threads overlap, and so may the sum."""
+
+    def __init__(self) -> None:
+        self._lock = Lock()
+        self._seconds: dict[str, float] = {"writes": 0.0, "reads": 0.0}
+
+    def timed(self, work: StoreWork, operation: Callable[[], T]) -> T:
+        started = time.perf_counter()
+        try:
+            return operation()
+        finally:
+            elapsed = time.perf_counter() - started
+            with self._lock:
+                self._seconds[work] += elapsed
+
+    def totals(self) -> dict[str, float]:
+        with self._lock:
+            return dict(self._seconds)
 
 
 class QdrantConnection:
@@ -143,8 +118,11 @@ class QdrantConnection:
             nullcontext() if self.engine == "server" else RLock()
         )
         self.creating = Lock()  # one collection creation at a time in this process
-        # physical collection -> tenant -> its points (local mode only)
-        self.points: dict[str, dict[str, PointMap]] = {}
+        # The client's seconds of the stores over this connection (but those given their
+        # own, `QdrantStore(seconds=...)`).
+        self.seconds = StoreSeconds()
+        # Local mode only: each tenant's points, kept beside the collection.
+        self.local_points = LocalPoints() if self.local else None
         # What this run was already told about a collection's schema (said once a run).
         self.warned: set[str] = set()
 
@@ -181,7 +159,8 @@ class QdrantConnection:
         connection of this process holds the store)."""
         with self._opening:
             client, self._client = self._client, None
-            self.points.clear()
+            if self.local_points is not None:
+                self.local_points.clear()
             if client is not None:
                 client.close()
                 if self.engine != "server":
@@ -213,20 +192,7 @@ def _open_client(settings: QdrantSettings, engine: Engine) -> QdrantClient | Edg
         from indexing.edge import EdgeClient  # the Rust extension, loaded only when used
 
         return EdgeClient(path, index_after_vectors=settings.optimize_threshold)
-    try:
-        return QdrantClient(path=str(path))
-    except RuntimeError:  # a process without the store's lock file holds the storage
-        raise store_lock.store_busy(path, 0) from None
-
-
-def local_mode_collections(path: str | Path) -> list[str]:
-    """Collections qdrant-client's local mode keeps at `path` (its `meta.json`), read
-    without opening them: a store from before Edge was the embedded default."""
-    try:
-        meta = json.loads((Path(path) / "meta.json").read_text(encoding="utf-8"))
-    except (FileNotFoundError, ValueError):
-        return []
-    return sorted(meta.get("collections") or {})
+    return local_mode.open_client(path)
 
 
 # --- results and filters -------------------------------------------------------------
@@ -310,65 +276,6 @@ def _acl_level(filters: SearchFilters, users: str, groups: str) -> list[models.C
 # --- the store -----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class CollectionSchema:
-    """The vectors a collection holds and what made them (kept in its metadata)."""
-
-    vector_size: int
-    sparse: bool  # BGE-M3's learned sparse weights
-    lexical: bool  # contextual BM25 weights, IDF from Qdrant
-    model_id: str | None = None
-    lexical_id: str | None = None
-    parts: bool = False  # `dense_parts`: the chunk's parts embedded, compared by MaxSim
-    parts_id: str | None = None
-
-    def conflicts(self, wanted: CollectionSchema) -> list[str]:
-        """Vectors of `wanted` this collection cannot take beside its own, in words."""
-        found = []
-        if self.vector_size != wanted.vector_size:
-            found.append(f"dense vectors of size {wanted.vector_size} (it has {self.vector_size})")
-        elif _differ(self.model_id, wanted.model_id):
-            found.append(f"vectors of {wanted.model_id} (it has {self.model_id})")
-        return found
-
-    def refuse_conflicts(self, wanted: CollectionSchema, name: str) -> None:
-        """Stop, naming the re-index, when collection `name` cannot hold `wanted`."""
-        conflicts = self.conflicts(wanted)
-        if conflicts:
-            raise ConfigError(
-                f"collection {name!r} cannot hold {conflicts[0]}: {REINDEX_ADVICE}, or "
-                "pick another qdrant.collection",
-                setting="qdrant.collection",
-            )
-
-    def lacks(self, wanted: CollectionSchema) -> dict[str, str]:
-        """Vectors of `wanted` this collection does not have (or has made otherwise):
-        vector name -> in words."""
-        found = {}
-        if wanted.sparse and not self.sparse:
-            found[SPARSE] = "the BGE-M3 'sparse' vector"
-        if wanted.lexical and not self.lexical:
-            found[LEXICAL] = "the 'lexical' vector of hybrid search"
-        elif wanted.lexical and _differ(self.lexical_id, wanted.lexical_id):
-            found[LEXICAL] = f"lexical weights of {wanted.lexical_id} (it has {self.lexical_id})"
-        if wanted.parts and not self.parts:
-            found[DENSE_PARTS] = "the 'dense_parts' vectors of the chunks' parts"
-        elif wanted.parts and _differ(self.parts_id, wanted.parts_id):
-            found[DENSE_PARTS] = f"parts split as {wanted.parts_id} (it has {self.parts_id})"
-        return found
-
-
-def _differ(recorded: str | None, wanted: str | None) -> bool:
-    """Both known and not the same (a collection made before ids were recorded has none)."""
-    return None not in (recorded, wanted) and recorded != wanted
-
-
-REINDEX_ADVICE = (
-    "run `ingest reindex` (or the flow with reindex: true) to build a collection that "
-    "holds it from the stage cache and move the alias to it"
-)
-
-
 def _sparse_vector(weights: SparseWeights) -> models.SparseVector:
     """Indices unique (a map's keys) and sorted, as every engine reads them best; Edge
     would store a repeated index and count it twice."""
@@ -400,26 +307,11 @@ def _rrf(prefetches: int) -> models.RrfQuery:
     )
 
 
-def _schema_of(info: models.CollectionInfo) -> CollectionSchema:
-    vectors = info.config.params.vectors
-    dense = vectors.get(DENSE) if isinstance(vectors, dict) else None
-    sparse_vectors = info.config.params.sparse_vectors or {}
-    recorded = (info.config.metadata or {}).get(METADATA_KEY) or {}
-    return CollectionSchema(
-        vector_size=dense.size if dense is not None else 0,
-        sparse=SPARSE in sparse_vectors,
-        lexical=LEXICAL in sparse_vectors,
-        model_id=recorded.get("model_id"),
-        lexical_id=recorded.get("lexical_id"),
-        parts=isinstance(vectors, dict) and DENSE_PARTS in vectors,
-        parts_id=recorded.get("parts_id"),
-    )
-
-
 class QdrantStore:
     """One collection (by default the configured alias) of one Qdrant. `schema` is what
     the embedder and settings make; `holds` what the collection has (known once
-    `ensure_collection` or `describe` ran), which is what writes and searches use."""
+    `ensure_collection` or `describe` ran), which is what writes and searches use. Its
+    client calls' seconds go to `seconds`, by default the connection's."""
 
     def __init__(
         self,
@@ -427,8 +319,10 @@ class QdrantStore:
         schema: CollectionSchema,
         *,
         collection: str | None = None,
+        seconds: StoreSeconds | None = None,
     ) -> None:
         self.connection = connection
+        self.seconds = seconds if seconds is not None else connection.seconds
         self.settings = connection.settings
         self.schema = schema
         self.holds = schema
@@ -441,12 +335,14 @@ class QdrantStore:
     def vector_size(self) -> int:
         return self.schema.vector_size
 
-    def _call(self, what: str, operation: Callable[[], T]) -> T:
-        """Run a client call; map failures to UPSERT_FAILED (transient when retrying may
-        help: connection errors, timeouts, 429 and 5xx)."""
+    def _call(self, what: str, operation: Callable[[], T], *, writes: bool = False) -> T:
+        """Run a client call, its seconds counted as `writes` (it changes a collection) or
+        `reads`, timed inside the lock so a wait for another call is not counted; map
+        failures to UPSERT_FAILED (transient when retrying may help: connection errors,
+        timeouts, 429 and 5xx)."""
         try:
             with self._lock:
-                return operation()
+                return self.seconds.timed("writes" if writes else "reads", operation)
         except UnexpectedResponse as exc:
             status = exc.status_code or 0
             raise IngestError(
@@ -515,7 +411,7 @@ class QdrantStore:
         the run would index everything again while the old points sit unused."""
         if self.connection.engine != "edge":
             return
-        found = local_mode_collections(self.settings.path)
+        found = local_mode.stored_collections(self.settings.path)
         if found:
             raise ConfigError(
                 f"{self.settings.path} holds a qdrant-client local-mode store "
@@ -530,20 +426,11 @@ class QdrantStore:
         return self._call("exists", lambda: self.client.collection_exists(name))
 
     def _tune_local_storage(self, physical: str) -> None:
-        """Local mode persists each point in its own SQLite transaction; with the default
-        rollback journal every one is an fsync (about 120 points/s on this machine's disk).
-        WAL with synchronous=NORMAL stays consistent after a process crash and at worst
-        loses the last writes on power loss, which the next run re-upserts (points are
-        compared by id). No-op on another engine, or if qdrant-client's layout changes."""
-        if not self.connection.local:
-            return
-        local = getattr(self.client, "_client", None)
-        collection = getattr(local, "collections", {}).get(physical)
-        connection = getattr(getattr(collection, "storage", None), "storage", None)
-        if isinstance(connection, sqlite3.Connection):
+        """Local mode's SQLite made fit for a run's many small writes; nothing to do on
+        another engine."""
+        if self.connection.local:
             with self._lock:
-                connection.execute("PRAGMA journal_mode=WAL")
-                connection.execute("PRAGMA synchronous=NORMAL")
+                local_mode.tune_storage(self.client, physical)
 
     def _create(self, name: str, state: str = "live", **recorded: str) -> str:
         """A collection for `self.schema`, its metadata saying what made its vectors, its
@@ -595,6 +482,7 @@ class QdrantStore:
                 on_disk_payload=on_disk,
                 metadata=metadata,
             ),
+            writes=True,
         )
         with warnings.catch_warnings():
             # Local mode keeps no payload indexes and warns so; they matter on a server.
@@ -613,6 +501,7 @@ class QdrantStore:
                     field_schema=schema,
                     wait=True,
                 ),
+                writes=True,
             )
 
     def _add_missing_payload_indexes(self, physical: str, info: Any) -> None:
@@ -627,7 +516,7 @@ class QdrantStore:
         """What a collection (by default this store's) holds, from its configuration and
         metadata."""
         name = physical or self.resolve() or self.collection
-        return _schema_of(self._call("describe", lambda: self.client.get_collection(name)))
+        return schema_of(self._call("describe", lambda: self.client.get_collection(name)))
 
     def _check_vectors(self, physical: str) -> None:
         """Writes go to what the collection holds. Vectors it cannot hold (another size or
@@ -635,7 +524,7 @@ class QdrantStore:
         left out of writes and searches (the run report says so, tasks.pipeline.plan)."""
         info = self._call("describe", lambda: self.client.get_collection(physical))
         self._add_missing_payload_indexes(physical, info)
-        self.holds = _schema_of(info)
+        self.holds = schema_of(info)
         self.holds.refuse_conflicts(self.schema, physical)
         lacks = self.holds.lacks(self.schema)
         if lacks and physical not in self.connection.warned:
@@ -660,11 +549,14 @@ class QdrantStore:
                 create_alias=models.CreateAlias(collection_name=physical, alias_name=self.alias)
             )
         )
-        self._call("swap alias", lambda: self.client.update_collection_aliases(operations))
+        self._call(
+            "swap alias", lambda: self.client.update_collection_aliases(operations), writes=True
+        )
 
     def drop_collection(self, name: str) -> None:
-        self._call("drop collection", lambda: self.client.delete_collection(name))
-        self.connection.points.pop(name, None)
+        self._call("drop collection", lambda: self.client.delete_collection(name), writes=True)
+        if self.connection.local_points is not None:
+            self.connection.local_points.forget(name)
 
     # -- re-index bookkeeping (indexing/reindex.py) --
 
@@ -683,6 +575,7 @@ class QdrantStore:
         self._call(
             "record metadata",
             lambda: self.client.update_collection(name, metadata={METADATA_KEY: recorded}),
+            writes=True,
         )
 
     def create_build(self, name: str, source: str) -> None:
@@ -726,12 +619,13 @@ class QdrantStore:
                     points_selector=models.PointIdsList(points=list(point_ids)),
                     wait=True,
                 ),
+                writes=True,
             )
 
     def payload_schema(self) -> dict[str, str]:
         """Indexed payload fields reported by Qdrant (local mode reports none: it keeps no
         payload indexes; a server and Edge do)."""
-        physical = self.resolve() or self.collection
+        physical = self._physical()
         info = self._call("describe", lambda: self.client.get_collection(physical))
         return {name: str(schema.data_type.value) for name, schema in info.payload_schema.items()}
 
@@ -773,37 +667,16 @@ class QdrantStore:
                 )
             ]
             with self._lock:
-                self._call("upsert", partial(self.client.upsert, self.collection, points=points))
-                loaded = self._loaded_point_maps()
-                for chunk in batch:
-                    known = loaded.get(chunk.tenant_id)
-                    if known is not None:
-                        document = known.setdefault(chunk.document_id, {})
-                        document[chunk.point_id] = chunk.source_version_id
+                upsert = partial(self.client.upsert, self.collection, points=points)
+                self._call("upsert", upsert, writes=True)
+                local_points = self.connection.local_points
+                if local_points is not None:
+                    local_points.written(self._physical(), batch)
         return len(chunks)
 
-    def _loaded_point_maps(self) -> dict[str, PointMap]:
-        """Local mode: the point maps loaded so far, by tenant (none elsewhere)."""
-        if not self.connection.local:
-            return {}
-        return self.connection.points.get(self.resolve() or self.collection, {})
-
-    def _tenant_points(self, tenant_id: str) -> PointMap:
-        """Local mode: the tenant's point map, loaded by one scroll on first use."""
-        with self._lock:
-            physical = self.resolve() or self.collection
-            tenants = self.connection.points.setdefault(physical, {})
-            if tenant_id not in tenants:
-                tenants[tenant_id] = self._scan_points(
-                    models.Filter(must=[_match("tenant_id", tenant_id)])
-                )
-            return tenants[tenant_id]
-
-    def _delete_and_forget(self, what: str, tenant_id: str, selection: models.Filter) -> None:
-        """A delete by filter; the tenant's point map is reloaded when next needed."""
-        with self._lock:
-            self._delete(what, selection)
-            self._loaded_point_maps().pop(tenant_id, None)
+    def _physical(self) -> str:
+        """The physical collection behind this store's name (the name when none is)."""
+        return self.resolve() or self.collection
 
     def _scan_points(self, selection: models.Filter) -> PointMap:
         found: PointMap = defaultdict(dict)
@@ -847,7 +720,7 @@ class QdrantStore:
         page: int | None = None,
     ) -> Iterator[models.Record]:
         offset: Any = None
-        limit = page or (_LOCAL_SCROLL_PAGE if self.connection.local else _SCROLL_PAGE)
+        limit = page or (local_mode.SCROLL_PAGE if self.connection.local else _SCROLL_PAGE)
         while True:
             records, offset = self._call(
                 "scroll",
@@ -871,14 +744,15 @@ class QdrantStore:
         """{document_id: {point_id: source_version_id}} for the tenant's given documents."""
         if not document_ids:
             return {}
-        if self.connection.local:
+        tenant = _match("tenant_id", tenant_id)
+        local_points = self.connection.local_points
+        if local_points is not None:
             with self._lock:
-                known = self._tenant_points(tenant_id)
+                scan = partial(self._scan_points, models.Filter(must=[tenant]))
+                known = local_points.of_tenant(self._physical(), tenant_id, scan)
                 return {doc: dict(known[doc]) for doc in document_ids if known.get(doc)}
         return self._scan_points(
-            models.Filter(
-                must=[_match("tenant_id", tenant_id), _match_any("document_id", document_ids)]
-            )
+            models.Filter(must=[tenant, _match_any("document_id", document_ids)])
         )
 
     def existing_versions(self, tenant_id: str, document_ids: Sequence[str]) -> dict[str, set[str]]:
@@ -920,6 +794,7 @@ class QdrantStore:
             lambda: self.client.delete(
                 self.collection, points_selector=models.FilterSelector(filter=selection), wait=True
             ),
+            writes=True,
         )
 
     def set_documents_fields(
@@ -956,6 +831,7 @@ class QdrantStore:
                     points=selector,
                     wait=True,
                 ),
+                writes=True,
             )
 
     def delete_points(self, tenant_id: str, point_ids: Sequence[str]) -> int:
@@ -965,21 +841,21 @@ class QdrantStore:
             )
             with self._lock:
                 self._delete("delete points", selection)
-                gone = set(point_ids)
-                for points in self._loaded_point_maps().get(tenant_id, {}).values():
-                    for point in gone & points.keys():
-                        del points[point]
+                local_points = self.connection.local_points
+                if local_points is not None:
+                    local_points.deleted(self._physical(), tenant_id, point_ids)
         return len(point_ids)
 
     def delete_documents(self, tenant_id: str, document_ids: Sequence[str]) -> None:
         if document_ids:
-            self._delete_and_forget(
-                "delete documents",
-                tenant_id,
-                models.Filter(
-                    must=[_match("tenant_id", tenant_id), _match_any("document_id", document_ids)]
-                ),
+            selection = models.Filter(
+                must=[_match("tenant_id", tenant_id), _match_any("document_id", document_ids)]
             )
+            with self._lock:
+                self._delete("delete documents", selection)
+                local_points = self.connection.local_points
+                if local_points is not None:
+                    local_points.forget(self._physical(), tenant_id)
 
     # -- lookups by chunk (search expansion) --
 

@@ -39,14 +39,9 @@ from config.errors import ConfigError, ErrorCode, IngestError
 from indexing.embed_cache import embed_with_cache, lexical_with_cache, parts_with_cache
 from indexing.embedders import Embedder, Embedding
 from indexing.lexical import LexicalEncoder
-from indexing.qdrant_store import (
-    DENSE,
-    SPARSE,
-    CollectionSchema,
-    QdrantConnection,
-    QdrantStore,
-    local_mode_collections,
-)
+from indexing.local_mode import stored_collections
+from indexing.qdrant_store import QdrantConnection, QdrantStore
+from indexing.store_schema import DENSE, SPARSE, CollectionSchema
 from stage_cache.store import StageCache
 
 log = logging.getLogger(__name__)
@@ -116,7 +111,7 @@ def _source(live: QdrantStore) -> QdrantStore:
     source = live.resolve()
     if source is not None and source != live.alias:
         return QdrantStore(live.connection, live.describe(source), collection=source)
-    if live.connection.engine == "edge" and local_mode_collections(live.settings.path):
+    if live.connection.engine == "edge" and stored_collections(live.settings.path):
         local = QdrantConnection(live.settings.model_copy(update={"engine": "local"}))
         reader = QdrantStore(local, live.schema)
         found = reader.resolve()

@@ -27,16 +27,14 @@ from typing import Any, Literal
 
 from indexing.embedders import Embedder
 from indexing.lexical import LexicalEncoder, SparseWeights
-from indexing.qdrant_store import (
+from indexing.qdrant_store import PartVectors, QdrantStore, SearchFilters
+from indexing.store_schema import (
     DENSE,
     DENSE_PARTS,
     LEXICAL,
     REINDEX_ADVICE,
     SPARSE,
     CollectionSchema,
-    PartVectors,
-    QdrantStore,
-    SearchFilters,
 )
 
 __all__ = ["SearchFilters", "SearchHit", "expand_hits", "search"]

@@ -11,7 +11,7 @@ from chunking.record import Chunk
 from config.errors import ErrorCode, IngestError
 from config.settings import Settings
 from indexing.embedders import Embedder, Embedding
-from indexing.qdrant_store import QdrantStore
+from indexing.qdrant_store import QdrantStore, StoreSeconds
 from indexing.reconcile import DocumentChunks, sync_documents
 from indexing.reindex import ReindexResult, reindex
 from stage_cache.keys import CacheKey
@@ -74,7 +74,10 @@ def index_batch(
         return outcome
     cache = handoff_cache(settings)
     embedder = resources.embedder()
-    store = resources.store(embedder)
+    # The batch's own, carried by its outcome: under Dask it may run in a worker, whose
+    # connection the run's report never reads.
+    store_seconds = StoreSeconds()
+    store = resources.store(embedder, seconds=store_seconds)
     batch: list[DocumentChunks] = []
     for document in documents:
         records = cache.get_json(CacheKey("chunk", document.chunk_key))
@@ -88,9 +91,11 @@ def index_batch(
         chunks = [Chunk.from_record(r) for r in records]
         batch.append(DocumentChunks(document.document_id, document.version, chunks))
     try:
-        return _sync(spec, settings, resources, store, embedder, batch, force=force)
+        outcome = _sync(spec, settings, resources, store, embedder, batch, force=force)
     except OSError as exc:
         raise cache_unwritable(settings, exc, code=ErrorCode.EMBED_FAILED) from exc
+    outcome.store_seconds = store_seconds.totals()
+    return outcome
 
 
 def _sync(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -154,6 +155,9 @@ class BatchOutcome:
         default_factory=lambda: {s: StageCount() for s in CHUNK_STAGES}
     )
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
+    # Seconds inside the store client's calls while indexing, by work (writes, reads):
+    # an index batch may run in another process, so they travel with its outcome.
+    store_seconds: dict[str, float] = field(default_factory=dict)
     failures: list[Failure] = field(default_factory=list)
     warnings: list[DocumentWarning] = field(default_factory=list)
     links: list[DocumentLink] = field(default_factory=list)  # the first LINKS_SHOWN
@@ -177,6 +181,7 @@ class BatchOutcome:
         for stage in CHUNK_STAGES:
             self.chunk_stages[stage].done += other.chunk_stages[stage].done
             self.chunk_stages[stage].cached += other.chunk_stages[stage].cached
+        add_seconds(self.store_seconds, other.store_seconds)
         self.failures += other.failures
         self.warnings += other.warnings
         self.links = (self.links + other.links)[:LINKS_SHOWN]
@@ -186,6 +191,12 @@ class BatchOutcome:
         self.over_window += other.over_window
         self.window = self.window or other.window
         self.pictures.merge(other.pictures)
+
+
+def add_seconds(into: dict[str, float], more: Mapping[str, float]) -> None:
+    """Add seconds by name (a stage, a kind of work) to a tally."""
+    for name, seconds in more.items():
+        into[name] = into.get(name, 0.0) + seconds
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ from config.errors import ConfigError, ErrorCode
 from config.settings import Settings
 from connectors.base import Connector, DocumentRef, IndexedCheck, LinkResolver, Listing
 from connectors.registry import connector_class
-from indexing.qdrant_store import DENSE_PARTS, LEXICAL, REINDEX_ADVICE, QdrantStore
+from indexing.qdrant_store import QdrantStore
+from indexing.store_schema import DENSE_PARTS, LEXICAL, REINDEX_ADVICE
 from tasks.links import LinkStore
 from tasks.outcome import DocumentWarning, Failure, cache_unwritable
 from tasks.resources import Resources

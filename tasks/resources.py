@@ -25,7 +25,8 @@ from connectors.base import Closeable, Connector, ConnectorContext, LinkResoluti
 from connectors.registry import connector_class
 from indexing.embedders import Embedder, make_embedder
 from indexing.lexical import LexicalEncoder
-from indexing.qdrant_store import CollectionSchema, QdrantConnection, QdrantStore
+from indexing.qdrant_store import QdrantConnection, QdrantStore, StoreSeconds
+from indexing.store_schema import CollectionSchema
 from normalizers.pictures import PictureSetup
 from normalizers.registry import supported_extensions
 from stage_cache.keys import config_hash, sha256_hex
@@ -162,17 +163,29 @@ class Resources:
             parts_id=parts.id if parts else None,
         )
 
-    def store(self, embedder: Embedder | None = None, *, check: bool = True) -> QdrantStore:
+    def store(
+        self,
+        embedder: Embedder | None = None,
+        *,
+        check: bool = True,
+        seconds: StoreSeconds | None = None,
+    ) -> QdrantStore:
         """The Qdrant store; without an embedder it can read (plan, delete, search) but
         not create. With one it creates the collection, or checks it can hold the
-        embedder's vectors (`check=False`: left to a re-index)."""
+        embedder's vectors (`check=False`: left to a re-index). Its client calls' seconds
+        go to `seconds`, by default to `store_seconds`."""
         here = self._here()
         if here is not self:
-            return here.store(embedder, check=check)
-        store = QdrantStore(self._connection(), self.schema(embedder))
+            return here.store(embedder, check=check, seconds=seconds)
+        store = QdrantStore(self._connection(), self.schema(embedder), seconds=seconds)
         if embedder is not None and check:
             store.ensure_collection()
         return store
+
+    def store_seconds(self) -> dict[str, float]:
+        """Seconds inside the store client's calls of this process's stores so far, by
+        work (`StoreSeconds`), but for those of stores given their own."""
+        return self._connection().seconds.totals()
 
     def _connection(self) -> QdrantConnection:
         with self._lock:

@@ -16,8 +16,9 @@ from chunking.record import Chunk, compute_chunk_id
 from config.settings import LexicalSettings, QdrantSettings
 from indexing.embedders import Embedder, Embedding
 from indexing.lexical import LexicalEncoder, SparseWeights
-from indexing.qdrant_store import CollectionSchema, PartVectors, QdrantConnection, QdrantStore
+from indexing.qdrant_store import PartVectors, QdrantConnection, QdrantStore
 from indexing.reconcile import DocumentChunks
+from indexing.store_schema import CollectionSchema
 
 
 def make_chunk(

@@ -46,8 +46,9 @@ from flows.serve import (
     load_specs,
     set_project_directory,
 )
-from indexing.qdrant_store import CollectionSchema, QdrantConnection, QdrantStore
+from indexing.qdrant_store import QdrantConnection, QdrantStore
 from indexing.store_lock import read_holder
+from indexing.store_schema import CollectionSchema
 from tasks.resources import in_secret_block, secret_value
 from tests.confluence_api import (
     DEFAULT_READERS,

@@ -27,11 +27,12 @@ from config.errors import ConfigError, ErrorCode, IngestError
 from flows.cli import main
 from indexing.edge import EdgeClient, edge_root
 from indexing.embedders import BgeM3Embedder
-from indexing.qdrant_store import CollectionSchema, QdrantConnection, QdrantStore
+from indexing.qdrant_store import QdrantConnection, QdrantStore
 from indexing.reconcile import sync_documents
 from indexing.reindex import reindex
 from indexing.search import search
 from indexing.store_lock import read_holder
+from indexing.store_schema import CollectionSchema
 from stage_cache.store import StageCache
 from tests.index_helpers import CountingEmbedder, make_document, qdrant_settings, schema_of
 from tests.tiny_model import tiny_embedder, tiny_model_dir
@@ -166,7 +167,8 @@ HOLDER = textwrap.dedent(
     """
     import sys
     from config.settings import QdrantSettings
-    from indexing.qdrant_store import CollectionSchema, QdrantConnection, QdrantStore
+    from indexing.store_schema import CollectionSchema
+    from indexing.qdrant_store import QdrantConnection, QdrantStore
 
     settings = QdrantSettings(path=sys.argv[1], collection=sys.argv[2])
     store = QdrantStore(QdrantConnection(settings), CollectionSchema(4, False, False))

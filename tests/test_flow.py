@@ -40,8 +40,9 @@ from config.settings import QdrantSettings, Settings, load_settings
 from connectors.files import root_label
 from flows.ingest import ingest, task_runner_for
 from flows.report import summary_of
-from indexing.qdrant_store import CollectionSchema, QdrantConnection, QdrantStore
+from indexing.qdrant_store import QdrantConnection, QdrantStore
 from indexing.search import search
+from indexing.store_schema import CollectionSchema
 from query.api import Index
 from tasks import resources
 from tasks.resources import Resources
@@ -387,6 +388,29 @@ def test_the_search_index_is_built_at_the_end_of_a_run_past_the_threshold_only(
     assert past.points() == below.points()
 
 
+def test_the_report_gives_the_store_clients_own_seconds(
+    workspace: Callable[..., Workspace], eng: tuple[FakeConfluence, Fixture]
+) -> None:
+    """`store_seconds`: the seconds inside Qdrant's own calls, writes and reads apart, and
+    the search index build when the run built it. Edge takes one call at a time, so
+    together they stay within the run's wall time (the `upsert` stage, summed over
+    batches that overlap, need not)."""
+    api, _ = eng
+    space = workspace(api=api, INGEST_QDRANT__OPTIMIZE_THRESHOLD="1")
+    state, summary = space.run(source="confluence", targets=["ENG"])
+    assert state.is_completed()
+    store = summary["store_seconds"]
+    assert set(store) == {"writes", "reads", "index_build"}
+    assert store["writes"] > 0 and store["reads"] > 0
+    assert store["index_build"] == summary["seconds"]["optimize"]
+    assert sum(store.values()) <= summary["wall_seconds"]
+
+    _, again = space.run(source="confluence", targets=["ENG"])  # nothing new to index
+    assert set(again["store_seconds"]) == {"writes", "reads"}
+    assert again["store_seconds"]["reads"] > 0
+    assert sum(again["store_seconds"].values()) <= again["wall_seconds"]
+
+
 def test_corrupt_attachment_is_reported_and_the_rest_indexed(
     workspace: Callable[..., Workspace], eng: tuple[FakeConfluence, Fixture]
 ) -> None:
@@ -440,7 +464,8 @@ ROOT = Path(__file__).resolve().parent.parent
 _HOLDER = """
 import sys
 from config.settings import QdrantSettings
-from indexing.qdrant_store import CollectionSchema, QdrantConnection, QdrantStore
+from indexing.store_schema import CollectionSchema
+from indexing.qdrant_store import QdrantConnection, QdrantStore
 connection = None
 for line in sys.stdin:
     if line.strip() == "lock":

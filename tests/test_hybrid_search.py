@@ -20,9 +20,10 @@ from qdrant_client import models
 from config.settings import LexicalSettings
 from indexing.embedders import BgeM3Embedder
 from indexing.lexical import LexicalEncoder, term_id
-from indexing.qdrant_store import LEXICAL, QdrantConnection, QdrantStore, SearchFilters
+from indexing.qdrant_store import QdrantConnection, QdrantStore, SearchFilters
 from indexing.reconcile import DocumentChunks, sync_documents
 from indexing.search import SearchUnavailable, search
+from indexing.store_schema import LEXICAL
 from stage_cache.store import StageCache
 from tests.index_helpers import CountingStore, make_document, store_factory
 from tests.tiny_model import tiny_embedder, tiny_model_dir

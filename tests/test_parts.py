@@ -15,18 +15,11 @@ from chunking.tokens import get_token_counter
 from config.settings import LexicalSettings
 from indexing.embedders import BgeM3Embedder
 from indexing.lexical import LexicalEncoder
-from indexing.qdrant_store import (
-    DENSE,
-    DENSE_PARTS,
-    LEXICAL,
-    CollectionSchema,
-    QdrantConnection,
-    QdrantStore,
-    SearchFilters,
-)
+from indexing.qdrant_store import QdrantConnection, QdrantStore, SearchFilters
 from indexing.reconcile import sync_documents
 from indexing.reindex import reindex
 from indexing.search import search
+from indexing.store_schema import DENSE, DENSE_PARTS, LEXICAL, CollectionSchema
 from stage_cache.store import StageCache
 from tests.index_helpers import CountingEmbedder, make_document, qdrant_settings
 from tests.tiny_model import tiny_embedder, tiny_model_dir

@@ -14,13 +14,14 @@ from qdrant_client import models
 
 from config.errors import ConfigError, ErrorCode, IngestError
 from indexing.embedders import BgeM3Embedder
-from indexing.qdrant_store import DENSE, PAYLOAD_INDEXES, QdrantConnection, QdrantStore
+from indexing.qdrant_store import QdrantConnection, QdrantStore, StoreSeconds
 from indexing.reconcile import (
     DocumentChunks,
     MassDeletionRefused,
     delete_missing_documents,
     sync_documents,
 )
+from indexing.store_schema import DENSE, PAYLOAD_INDEXES
 from stage_cache.store import StageCache
 from tests.index_helpers import (
     CountingEmbedder,
@@ -77,6 +78,25 @@ def test_first_load_writes_every_chunk_with_a_lean_payload(store, embedder, cach
         "doc-1": {"v1"},
     }
     assert store.document_ids("acme") == {"doc-0", "doc-1"}
+
+
+def test_the_client_calls_are_timed_as_writes_or_reads(store, embedder, cache):
+    """A call that changes the collection counts as `writes`, any other as `reads`, on the
+    connection's `StoreSeconds` unless the store was given its own."""
+    before = store.seconds.totals()
+    assert store.seconds is store.connection.seconds
+    sync_documents(store, embedder, cache, "acme", docs("acme"))
+    written = store.seconds.totals()
+    assert written["writes"] > before["writes"]
+
+    store.count("acme")
+    counted = store.seconds.totals()
+    assert counted["writes"] == written["writes"] and counted["reads"] > written["reads"]
+
+    own = StoreSeconds()
+    QdrantStore(store.connection, store.schema, seconds=own).count("acme")
+    assert own.totals()["reads"] > 0 and own.totals()["writes"] == 0
+    assert store.seconds.totals() == counted
 
 
 def test_unchanged_rerun_embeds_nothing_and_upserts_nothing(store, embedder, cache):

@@ -17,10 +17,11 @@ import yaml
 
 from config.settings import QdrantSettings
 from indexing.embedders import BgeM3Embedder
-from indexing.qdrant_store import LEXICAL, QdrantConnection, QdrantStore
+from indexing.qdrant_store import QdrantConnection, QdrantStore
 from indexing.reconcile import sync_documents
 from indexing.reindex import build_name, drop_retired, reindex
 from indexing.search import search
+from indexing.store_schema import LEXICAL
 from stage_cache.store import StageCache
 from tests.index_helpers import (
     ENCODER,
