@@ -15,10 +15,10 @@ Edge, the default, or qdrant-client's local mode). Printed: wall time, seconds p
 `optimize`, the HNSW build at the run's end, when the collection passed
 `qdrant.optimize_threshold`), the upsert stage's share of the wall time, the seconds
 inside the store client's own upserts (`StoreWrites`) and their share, peak RSS of this
-process, the flow's (and its RSS before the run), of the local Confluence API's process
-and of the Prefect API server subprocess (sampled every 0.2 s with psutil), and the
-Prefect task-run count of the flow run. The tiny model's vectors have 32
-dimensions: the store holds far less than with BGE-M3's 1024.
+process, the flow's (its anonymous part apart, and its RSS before the run), of the
+local Confluence API's process and of the Prefect API server subprocess (sampled every
+0.2 s with psutil), and the Prefect task-run count of the flow run. The tiny model's
+vectors have 32 dimensions: the store holds far less than with BGE-M3's 1024.
 
 `--dump FILE` writes the point ids and payloads as JSON (sorted), for comparing two
 versions of the code or the two engines: `python -m bench.scale --engine edge --dump
@@ -49,7 +49,7 @@ import threading
 import time
 import tracemalloc
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from multiprocessing.connection import Connection
@@ -253,13 +253,20 @@ def served_space(pages: int, attachments: int, seed: int) -> Iterator[ServedSpac
 
 class RssSampler:
     """Peak RSS of this process and of each child process, sampled every `interval` s;
-    children named in `labels` (pid -> name) are reported by that name."""
+    children named in `labels` (pid -> name) are reported by that name. This process's
+    anonymous memory (RSS less its resident file pages: libraries, the model's and the
+    store's mapped files) is followed apart: what the run holds in its heaps; and the peak
+    of each phase of the run, which the pipeline's progress records name."""
 
     def __init__(self, labels: dict[int, str], interval: float = 0.2) -> None:
         self.interval = interval
         self.labels = labels
         self.me = psutil.Process()
-        self.peak_self = 0
+        self.peak_self = self.peak_anon = 0
+        self.peak_at = 0.0
+        self.started = time.perf_counter()
+        self.current = "starting"
+        self.peak_phases: dict[str, int] = {}
         self.peak_children: dict[int, tuple[str, int]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -271,7 +278,12 @@ class RssSampler:
 
     def sample(self) -> None:
         try:
-            self.peak_self = max(self.peak_self, self.me.memory_info().rss)
+            memory = self.me.memory_info()
+            if memory.rss > self.peak_self:
+                self.peak_self, self.peak_at = memory.rss, time.perf_counter() - self.started
+            self.peak_anon = max(self.peak_anon, memory.rss - memory.shared)
+            phase = self.current
+            self.peak_phases[phase] = max(self.peak_phases.get(phase, 0), memory.rss)
             for child in self.me.children(recursive=True):
                 try:
                     rss = child.memory_info().rss
@@ -285,8 +297,14 @@ class RssSampler:
 
     def __enter__(self) -> RssSampler:
         self.start_self = self.me.memory_info().rss
-        self.peak_self = 0
+        self.started = time.perf_counter()
+        self.peak_self = self.peak_anon = 0
+        self.peak_at = 0.0
         self.peak_children = {}
+        from flows.local_run import progress_records_to
+
+        self._records = ExitStack()
+        self._records.enter_context(progress_records_to(self))
         self._thread.start()
         return self
 
@@ -294,22 +312,35 @@ class RssSampler:
         self._stop.set()
         self._thread.join()
         self.sample()
+        self._records.close()
+
+    def phase(self, name: str) -> None:
+        """A progress record's phase (the listing, reconciling, the index build)."""
+        self.current = name
+
+    def count(self, name: str, total: int, done: int) -> None:
+        from tasks.outcome import PROCESSING
+
+        if name == PROCESSING:  # embedding's records come in the midst of it
+            self.current = name
 
 
 class AllocationSnapshots:
     """Python's allocations in this process traced through a run (`--tracemalloc`; the
     store's and the model's native memory is not traced): a snapshot when a third of the
-    documents are prepared and one when the run starts reconciling (all of them indexed),
-    fed by the pipeline's progress records. Printed: the sites holding most at the second,
+    documents are prepared and texts were embedded (the model and its tokenizer loaded,
+    a one-off), and one when the run starts reconciling (all of them indexed), fed by the
+    pipeline's progress records. Printed: the sites holding most at the second,
     and what grew between the two per 1,000 documents, which is what a run keeps per
     document."""
 
-    FRAMES = 12
+    FRAMES = 8
     TOP = 15
 
     def __init__(self) -> None:
         self.total = 0
         self.done = 0
+        self.embedded = 0
         self.snapshots: list[tuple[int, tracemalloc.Snapshot]] = []
 
     def phase(self, name: str) -> None:
@@ -319,13 +350,14 @@ class AllocationSnapshots:
             self._snapshot()
 
     def count(self, name: str, total: int, done: int) -> None:
-        from tasks.outcome import PROCESSING
+        from tasks.outcome import EMBEDDING, PROCESSING
 
-        if name != PROCESSING:
-            return
-        self.total += total
-        self.done += done
-        if not self.snapshots and self.done * 3 >= self.total > 0:
+        if name == EMBEDDING:
+            self.embedded += done
+        elif name == PROCESSING:
+            self.total += total
+            self.done += done
+        if not self.snapshots and self.embedded and self.done * 3 >= self.total > 0:
             self._snapshot()
 
     def _snapshot(self) -> None:
@@ -612,8 +644,13 @@ def _report(
         + ", ".join(f"{k} {v:.1f}" for k, v in sorted(task_seconds.items()))
     )
     print(
-        f"peak RSS: this process (the flow's) {rss.peak_self / mib:.0f} MiB "
+        f"peak RSS: this process (the flow's) {rss.peak_self / mib:.0f} MiB at "
+        f"{rss.peak_at:.0f} s, anonymous {rss.peak_anon / mib:.0f} MiB "
         f"({rss.start_self / mib:.0f} MiB before the run: imports, the model built)"
+    )
+    print(
+        "peak RSS by phase: "
+        + ", ".join(f"{phase} {peak / mib:.0f} MiB" for phase, peak in rss.peak_phases.items())
     )
     by_command: dict[str, tuple[int, int]] = {}
     for name, peak in rss.peak_children.values():
