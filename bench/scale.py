@@ -1,10 +1,10 @@
 """Benchmark (run by hand): a full ingest of a generated Confluence space (issue 7, Scale).
 
     .venv/bin/python -m bench.scale [--pages 1000] [--attachments-share 0.2]
-        [--runner threads|dask|both] [--engine edge|local] [--dump FILE]
+        [--runner threads|dask|both] [--engine edge|local] [--dump FILE] [--tracemalloc]
 
 A space of `--pages` pages and pages/5 attachments is served by the local Confluence
-API: a realistic mix of long English and Russian pages with headings, big tables, code
+API in a child process (built there from `--seed`: the same pages every run): a realistic mix of long English and Russian pages with headings, big tables, code
 macros, panels and lists, short pages, blog-like notes; attachments are PDF, DOCX, XLSX,
 PPTX, Markdown and text files. The `ingest` flow runs in this process under
 `prefect_test_harness` (a temporary Prefect API server on SQLite in a subprocess, what
@@ -15,17 +15,21 @@ Edge, the default, or qdrant-client's local mode). Printed: wall time, seconds p
 `optimize`, the HNSW build at the run's end, when the collection passed
 `qdrant.optimize_threshold`), the upsert stage's share of the wall time, the store
 client's own seconds from the run summary (`store_seconds`: writes, reads, the index
-build) and the writes' share, peak RSS of this process (and its RSS before the run: the
-local Confluence API and its generated space live in this process too) and of the API
-server subprocess (sampled every 0.2 s with psutil), and the Prefect task-run count of
-the flow run. The tiny model's vectors have 32 dimensions: the store holds far less than
-with BGE-M3's 1024.
+build) and the writes' share, peak RSS of this process, the flow's (its anonymous part
+apart, and its RSS before the run), of the local Confluence API's process and of the
+Prefect API server subprocess (sampled every 0.2 s with psutil), and the Prefect task-run
+count of the flow run. The tiny model's vectors have 32 dimensions: the store holds far
+less than with BGE-M3's 1024.
 
 `--dump FILE` writes the point ids and payloads as JSON (sorted), for comparing two
 versions of the code or the two engines: `python -m bench.scale --engine edge --dump
 edge.json`, the same with `local --dump local.json`, then `python -m bench.scale
 --compare-dumps edge.json local.json` prints the point counts, whether the ids are the
 same and how many payloads differ (the local API's port, new each run, left out of URLs).
+
+`--tracemalloc` traces Python's allocations in the flow's process (`AllocationSnapshots`)
+and prints where they are after all documents are indexed and what grew per 1,000
+documents: what a run keeps per document. Tracing slows the run down and adds to its RSS.
 
 `--runner dask` runs the flow on prefect-dask's `DaskTaskRunner` with a local cluster of 2
 worker processes (batches are prepared in the workers and indexed in the flow's process,
@@ -37,13 +41,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import random
 import re
 import tempfile
 import threading
 import time
+import tracemalloc
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext, suppress
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +61,8 @@ import psutil
 
 from tests.confluence_api import (
     FakeConfluence,
+    Layout,
+    ServedApi,
     ingest_environment,
     tiny_docx,
     tiny_pdf,
@@ -59,6 +71,7 @@ from tests.confluence_api import (
 )
 
 SPACE = "SCALE"
+API_LABEL = "the local Confluence API"
 
 EN = (
     "The deployment pipeline builds every service from the main branch, runs the unit "
@@ -193,13 +206,68 @@ def build_space(api: FakeConfluence, pages: int, attachments: int, seed: int) ->
         api.add_attachment(ids[(i * 5) % len(ids)], name, data, media, when=stamp)
 
 
-class RssSampler:
-    """Peak RSS of this process and of each child process, sampled every `interval` s."""
+@dataclass(frozen=True)
+class ServedSpace:
+    """The generated space as its child process serves it."""
 
-    def __init__(self, interval: float = 0.2) -> None:
+    base_url: str
+    layout: Layout
+    pid: int
+    build_s: float  # seconds building the space in the child
+
+
+def _serve_space(conn: Connection, pages: int, attachments: int, seed: int) -> None:
+    """The child process: serve the generated space until the parent closes `conn`."""
+    with FakeConfluence("cloud") as api:
+        started = time.perf_counter()
+        build_space(api, pages, attachments, seed)
+        conn.send((api.base_url, api.layout, time.perf_counter() - started))
+        with suppress(EOFError):  # the parent is done (or gone)
+            conn.recv()
+
+
+@contextmanager
+def served_space(pages: int, attachments: int, seed: int) -> Iterator[ServedSpace]:
+    """The generated space on the local Confluence API in a child process (spawned: no
+    copy of this process's memory), built there from `seed`, so its pages are the same
+    run after run and this process's RSS is the flow's own."""
+    context = multiprocessing.get_context("spawn")
+    conn, child_end = context.Pipe()
+    child = context.Process(
+        target=_serve_space, args=(child_end, pages, attachments, seed), daemon=True
+    )
+    child.start()
+    child_end.close()
+    try:
+        base_url, layout, build_s = conn.recv()
+    except EOFError:
+        raise SystemExit("the local Confluence API's process ended before serving") from None
+    assert child.pid is not None
+    try:
+        yield ServedSpace(base_url, layout, child.pid, build_s)
+    finally:
+        conn.close()
+        child.join(timeout=10)
+        if child.is_alive():
+            child.terminate()
+
+
+class RssSampler:
+    """Peak RSS of this process and of each child process, sampled every `interval` s;
+    children named in `labels` (pid -> name) are reported by that name. This process's
+    anonymous memory (RSS less its resident file pages: libraries, the model's and the
+    store's mapped files) is followed apart: what the run holds in its heaps; and the peak
+    of each phase of the run, which the pipeline's progress records name."""
+
+    def __init__(self, labels: dict[int, str], interval: float = 0.2) -> None:
         self.interval = interval
+        self.labels = labels
         self.me = psutil.Process()
-        self.peak_self = 0
+        self.peak_self = self.peak_anon = 0
+        self.peak_at = 0.0
+        self.started = time.perf_counter()
+        self.current = "starting"
+        self.peak_phases: dict[str, int] = {}
         self.peak_children: dict[int, tuple[str, int]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -211,11 +279,16 @@ class RssSampler:
 
     def sample(self) -> None:
         try:
-            self.peak_self = max(self.peak_self, self.me.memory_info().rss)
+            memory = self.me.memory_info()
+            if memory.rss > self.peak_self:
+                self.peak_self, self.peak_at = memory.rss, time.perf_counter() - self.started
+            self.peak_anon = max(self.peak_anon, memory.rss - memory.shared)
+            phase = self.current
+            self.peak_phases[phase] = max(self.peak_phases.get(phase, 0), memory.rss)
             for child in self.me.children(recursive=True):
                 try:
                     rss = child.memory_info().rss
-                    name = " ".join(child.cmdline()[:3])[:60]
+                    name = self.labels.get(child.pid) or " ".join(child.cmdline()[:3])[:60]
                 except psutil.Error:
                     continue
                 old = self.peak_children.get(child.pid, (name, 0))[1]
@@ -225,8 +298,14 @@ class RssSampler:
 
     def __enter__(self) -> RssSampler:
         self.start_self = self.me.memory_info().rss
-        self.peak_self = 0
+        self.started = time.perf_counter()
+        self.peak_self = self.peak_anon = 0
+        self.peak_at = 0.0
         self.peak_children = {}
+        from flows.local_run import progress_records_to
+
+        self._records = ExitStack()
+        self._records.enter_context(progress_records_to(self))
         self._thread.start()
         return self
 
@@ -234,9 +313,102 @@ class RssSampler:
         self._stop.set()
         self._thread.join()
         self.sample()
+        self._records.close()
+
+    def phase(self, name: str) -> None:
+        """A progress record's phase (the listing, reconciling, the index build)."""
+        self.current = name
+
+    def count(self, name: str, total: int, done: int) -> None:
+        from tasks.outcome import PROCESSING
+
+        if name == PROCESSING:  # embedding's records come in the midst of it
+            self.current = name
 
 
-def _environment(root: Path, api: FakeConfluence, model: Path, args: argparse.Namespace) -> None:
+class AllocationSnapshots:
+    """Python's allocations in this process traced through a run (`--tracemalloc`; the
+    store's and the model's native memory is not traced): a snapshot when a third of the
+    documents are prepared and texts were embedded (the model and its tokenizer loaded,
+    a one-off), and one when the run starts reconciling (all of them indexed), fed by the
+    pipeline's progress records. Printed: the sites holding most at the second,
+    and what grew between the two per 1,000 documents, which is what a run keeps per
+    document."""
+
+    FRAMES = 8
+    TOP = 15
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.done = 0
+        self.embedded = 0
+        self.snapshots: list[tuple[int, tracemalloc.Snapshot]] = []
+
+    def phase(self, name: str) -> None:
+        from tasks.outcome import RECONCILING
+
+        if name == RECONCILING:
+            self._snapshot()
+
+    def count(self, name: str, total: int, done: int) -> None:
+        from tasks.outcome import EMBEDDING, PROCESSING
+
+        if name == EMBEDDING:
+            self.embedded += done
+        elif name == PROCESSING:
+            self.total += total
+            self.done += done
+        if not self.snapshots and self.embedded and self.done * 3 >= self.total > 0:
+            self._snapshot()
+
+    def _snapshot(self) -> None:
+        ignored = [tracemalloc.Filter(False, tracemalloc.__file__)]
+        self.snapshots.append((self.done, tracemalloc.take_snapshot().filter_traces(ignored)))
+
+    @contextmanager
+    def traced(self) -> Iterator[None]:
+        from flows.local_run import progress_records_to
+
+        tracemalloc.start(self.FRAMES)
+        try:
+            with progress_records_to(self):
+                yield
+        finally:
+            tracemalloc.stop()
+        self.report()
+
+    def report(self) -> None:
+        mib = 1024 * 1024
+        if not self.snapshots:
+            print("tracemalloc: no snapshot (no documents were processed in this process)")
+            return
+        documents, last = self.snapshots[-1]
+        total = sum(stat.size for stat in last.statistics("filename"))
+        print(
+            f"\ntracemalloc: {total / mib:.1f} MiB traced after {documents} documents; top sites:"
+        )
+        for stat in last.statistics("lineno")[: self.TOP]:
+            print(f"  {stat.size / mib:8.2f} MiB {stat.count:8d} blocks  {stat.traceback[0]}")
+        if len(self.snapshots) < 2:
+            return
+        before, first = self.snapshots[0]
+        per = 1000 / max(1, documents - before)
+        grown = last.compare_to(first, "traceback")
+        growth = sum(stat.size_diff for stat in grown)
+        print(
+            f"tracemalloc: grown from {before} to {documents} documents: "
+            f"{growth / mib:.1f} MiB, {growth * per / mib:.1f} MiB per 1,000; top sites:"
+        )
+        for change in grown[: self.TOP]:
+            print(
+                f"  {change.size_diff * per / mib:+8.2f} MiB per 1,000 documents, "
+                f"{change.count_diff * per:+9.0f} blocks:"
+            )
+            for line in change.traceback.format(limit=self.FRAMES, most_recent_first=True):
+                print("    " + line)
+
+
+def _environment(root: Path, api: ServedApi, model: Path, args: argparse.Namespace) -> None:
     os.environ.update(
         {
             **ingest_environment(root, api, model),
@@ -244,6 +416,10 @@ def _environment(root: Path, api: FakeConfluence, model: Path, args: argparse.Na
             "INGEST_QDRANT__ENGINE": args.engine,
         }
     )
+
+
+def _traced(enabled: bool) -> AbstractContextManager[None]:
+    return AllocationSnapshots().traced() if enabled else nullcontext()
 
 
 def _flow(runner: str) -> Any:
@@ -336,6 +512,12 @@ def main() -> None:
         "for comparing two versions of the code",
     )
     parser.add_argument(
+        "--tracemalloc",
+        action="store_true",
+        help="trace Python's allocations in the flow's process and print where they are "
+        "and what grew per 1,000 documents (slower: time and RSS are not comparable)",
+    )
+    parser.add_argument(
         "--compare-dumps",
         nargs=2,
         type=Path,
@@ -359,10 +541,7 @@ def main() -> None:
     model = build_tiny_model(work / "model")
     attachments = int(args.pages * args.attachments_share)
     collections: dict[str, dict[str, str]] = {}
-    with FakeConfluence("cloud") as api:
-        built = time.perf_counter()
-        build_space(api, args.pages, attachments, args.seed)
-        build_s = time.perf_counter() - built
+    with served_space(args.pages, attachments, args.seed) as api:
         from prefect.testing.utilities import prefect_test_harness
 
         server_started = time.perf_counter()
@@ -370,14 +549,17 @@ def main() -> None:
             server_s = time.perf_counter() - server_started
             print(
                 f"\n{args.pages} pages + {attachments} attachments (space built in "
-                f"{build_s:.1f} s), batch {args.batch_size}; Prefect API: temporary server "
+                f"{api.build_s:.1f} s in its own process), batch {args.batch_size}; Prefect API: temporary server "
                 f"started in {server_s:.1f} s (not counted)"
             )
             for runner in runners:
                 _environment(work / runner, api, model, args)
-                with RssSampler() as rss:
+                with RssSampler({api.pid: API_LABEL}) as rss:
                     started = time.perf_counter()
-                    state = _flow(runner)(source="confluence", targets=[SPACE], return_state=True)
+                    with _traced(args.tracemalloc):
+                        state = _flow(runner)(
+                            source="confluence", targets=[SPACE], return_state=True
+                        )
                     wall = time.perf_counter() - started
                 summary: dict[str, Any] = state.result()
                 task_runs, task_seconds = _task_runs(state.state_details.flow_run_id)
@@ -427,8 +609,13 @@ def _report(
         + ", ".join(f"{k} {v:.1f}" for k, v in sorted(task_seconds.items()))
     )
     print(
-        f"peak RSS: this process {rss.peak_self / mib:.0f} MiB ({rss.start_self / mib:.0f} MiB "
-        "before the run: imports, the model built, the generated space served in-process)"
+        f"peak RSS: this process (the flow's) {rss.peak_self / mib:.0f} MiB at "
+        f"{rss.peak_at:.0f} s, anonymous {rss.peak_anon / mib:.0f} MiB "
+        f"({rss.start_self / mib:.0f} MiB before the run: imports, the model built)"
+    )
+    print(
+        "peak RSS by phase: "
+        + ", ".join(f"{phase} {peak / mib:.0f} MiB" for phase, peak in rss.peak_phases.items())
     )
     by_command: dict[str, tuple[int, int]] = {}
     for name, peak in rss.peak_children.values():

@@ -116,7 +116,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 from urllib.parse import parse_qs, quote, quote_plus, unquote, urlencode, urlsplit
 
 import pytest
@@ -1784,7 +1784,18 @@ def rendered_anchors(api: FakeConfluence, content_id: str) -> set[str]:
     return {html.unescape(m) for m in re.findall(ids, view)}
 
 
-def ingest_environment(root: Path, api: FakeConfluence, model: Path) -> dict[str, str]:
+class ServedApi(Protocol):
+    """Where a local Confluence API answers: a `FakeConfluence`, or what a benchmark's
+    child process serving one reports of it."""
+
+    @property
+    def base_url(self) -> str: ...
+
+    @property
+    def layout(self) -> Layout: ...
+
+
+def ingest_environment(root: Path, api: ServedApi, model: Path) -> dict[str, str]:
     """Settings for an ingest of `api` into `root` with the embedding model at `model`:
     what the benchmarks and subprocess tests set before running the pipeline."""
     return {
