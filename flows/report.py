@@ -168,17 +168,7 @@ class RunSummary:
         # A document that failed is neither new nor changed: it is not indexed as listed.
         processed = {ref.document_id for ref in plan.to_process} - {f.document_id for f in failed}
         if not listing.complete:  # the source is named, so a report never shows "0 seen, ok"
-            failed.insert(
-                0,
-                Failure(
-                    spec.scope,
-                    ErrorCode.FETCH_FAILED.value,
-                    "the listing is incomplete, so nothing was deleted: "
-                    + "; ".join(listing.errors[:5])
-                    + (f" (and {len(listing.errors) - 5} more)" if len(listing.errors) > 5 else ""),
-                    transient=True,
-                ),
-            )
+            failed.insert(0, _incomplete_listing(spec, listing))
         return cls(
             source=spec.scope,
             tenant_id=settings.tenant_id,
@@ -316,6 +306,18 @@ STAGE_COLUMNS = (
     "chunks cached",
     "seconds",
 )
+
+
+def _incomplete_listing(spec: SourceSpec, listing: Listing) -> Failure:
+    more = f" (and {len(listing.errors) - 5} more)" if len(listing.errors) > 5 else ""
+    return Failure(
+        spec.scope,
+        ErrorCode.FETCH_FAILED.value,
+        "the listing is incomplete, so nothing was deleted: "
+        + "; ".join(listing.errors[:5])
+        + more,
+        transient=True,
+    )
 
 
 def _stage_seconds(outcome: BatchOutcome, optimize_seconds: float | None) -> dict[str, float]:

@@ -295,6 +295,7 @@ SUMMARY_KEYS = {
     "token_histogram",
     "started",
     "wall_seconds",
+    "store_seconds",
     "warnings",
     "chunk_counts",
     "over_window",
