@@ -177,10 +177,10 @@ class BatchOutcome:
         for stage in STAGES:
             self.stages[stage].done += other.stages[stage].done
             self.stages[stage].cached += other.stages[stage].cached
-            self.seconds[stage] += other.seconds[stage]
         for stage in CHUNK_STAGES:
             self.chunk_stages[stage].done += other.chunk_stages[stage].done
             self.chunk_stages[stage].cached += other.chunk_stages[stage].cached
+        add_seconds(self.seconds, other.seconds)
         add_seconds(self.store_seconds, other.store_seconds)
         self.failures += other.failures
         self.warnings += other.warnings
