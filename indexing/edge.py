@@ -490,12 +490,8 @@ def _hnsw(diff: models.HnswConfigDiff | None) -> edge.HnswIndexConfig | None:
     collection left a field unset."""
     if diff is None:
         return None
-    return edge.HnswIndexConfig(
-        m=_HNSW_DEFAULTS["m"] if diff.m is None else diff.m,
-        ef_construct=diff.ef_construct or _HNSW_DEFAULTS["ef_construct"],
-        full_scan_threshold=diff.full_scan_threshold or _HNSW_DEFAULTS["full_scan_threshold"],
-        payload_m=diff.payload_m,
-    )
+    asked = diff.model_dump(include=set(_HNSW_DEFAULTS), exclude_none=True)
+    return edge.HnswIndexConfig(**{**_HNSW_DEFAULTS, **asked}, payload_m=diff.payload_m)
 
 
 def _index_schema(
