@@ -268,6 +268,7 @@ class RssSampler:
         self.started = time.perf_counter()
         self.current = "starting"
         self.peak_phases: dict[str, int] = {}
+        self.peak_anon_phases: dict[str, int] = {}
         self.peak_children: dict[int, tuple[str, int]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -282,9 +283,11 @@ class RssSampler:
             memory = self.me.memory_info()
             if memory.rss > self.peak_self:
                 self.peak_self, self.peak_at = memory.rss, time.perf_counter() - self.started
-            self.peak_anon = max(self.peak_anon, memory.rss - memory.shared)
+            anon = memory.rss - memory.shared
+            self.peak_anon = max(self.peak_anon, anon)
             phase = self.current
             self.peak_phases[phase] = max(self.peak_phases.get(phase, 0), memory.rss)
+            self.peak_anon_phases[phase] = max(self.peak_anon_phases.get(phase, 0), anon)
             for child in self.me.children(recursive=True):
                 try:
                     rss = child.memory_info().rss
@@ -387,8 +390,10 @@ class AllocationSnapshots:
         print(
             f"\ntracemalloc: {total / mib:.1f} MiB traced after {documents} documents; top sites:"
         )
-        for stat in last.statistics("lineno")[: self.TOP]:
-            print(f"  {stat.size / mib:8.2f} MiB {stat.count:8d} blocks  {stat.traceback[0]}")
+        for stat in last.statistics("traceback")[: self.TOP]:
+            print(f"  {stat.size / mib:8.2f} MiB {stat.count:8d} blocks:")
+            for line in stat.traceback.format(limit=self.FRAMES, most_recent_first=True):
+                print("    " + line)
         if len(self.snapshots) < 2:
             return
         before, first = self.snapshots[0]
@@ -615,7 +620,10 @@ def _report(
     )
     print(
         "peak RSS by phase: "
-        + ", ".join(f"{phase} {peak / mib:.0f} MiB" for phase, peak in rss.peak_phases.items())
+        + ", ".join(
+            f"{phase} {peak / mib:.0f} MiB (anonymous {rss.peak_anon_phases[phase] / mib:.0f})"
+            for phase, peak in rss.peak_phases.items()
+        )
     )
     by_command: dict[str, tuple[int, int]] = {}
     for name, peak in rss.peak_children.values():

@@ -355,6 +355,7 @@ class RunSettings(StrictModel):
     dask_n_workers: int = Field(2, gt=0)
     task_retries: int = Field(3, ge=0)
     task_retry_delay_s: float = Field(5.0, ge=0)
+    malloc_arenas: int = Field(2, ge=0)
 
 
 class Settings(StrictModel):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -49,12 +50,12 @@ class LinkStore:
             return []
         return [StoredLink(**link) for link in data["links"]]
 
-    def _all(self) -> list[tuple[str, list[StoredLink]]]:
-        found = []
+    def _all(self) -> Iterator[tuple[str, list[StoredLink]]]:
+        """Every linking document's links, one file at a time: reconcile reads them all,
+        and a list of them would grow with the documents."""
         for path in sorted(self.root.glob("*.json")) if self.root.is_dir() else []:
             data = json.loads(path.read_text("utf-8"))
-            found.append((data["document_id"], [StoredLink(**link) for link in data["links"]]))
-        return found
+            yield data["document_id"], [StoredLink(**link) for link in data["links"]]
 
     def incoming(self, document_id: str) -> list[tuple[str, StoredLink]]:
         """(linking document, link) for every stored link that resolves to `document_id`."""

@@ -14,7 +14,7 @@ from prefect.client.schemas.objects import TaskRun
 from config.errors import ErrorCode, IngestError
 from config.settings import Settings
 from connectors.base import DocumentRef, Listing
-from tasks import pipeline
+from tasks import native_memory, pipeline
 from tasks.pipeline import BatchOutcome, Failure, PreparedBatch, SourceSpec
 from tasks.resources import Resources
 
@@ -64,6 +64,8 @@ def prepare_task(
         pipeline.report_progress(len(refs))
         failures = [Failure(r.document_id, exc.code.value, exc.message, True) for r in refs]
         return PreparedBatch(BatchOutcome(documents=len(refs), failures=failures), [])
+    finally:
+        native_memory.release_freed()  # what the batch's documents and parsers freed
 
 
 @task(name="index-batch", cache_policy=NO_CACHE, retry_condition_fn=retry_when_transient)
@@ -74,7 +76,10 @@ def index_task(
     resources: Resources,
     force: bool,
 ) -> BatchOutcome:
-    outcome = pipeline.index_batch(spec, settings, prepared.documents, resources, force=force)
+    try:
+        outcome = pipeline.index_batch(spec, settings, prepared.documents, resources, force=force)
+    finally:
+        native_memory.release_freed()  # what the batch's texts, vectors and points freed
     outcome.merge(prepared.outcome)
     return outcome
 

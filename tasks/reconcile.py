@@ -39,7 +39,8 @@ def delete_missing(
     if gone:
         store.delete_documents(settings.tenant_id, list(gone))
         deleted += gone
-    listed = [ref.document_id for ref in listing.refs if ref.document_id not in set(gone)]
+    gone_ids = set(gone)
+    listed = [ref.document_id for ref in listing.refs if ref.document_id not in gone_ids]
     connector = spec.connector(resources)
     retired: frozenset[str] = frozenset()
     if isinstance(connector, IdMigration):

@@ -30,6 +30,7 @@ from indexing.store_schema import CollectionSchema
 from normalizers.pictures import PictureSetup
 from normalizers.registry import supported_extensions
 from stage_cache.keys import config_hash, sha256_hex
+from tasks import native_memory
 from tasks.stages import run_pictures
 
 
@@ -64,6 +65,9 @@ class Resources:
         self._qdrant: QdrantConnection | None = None
         self._resolutions: dict[Path, tuple[int, LinkResolution]] = {}
         self._pictures: PictureSetup | None = None
+        # Process-wide, before the run's worker threads allocate (a Dask worker's own
+        # Resources sets it there).
+        native_memory.limit_arenas(settings.run.malloc_arenas)
 
     def __reduce__(self) -> tuple[object, ...]:
         return (_arrived, (self.settings,))
