@@ -150,6 +150,7 @@ class EdgeClient:
                     else edge.MultiVectorConfig(comparator=edge.MultiVectorComparator.MaxSim)
                 ),
                 hnsw_config=_hnsw(params.hnsw_config),
+                quantization_config=_quantization(params.quantization_config),
             )
             for name, params in dense.items()
         }
@@ -492,6 +493,18 @@ def _hnsw(diff: models.HnswConfigDiff | None) -> edge.HnswIndexConfig | None:
         return None
     asked = diff.model_dump(include=set(_HNSW_DEFAULTS), exclude_none=True)
     return edge.HnswIndexConfig(**{**_HNSW_DEFAULTS, **asked}, payload_m=diff.payload_m)
+
+
+def _quantization(config: models.QuantizationConfig | None) -> edge.ScalarQuantizationConfig | None:
+    """A vector's quantization as Edge takes it; the store asks for scalar int8 only."""
+    if config is None:
+        return None
+    if not isinstance(config, models.ScalarQuantization):
+        raise _failed(f"this store keeps scalar quantization only, not {type(config).__name__}")
+    scalar = config.scalar
+    return edge.ScalarQuantizationConfig(
+        type=edge.ScalarType.Int8, quantile=scalar.quantile, always_ram=scalar.always_ram
+    )
 
 
 def _index_schema(

@@ -44,6 +44,7 @@ from indexing.store_schema import (
     LEXICAL,
     METADATA_KEY,
     PAYLOAD_INDEXES,
+    QUANTIZATION,
     REINDEX_ADVICE,
     SPARSE,
     CollectionSchema,
@@ -456,7 +457,10 @@ class QdrantStore:
         }
         vectors = {
             DENSE: models.VectorParams(
-                size=self.vector_size, distance=models.Distance.COSINE, on_disk=on_disk
+                size=self.vector_size,
+                distance=models.Distance.COSINE,
+                on_disk=on_disk,
+                quantization_config=QUANTIZATION[self.settings.quantization],
             )
         }
         if self.schema.parts:

@@ -40,8 +40,9 @@ SPARSE = "sparse"
 LEXICAL = "lexical"
 METADATA_KEY = "ingest"  # the collection metadata this project writes, under one key
 
-# SPEC §4 indexes, plus the version (reconcile filters on it) and the ACL fields (search
-# filters on them). `tenant_id` is the tenant index: Qdrant co-locates a tenant's points.
+# The fields a search filters on (tenant, document, source type, space, labels, update
+# time, the ACL fields) and the version (reconcile filters on it). `tenant_id` is the
+# tenant index: Qdrant co-locates a tenant's points.
 # `section_id` and `document_id` + `ordinal` (a range index) make search's expansion of a
 # hit to its section or neighbours a lookup, not a scan.
 # Fields only looked up (a document's points, a section, neighbours, a version) need no
@@ -72,6 +73,20 @@ PAYLOAD_INDEXES: Mapping[str, PayloadIndexSchema] = MappingProxyType(
         "acl.space_open": models.PayloadSchemaType.BOOL,
         "acl.space_users": models.PayloadSchemaType.KEYWORD,
         "acl.space_groups": models.PayloadSchemaType.KEYWORD,
+    }
+)
+
+# `dense` as `qdrant.quantization` asks: int8 copies (quantile 0.99 leaves the extreme 1%
+# of values out of the range) kept in RAM, graph built and searched over them; a search
+# rescores what it finds with the float vectors (Qdrant's default).
+QUANTIZATION: Mapping[str, models.QuantizationConfig | None] = MappingProxyType(
+    {
+        "int8": models.ScalarQuantization(
+            scalar=models.ScalarQuantizationConfig(
+                type=models.ScalarType.INT8, quantile=0.99, always_ram=True
+            )
+        ),
+        "none": None,
     }
 )
 

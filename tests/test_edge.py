@@ -163,6 +163,16 @@ def test_a_creation_cut_short_is_no_collection_and_is_made_again(tmp_path: Path)
     client.close()
 
 
+def test_a_quantization_edge_does_not_keep_here_is_refused_with_its_name(tmp_path: Path) -> None:
+    client = EdgeClient(tmp_path, index_after_vectors=20_000)
+    binary = models.BinaryQuantization(binary=models.BinaryQuantizationConfig())
+    dense = models.VectorParams(size=2, distance=models.Distance.COSINE, quantization_config=binary)
+    with pytest.raises(IngestError, match="scalar quantization only, not BinaryQuantization"):
+        client.create_collection("c", vectors_config={"dense": dense})
+    assert not client.collection_exists("c")
+    client.close()
+
+
 HOLDER = textwrap.dedent(
     """
     import sys
@@ -297,9 +307,17 @@ def test_optimize_builds_the_index_past_the_threshold_only(tmp_path: Path) -> No
     assert past.optimize() is None  # nothing left to do
 
 
-def test_the_build_links_each_chunks_vector_and_not_its_parts(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("quantization", "quantized"), [("int8", "int8"), ("none", None)])
+def test_the_build_links_each_chunks_vector_over_its_quantized_copies_and_not_its_parts(
+    tmp_path: Path, quantization: str, quantized: str | None
+) -> None:
     settings = qdrant_settings(
-        tmp_path, engine="edge", url=None, path=str(tmp_path / "q"), optimize_threshold=100
+        tmp_path,
+        engine="edge",
+        url=None,
+        path=str(tmp_path / "q"),
+        optimize_threshold=100,
+        quantization=quantization,
     )
     store = QdrantStore(QdrantConnection(settings), CollectionSchema(4, False, False, parts=True))
     store.ensure_collection()
@@ -322,6 +340,14 @@ def test_the_build_links_each_chunks_vector_and_not_its_parts(tmp_path: Path) ->
     }
     # Edge's own record of each graph it built: 16 links a vector, none for the parts.
     assert built == {"vector_index-dense": 16, "vector_index-dense_parts": 0}
+    # Edge's record of the copies it made: the chunk vector's as asked, never the parts'.
+    copies = {
+        path.parent.name: json.loads(path.read_text())["quantization_config"]["scalar"]["type"]
+        for path in edge_root(settings.path).glob(
+            "*/segments/*/vector_storage-*/quantized.config.json"
+        )
+    }
+    assert copies == ({"vector_storage-dense": quantized} if quantized else {})
     store.connection.close()
 
 
