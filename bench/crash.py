@@ -72,9 +72,9 @@ plan = pipeline.plan(spec, settings, listing, resources, mode="incremental", sin
 total = BatchOutcome()
 for refs in pipeline.batches(plan.to_process, settings.run.batch_size):
     say("preparing")
-    prepared = pipeline.prepare_batch(spec, settings, refs, resources)
+    prepared = pipeline.prepare_isolated(spec, settings, refs, resources)
     say("indexing")
-    outcome = pipeline.index_batch(spec, settings, prepared.documents, resources)
+    outcome = pipeline.index_isolated(spec, settings, prepared.documents, resources)
     outcome.merge(prepared.outcome)
     total.merge(outcome)
 say("reconcile")

@@ -61,8 +61,8 @@ def run_direct() -> dict[str, Any]:
     batches = pipeline.batches(plan.to_process, settings.run.batch_size)
 
     def one(refs: Any) -> BatchOutcome:
-        prepared = pipeline.prepare_batch(spec, settings, refs, resources)
-        outcome = pipeline.index_batch(spec, settings, prepared.documents, resources)
+        prepared = pipeline.prepare_isolated(spec, settings, refs, resources)
+        outcome = pipeline.index_isolated(spec, settings, prepared.documents, resources)
         outcome.merge(prepared.outcome)
         return outcome
 
@@ -70,7 +70,15 @@ def run_direct() -> dict[str, Any]:
     with ThreadPoolExecutor(max_workers=settings.run.max_workers) as pool:
         for outcome in pool.map(one, batches):
             total.merge(outcome)
-    deleted = pipeline.delete_missing(spec, settings, listing, total.gone, resources, force=False)
+        deleted = pipeline.delete_missing(
+            spec,
+            settings,
+            listing,
+            total.gone,
+            resources,
+            force=False,
+            writes=pipeline.DocumentWrites(),
+        )
     resources.close()
     wall = time.perf_counter() - started
     return {

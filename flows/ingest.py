@@ -200,7 +200,7 @@ class _Run:
         return _BatchRunner(self).run(plan.to_process)
 
     @property
-    def reconciler(self) -> Callable[..., list[str]]:
+    def reconciler(self) -> Callable[..., pipeline.Reconciled]:
         return reconcile_task.with_options(**self.retrying)
 
     def reindex(self) -> None:

@@ -45,7 +45,7 @@ class RunSteps(Protocol):
         ...
 
     @property
-    def reconciler(self) -> Callable[..., list[str]] | None:
+    def reconciler(self) -> Callable[..., pipeline.Reconciled] | None:
         """What reconciles (`tasks.pipeline.reconcile` or its Prefect task); None: the
         pipeline's own."""
         ...

@@ -145,9 +145,12 @@ def delete_missing_documents(
     container: str | None = None,
     owned: Callable[[str], bool] | None = None,
     force: bool = False,
+    delete: Callable[[Sequence[str]], Sequence[str]] | None = None,
 ) -> list[str]:
-    """Delete the source's documents that a complete listing no longer has; returns them.
-    `owned` narrows the source further (a files run owns only what its roots can list)."""
+    """Delete the source's documents that a complete listing no longer has; returns those
+    deleted. `owned` narrows the source further (a files run owns only what its roots can
+    list); `delete` deletes documents and returns those it deleted (by default all of
+    them, by the store)."""
     if not listing_complete:
         return []
     indexed = store.document_ids(tenant_id, source_type=source_type, container=container)
@@ -167,5 +170,7 @@ def delete_missing_documents(
             f"reconcile.max_delete_share={max_delete_share:.0%}. Check the source listing; "
             "if the deletion is intended, run again with force"
         )
+    if delete is not None:
+        return list(delete(missing))
     store.delete_documents(tenant_id, missing)
     return missing

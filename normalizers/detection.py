@@ -83,7 +83,7 @@ def detect_format(data: bytes, filename: str, mime: str | None = None) -> str:
     if by_ext in _BY_CONTENT:
         raise IngestError(
             ErrorCode.CORRUPT,
-            f"the extension says {by_ext.upper()} but the content is not one (truncated or "
+            f"the extension says {ext[1:].upper()} but the content is not one (truncated or "
             "mislabelled file)",
             subject=filename,
         )

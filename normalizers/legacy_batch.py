@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType, TracebackType
 
+from config.errors import IngestError
 from config.settings import LimitsSettings
 from normalizers.detection import detect_format
 from normalizers.diagrams.visio import VSD_TO_FODG
@@ -92,7 +93,8 @@ class LegacyBatch:
 
     def convert(self, documents: Iterable[Upcoming]) -> None:
         """Converts the legacy files among `documents`, one soffice call per conversion
-        (more where a call stops early); a file alone is left to its own conversion."""
+        (more where a call stops early); a file alone is left to its own conversion, and
+        so is a file whose format cannot be told: nothing here fails for one document."""
         soffice = find_soffice()
         if soffice is None:  # each file's own conversion says how to install it
             return
@@ -101,7 +103,10 @@ class LegacyBatch:
             data = document.data
             if not data.strip() or len(data) > self.limits.max_file_bytes:
                 continue  # refused before any conversion
-            fmt = document.fmt or detect_format(data, document.filename, document.mime)
+            try:
+                fmt = document.fmt or detect_format(data, document.filename, document.mime)
+            except IngestError:  # its own normalizing reports it, for it alone
+                continue
             conversion = BATCHED.get(fmt)
             if conversion is not None:
                 files.setdefault(conversion, {})[_digest(data)] = data

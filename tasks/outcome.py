@@ -228,6 +228,23 @@ def failure_of(document_id: str, error: IngestError) -> Failure:
     return Failure(document_id, error.code.value, error.message, error.transient)
 
 
+def is_transient(error: BaseException) -> bool:
+    """Whether another attempt may cure `error`: the source or Qdrant unreachable, the
+    cache's disk full; never bad input or a crash on one document's content."""
+    return isinstance(error, OSError) or (isinstance(error, IngestError) and error.transient)
+
+
+def document_failure(document_id: str, error: Exception, crash_code: ErrorCode) -> Failure:
+    """`document_id` failed alone with `error`; an error that is no IngestError (a
+    library or the pipeline broke on its content) is reported as `crash_code`. Neither is
+    transient unless another attempt may cure it."""
+    if isinstance(error, IngestError):
+        return failure_of(document_id, error)
+    return Failure(
+        document_id, crash_code.value, f"{type(error).__name__}: {error}", is_transient(error)
+    )
+
+
 def failed_state(ref: DocumentRef, fingerprint: str, error: IngestError) -> DocumentState:
     return DocumentState(ref.version, fingerprint, error.code.value, error.message)
 

@@ -56,14 +56,11 @@ def prepare_task(
     resources: Resources,
     force: bool,
 ) -> PreparedBatch:
-    """Fetch, normalize, chunk. Per-document failures are recorded inside; a failure of the
-    whole batch (the source went away) marks every document transiently failed."""
+    """Fetch, normalize, chunk. Failures are recorded inside, each document's its own; a
+    transient failure of the whole batch (the source went away) fails every document of
+    it for now."""
     try:
-        return pipeline.prepare_batch(spec, settings, refs, resources, force=force)
-    except IngestError as exc:  # raised before any of its documents was processed
-        pipeline.report_progress(len(refs))
-        failures = [Failure(r.document_id, exc.code.value, exc.message, True) for r in refs]
-        return PreparedBatch(BatchOutcome(documents=len(refs), failures=failures), [])
+        return pipeline.prepare_isolated(spec, settings, refs, resources, force=force)
     finally:
         native_memory.release_freed()  # what the batch's documents and parsers freed
 
@@ -77,7 +74,9 @@ def index_task(
     force: bool,
 ) -> BatchOutcome:
     try:
-        outcome = pipeline.index_batch(spec, settings, prepared.documents, resources, force=force)
+        outcome = pipeline.index_isolated(
+            spec, settings, prepared.documents, resources, force=force
+        )
     finally:
         native_memory.release_freed()  # what the batch's texts, vectors and points freed
     outcome.merge(prepared.outcome)
@@ -93,7 +92,7 @@ def reconcile_task(
     indexed: list[str],
     resources: Resources,
     force: bool,
-) -> list[str]:
+) -> pipeline.Reconciled:
     """Delete what vanished, then bring incoming-link counts in payloads up to date."""
     return pipeline.reconcile(spec, settings, listing, gone, indexed, resources, force=force)
 

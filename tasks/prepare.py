@@ -41,6 +41,7 @@ from tasks.outcome import (
     PreparedBatch,
     PreparedDocument,
     cache_unwritable,
+    document_failure,
     failed_state,
     failure_of,
     report_progress,
@@ -133,6 +134,9 @@ def prepare_batch(
                 except OSError as exc:  # the cache's disk (full, unwritable): retry next run
                     error = cache_unwritable(settings, exc, code=ErrorCode.CHUNKING_FAILED)
                     outcome.failures.append(failure_of(ref.document_id, error))
+                except Exception as exc:  # a library broke on this document: it alone fails
+                    crash = document_failure(ref.document_id, exc, ErrorCode.CHUNKING_FAILED)
+                    outcome.failures.append(crash)
             finally:  # the bar moves per document, whatever became of it
                 report_progress(1)
     if failed_states:
