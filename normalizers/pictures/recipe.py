@@ -1,0 +1,85 @@
+"""How a picture is read, in up to a few tesseract reads within its time limit:
+
+- as a viewer shows it (its EXIF orientation applied), with tesseract's orientation
+  detection, which turns text turned 90/180/270 degrees back where there is enough of it;
+- small text (a UI screenshot at 1x: 11-14 px) read again scaled up to the height
+  tesseract reads well, that read kept unless it is unsure where the first was not;
+- a read that is mostly unsure words (turned text too short for orientation detection)
+  tried turned the other three ways, the first sure one kept.
+
+"Sure" is tesseract's confidence over the read's characters, not the configured
+threshold, so a cached result holds whatever the settings are."""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Sequence
+
+from normalizers.pictures.images import Picture, for_tesseract
+from normalizers.pictures.ocr import OcrTimeout, Word, read_words
+
+# Part of the OCR cache's key: bump when a change here, or in what a read returns (a
+# word's fields), changes what a picture's cached result holds.
+RECIPE_VERSION = "2"
+# Words whose box's shorter side is under this many pixels are small text ...
+SMALL_TEXT_PX = 20
+# ... read again scaled by the least whole factor that makes them this tall, by at most
+# MAX_SCALE and to no more than MAX_SCALED_PIXELS. Measured with `bench.pictures` on
+# anti-aliased screen text: 22 reads best; at 26-30 text in an input box runs into
+# the box's edge and is lost.
+READABLE_TEXT_PX = 22
+MAX_SCALE = 4
+MAX_SCALED_PIXELS = 16_000_000
+# A read whose words' mean confidence (weighted by characters) is under this is
+# mostly noise: text turned, or no text at all.
+SURE_CONFIDENCE = 50.0
+_TURNS = (90, 270, 180)  # degrees counter-clockwise: the other ways a picture can lie
+
+
+def read_picture(data: bytes, picture: Picture, languages: str, timeout_s: float) -> list[Word]:
+    """The words of the picture's best read (see the module's text). `OcrTimeout` when
+    all the reads together take over `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+
+    def read(scale: float = 1.0, turn: int = 0) -> list[Word]:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise OcrTimeout(f"OCR took over {timeout_s:g} s")
+        return read_words(for_tesseract(data, picture, scale=scale, turn=turn), languages, left)
+
+    words = read()
+    scale = _scale_for(words, picture)
+    if scale > 1.0:
+        scaled = read(scale)
+        if _sure(scaled) or not _sure(words):
+            words = scaled
+    for turn in _TURNS:
+        if _sure(words):
+            break
+        turned = read(scale, turn)
+        if _sure(turned):
+            words = turned
+    return words
+
+
+def _scale_for(words: Sequence[Word], picture: Picture) -> float:
+    """How much to enlarge the picture for its text to read well: 1 where its words
+    are not small (or there are none)."""
+    sizes = [word.size for word in words if len(word.text) > 1]  # "|", "." tell no height
+    if not sizes:
+        return 1.0
+    size = float(statistics.median(sizes))
+    if size >= SMALL_TEXT_PX:
+        return 1.0
+    most = math.sqrt(MAX_SCALED_PIXELS / (picture.width * picture.height))
+    return max(1.0, min(math.ceil(READABLE_TEXT_PX / max(size, 1.0)), MAX_SCALE, most))
+
+
+def _sure(words: Sequence[Word]) -> bool:
+    """No words, or words tesseract is on the whole sure of (their confidence weighted
+    by their characters)."""
+    characters = sum(len(word.text) for word in words)
+    weighted = sum(len(word.text) * word.confidence for word in words)
+    return not characters or weighted / characters >= SURE_CONFIDENCE
