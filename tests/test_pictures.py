@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import re
+import subprocess
 import time
 import zlib
 from pathlib import Path
@@ -15,6 +17,7 @@ from config.settings import PicturesSettings, load_settings
 from flows.report import RunSummary, pictures_line, summary_markdown
 from markdown_text import normalize_markdown
 from normalizers.pictures import PictureReader, picture_setup
+from normalizers.pictures.ocr import installed_languages
 from stage_cache.store import StageCache
 from tasks.outcome import PictureTally
 from tasks.stages import PictureStageCache
@@ -78,6 +81,31 @@ def test_a_short_line_upside_down_or_turned_is_read() -> None:
         upright.rotate(degrees, expand=True).save(turned, format="PNG")
         markdown = reader().text(turned.getvalue(), "turned.png")
         assert "> Quarterly revenue grew" in markdown, degrees
+
+
+def test_without_orientation_data_a_warning_names_the_package_and_turned_text_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    listing = subprocess.run(["tesseract", "--list-langs"], capture_output=True, text=True)
+    tessdata = Path(re.findall(r'"(.+?)"', listing.stdout)[0])
+    for name in ("eng.traineddata", "rus.traineddata", "configs"):  # all but osd
+        (tmp_path / name).symlink_to(tessdata / name)
+    monkeypatch.setenv("TESSDATA_PREFIX", str(tmp_path))
+    installed_languages.cache_clear()
+    try:
+        setup, warnings = picture_setup(PicturesSettings())  # type: ignore[call-arg]
+        assert setup.languages == LANGUAGES
+        assert warnings == [
+            "tesseract has no orientation data (apt-get install tesseract-ocr-osd): "
+            "turned text in pictures is found by reading them turned each way, more slowly"
+        ]
+        upside_down = io.BytesIO()
+        Image.open(io.BytesIO(text_picture(["Quarterly revenue grew"]))).rotate(180).save(
+            upside_down, format="PNG"
+        )
+        assert "> Quarterly revenue grew" in reader().text(upside_down.getvalue(), "u.png")
+    finally:
+        installed_languages.cache_clear()
 
 
 def test_a_photo_is_read_as_its_exif_orientation_shows_it() -> None:

@@ -24,7 +24,14 @@ from typing import Any, Protocol
 from config.settings import PicturesSettings
 from normalizers.html import escape_text
 from normalizers.pictures.images import Picture, UnreadablePicture, probe
-from normalizers.pictures.ocr import OcrFailed, OcrTimeout, Word, ocr_languages, tesseract_version
+from normalizers.pictures.ocr import (
+    OcrFailed,
+    OcrTimeout,
+    Word,
+    ocr_languages,
+    orientation_detection,
+    tesseract_version,
+)
 from normalizers.pictures.recipe import RECIPE_VERSION, read_picture
 from normalizers.tables import escape_block_start
 
@@ -155,7 +162,8 @@ class PictureReader:
 
     def _words(self, data: bytes, digest: str, picture: Picture, languages: str) -> list[Word]:
         key = hashlib.sha256(
-            f"ocr|{RECIPE_VERSION}|{tesseract_version()}|{languages}|{digest}".encode()
+            f"ocr|{RECIPE_VERSION}|{tesseract_version()}|osd={orientation_detection()}"
+            f"|{languages}|{digest}".encode()
         ).hexdigest()
         cached = self.cache.get(key) if self.cache is not None else None
         if cached is not None:
