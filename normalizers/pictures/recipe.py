@@ -1,13 +1,13 @@
-"""How a picture is read, in up to a few tesseract reads within its time limit:
+"""How a picture is read, in one to a few tesseract reads within its time limit:
 
-- as a viewer shows it (its EXIF orientation applied), with tesseract's orientation
-  detection, which turns text turned 90/180/270 degrees back where there is enough of it;
+- as a viewer shows it (its EXIF orientation applied);
 - small text (a UI screenshot at 1x: 11-14 px) read again scaled up to the height
   tesseract reads well, that read kept unless it is unsure where the first was not;
-- a read tesseract is unsure of (turned text too short for orientation detection, which
-  then often finds the lines' direction but not which way is up) tried turned upside
-  down, then a quarter each way, until one is sure; the read with the most confident
-  characters kept.
+- a read tesseract is unsure of (text turned 90/180/270 degrees, or no text) read again
+  with tesseract's orientation detection (which costs about a read more, so only
+  then), and if still unsure, turned upside down, then a quarter each way (a short
+  line is too little for orientation detection to tell which way is up), until one is
+  sure; the read with the most confident characters kept.
 
 Sure and confident are tesseract's confidence over the read's characters, not the
 configured threshold, so a cached result holds whatever the settings are."""
@@ -20,11 +20,11 @@ import time
 from collections.abc import Sequence
 
 from normalizers.pictures.images import Picture, for_tesseract
-from normalizers.pictures.ocr import OcrTimeout, Word, read_words
+from normalizers.pictures.ocr import OcrTimeout, Word, orientation_detection, read_words
 
 # Part of the OCR cache's key: bump when a change here, or in what a read returns (a
 # word's fields), changes what a picture's cached result holds.
-RECIPE_VERSION = "2"
+RECIPE_VERSION = "3"
 # Words whose box's shorter side is under this many pixels are small text ...
 SMALL_TEXT_PX = 20
 # ... read again scaled by the least whole factor that makes them this tall, by at most
@@ -46,11 +46,12 @@ def read_picture(data: bytes, picture: Picture, languages: str, timeout_s: float
     all the reads together take over `timeout_s`."""
     deadline = time.monotonic() + timeout_s
 
-    def read(scale: float = 1.0, turn: int = 0) -> list[Word]:
+    def read(scale: float = 1.0, turn: int = 0, orientation: bool = False) -> list[Word]:
         left = deadline - time.monotonic()
         if left <= 0:
             raise OcrTimeout(f"OCR took over {timeout_s:g} s")
-        return read_words(for_tesseract(data, picture, scale=scale, turn=turn), languages, left)
+        image = for_tesseract(data, picture, scale=scale, turn=turn)
+        return read_words(image, languages, left, orientation=orientation)
 
     words = read()
     scale = _scale_for(words, picture)
@@ -58,6 +59,8 @@ def read_picture(data: bytes, picture: Picture, languages: str, timeout_s: float
         scaled = read(scale)
         if _sure(scaled) or not _sure(words):
             words = scaled
+    if not _sure(words) and orientation_detection():
+        words = max(words, read(scale, orientation=True), key=_score)
     for turn in _TURNS:
         if _sure(words):
             break
