@@ -42,8 +42,8 @@ _TURNS = (180, 90, 270)  # degrees counter-clockwise: the other ways a picture c
 
 
 def read_picture(data: bytes, picture: Picture, languages: str, timeout_s: float) -> list[Word]:
-    """The words of the picture's best read (see the module's text). `OcrTimeout` when
-    all the reads together take over `timeout_s`."""
+    """The words of the picture's best read (see the module's text) within `timeout_s`
+    for all its reads: `OcrTimeout` where the first runs past it."""
     deadline = time.monotonic() + timeout_s
 
     def read(scale: float = 1.0, turn: int = 0, orientation: bool = False) -> list[Word]:
@@ -55,16 +55,19 @@ def read_picture(data: bytes, picture: Picture, languages: str, timeout_s: float
 
     words = read()
     scale = _scale_for(words, picture)
-    if scale > 1.0:
-        scaled = read(scale)
-        if _sure(scaled) or not _sure(words):
-            words = scaled
-    if not _sure(words) and orientation_detection():
-        words = max(words, read(scale, orientation=True), key=_score)
-    for turn in _TURNS:
-        if _sure(words):
-            break
-        words = max(words, read(scale, turn), key=_score)
+    try:
+        if scale > 1.0:
+            scaled = read(scale)
+            if _sure(scaled) or not _sure(words):
+                words = scaled
+        if not _sure(words) and orientation_detection():
+            words = max(words, read(scale, orientation=True), key=_score)
+        for turn in _TURNS:
+            if _sure(words):
+                break
+            words = max(words, read(scale, turn), key=_score)
+    except OcrTimeout:
+        pass  # the time was spent on the reads after the first: the best so far stands
     return words
 
 
