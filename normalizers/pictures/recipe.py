@@ -43,7 +43,7 @@ _TURNS = (180, 90, 270)  # degrees counter-clockwise: the other ways a picture c
 
 def read_picture(data: bytes, picture: Picture, languages: str, timeout_s: float) -> list[Word]:
     """The words of the picture's best read (see the module's text) within `timeout_s`
-    for all its reads: `OcrTimeout` where the first runs past it."""
+    for all its reads: `OcrTimeout` where the time runs out before a sure read."""
     deadline = time.monotonic() + timeout_s
 
     def read(scale: float = 1.0, turn: int = 0, orientation: bool = False) -> list[Word]:
@@ -67,7 +67,9 @@ def read_picture(data: bytes, picture: Picture, languages: str, timeout_s: float
                 break
             words = max(words, read(scale, turn), key=_score)
     except OcrTimeout:
-        pass  # the time was spent on the reads after the first: the best so far stands
+        if not _sure(words):
+            raise
+        # the time ran out on reads after the first: the best so far, a sure one, stands
     return words
 
 
