@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the project needs on a bare Debian/Ubuntu machine:
 #   - LibreOffice (headless) for legacy DOC/XLS/PPT and Visio VSD, tesseract with its
-#     English and Russian data for the text in pictures and scanned PDF pages, and
+#     English and Russian data (and its orientation data, for turned text) for the text
+#     in pictures and scanned PDF pages, and
 #     Chromium (headless) for the tests of the chunk page, from the distribution's packages;
 #   - a virtual environment in .venv with the project, its ML extra (CPU torch 2.13.0,
 #     transformers) and its development tools. pandoc comes with pypandoc-binary.
@@ -17,7 +18,7 @@ have_system_packages() {
     command -v soffice && command -v tesseract && command -v chromium \
         && [ -e /usr/lib/libreoffice/program/libwpftdrawlo.so ] \
         && langs="$(tesseract --list-langs 2>/dev/null)" \
-        && grep -qx eng <<<"$langs" && grep -qx rus <<<"$langs"
+        && grep -qx eng <<<"$langs" && grep -qx rus <<<"$langs" && grep -qx osd <<<"$langs"
 }
 if [ -z "${INGEST_SKIP_APT:-}" ] && ! have_system_packages >/dev/null 2>&1; then
     SUDO=""
@@ -27,7 +28,7 @@ if [ -z "${INGEST_SKIP_APT:-}" ] && ! have_system_packages >/dev/null 2>&1; then
     $SUDO apt-get install -y -qq --no-install-recommends \
         libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui \
         libreoffice-draw-nogui tesseract-ocr tesseract-ocr-eng tesseract-ocr-rus \
-        chromium >/dev/null
+        tesseract-ocr-osd chromium >/dev/null
 fi
 
 PYTHON="${PYTHON:-python3}"

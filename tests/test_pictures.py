@@ -2,23 +2,30 @@
 
 from __future__ import annotations
 
+import io
+import re
+import subprocess
 import time
 import zlib
 from pathlib import Path
 
 import pytest
+from PIL import Image
 
 from config.errors import ConfigError
 from config.settings import PicturesSettings, load_settings
 from flows.report import RunSummary, pictures_line, summary_markdown
 from markdown_text import normalize_markdown
 from normalizers.pictures import PictureReader, picture_setup
+from normalizers.pictures.ocr import installed_languages
 from stage_cache.store import StageCache
 from tasks.outcome import PictureTally
 from tasks.stages import PictureStageCache
 from tests.picture_helpers import text_picture
 
 LANGUAGES = "eng+rus"
+# Real screenshots and test pictures of the pictures benchmark, each with its licence.
+SCREENSHOTS = Path(__file__).resolve().parents[1] / "bench" / "data" / "pictures" / "screenshots"
 
 
 def reader(cache_dir: Path | None = None, **settings: object) -> PictureReader:
@@ -48,6 +55,67 @@ def test_paragraphs_stay_apart_and_markdown_in_the_text_is_escaped() -> None:
     markdown = reader().text(picture, "x.png")
     assert r"> \# not a heading" in markdown
     assert ">\n> second block" in markdown
+
+
+def test_small_grey_text_of_a_screenshot_at_1x_is_read_whole() -> None:
+    # 13 px grey text as headless Chromium draws it at 1x: read at that size, tesseract
+    # splits host names and loses words (time enough for a read more on a busy machine)
+    pictures = reader(timeout_s=600)
+    markdown = pictures.text((SCREENSHOTS / "chromium-endpoints.png").read_bytes(), "ui.png")
+    for host in ("gannet-egress.internal", "petrel-billing.internal", "tern-metrics.internal"):
+        assert host in markdown
+    assert "Last checked 2 minutes ago by probe runner 4 in zone prod-eu-west" in markdown
+
+
+def test_text_turned_a_quarter_is_turned_back() -> None:
+    # the terminal screenshot turned 90 degrees counter-clockwise (its pixels, no EXIF);
+    # time enough for three reads on a busy machine
+    pictures = reader(timeout_s=600)
+    markdown = pictures.text((SCREENSHOTS / "chromium-terminal-turned.png").read_bytes(), "t.png")
+    assert "> $ make release VERSION=2.4.1" in markdown
+    assert "> error: release aborted, nothing was published" in markdown
+
+
+def test_a_short_line_upside_down_or_turned_is_read() -> None:
+    # one line is too little for orientation detection to tell which way is up
+    upright = Image.open(io.BytesIO(text_picture(["Quarterly revenue grew"])))
+    for degrees in (90, 180):
+        turned = io.BytesIO()
+        upright.rotate(degrees, expand=True).save(turned, format="PNG")
+        markdown = reader().text(turned.getvalue(), "turned.png")
+        assert "> Quarterly revenue grew" in markdown, degrees
+
+
+def test_without_orientation_data_a_warning_names_the_package_and_turned_text_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    listing = subprocess.run(["tesseract", "--list-langs"], capture_output=True, text=True)
+    tessdata = Path(re.findall(r'"(.+?)"', listing.stdout)[0])
+    for name in ("eng.traineddata", "rus.traineddata", "configs"):  # all but osd
+        (tmp_path / name).symlink_to(tessdata / name)
+    monkeypatch.setenv("TESSDATA_PREFIX", str(tmp_path))
+    installed_languages.cache_clear()
+    try:
+        setup, warnings = picture_setup(PicturesSettings())  # type: ignore[call-arg]
+        assert setup.languages == LANGUAGES
+        assert warnings == [
+            "tesseract has no orientation data (apt-get install tesseract-ocr-osd): "
+            "turned text in pictures is found only by reading them turned each way"
+        ]
+        upside_down = io.BytesIO()
+        Image.open(io.BytesIO(text_picture(["Quarterly revenue grew"]))).rotate(180).save(
+            upside_down, format="PNG"
+        )
+        assert "> Quarterly revenue grew" in reader().text(upside_down.getvalue(), "u.png")
+    finally:
+        installed_languages.cache_clear()
+
+
+def test_a_photo_is_read_as_its_exif_orientation_shows_it() -> None:
+    # stored on its side, with EXIF orientation 6 (turn it a quarter clockwise to view)
+    photo = (SCREENSHOTS / "tesseractjs-simple-90.jpg").read_bytes()
+    assert Image.open(io.BytesIO(photo)).getexif()[0x0112] == 6
+    assert "> Tesseract.js" in reader().text(photo, "photo.jpg")
 
 
 def test_small_pictures_are_skipped_by_area_and_by_side() -> None:

@@ -23,19 +23,18 @@ from typing import Any, Protocol
 
 from config.settings import PicturesSettings
 from normalizers.html import escape_text
-from normalizers.pictures.images import Picture, UnreadablePicture, for_tesseract, probe
+from normalizers.pictures.images import Picture, UnreadablePicture, probe
 from normalizers.pictures.ocr import (
     OcrFailed,
     OcrTimeout,
     Word,
     ocr_languages,
-    read_words,
+    orientation_detection,
     tesseract_version,
 )
+from normalizers.pictures.recipe import RECIPE_VERSION, read_picture
 from normalizers.tables import escape_block_start
 
-# Bump when what a cached OCR result holds changes.
-OCR_CACHE_VERSION = "1"
 SKIP_REASONS = ("small", "repeat", "cap", "timeout", "unreadable")
 
 
@@ -163,19 +162,19 @@ class PictureReader:
 
     def _words(self, data: bytes, digest: str, picture: Picture, languages: str) -> list[Word]:
         key = hashlib.sha256(
-            f"ocr|{OCR_CACHE_VERSION}|{tesseract_version()}|{languages}|{digest}".encode()
+            f"ocr|{RECIPE_VERSION}|{tesseract_version()}|osd={orientation_detection()}"
+            f"|{languages}|{digest}".encode()
         ).hexdigest()
         cached = self.cache.get(key) if self.cache is not None else None
         if cached is not None:
             return [Word(*row) for row in json.loads(cached)]
         started = time.perf_counter()
         try:
-            image = for_tesseract(data, picture)
-            words = read_words(image, languages, self.settings.timeout_s)
+            words = read_picture(data, picture, languages, self.settings.timeout_s)
         finally:
             self.counts.ocr_seconds += time.perf_counter() - started
         if self.cache is not None:
-            rows = [[w.block, w.paragraph, w.line, w.confidence, w.text] for w in words]
+            rows = [[w.block, w.paragraph, w.line, w.confidence, w.text, w.size] for w in words]
             self.cache.put(key, json.dumps(rows, ensure_ascii=False).encode())
         return words
 
