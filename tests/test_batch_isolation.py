@@ -114,7 +114,8 @@ def snapshot(store: QdrantStore) -> Snapshot:
             vector = record.vector
             dense = vector.get("dense") if isinstance(vector, dict) else vector
             assert isinstance(dense, list)
-            found[str(record.id)] = (json.dumps(record.payload, sort_keys=True), dense)
+            floats = [x for x in dense if isinstance(x, float)]
+            found[str(record.id)] = (json.dumps(record.payload, sort_keys=True), floats)
         if offset is None:
             return found
 
@@ -245,7 +246,7 @@ class FaultyResources(Resources):
                 refuse([chunk.document_id for chunk in chunks])
                 return upsert(chunks, *args)
 
-            store.upsert = upsert_unless_poisoned  # type: ignore[method-assign]
+            store.upsert = upsert_unless_poisoned  # type: ignore[method-assign,assignment]
         if self.stage == "delete":
             delete = store.delete_documents
 
