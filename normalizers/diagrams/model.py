@@ -19,47 +19,72 @@ styles nor ids reach the Markdown. A page renders as
 a connection's ends named by their shapes' text, a long one (a C4 box's name, type and
 description) by its first line. A container without
 a name (an unnamed group) lends its labels to its parent, in its place in the reading
-order. A page without any text renders as nothing.
+order; a named one without any text inside (a stencil's group of drawn parts) is a
+label of its parent. A table drawn in the diagram (`Container.rows`) is a Markdown
+table under its container's path, its first row the header. A page without any text
+renders as nothing.
+
+Where readers give sizes, geometry also groups (`nest_by_bounds`): what lies within
+another shape of its group is held by it, even when the file does not make it that
+shape's child (a SWOT box and the items written on it). Of the shapes that cover at
+least `HELD_SHARE` of an item's area, the smallest larger one holds it: an item well
+inside it (more than `EDGE` pixels from each side) is one of its labels, one on its
+edge (a badge, an id) joins its name: `Website (C01, A02)`. A shape without text
+holds what lies on it like an unnamed group: together, in its place.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import lxml.html
 from lxml import etree
 
 from normalizers.html import escape_text, plain_text
 from normalizers.model import AnchoredMarkdown, NormalizedDocument
-from normalizers.tables import escape_block_start, one_line
+from normalizers.tables import escape_block_start, gfm_table, one_line
 
 SAME_ROW = 10.0  # pixels: tops this close read as one row
 LONG_END_NAME = 60  # characters: a connection names a shape with more by its first line
+HELD_SHARE = 0.25  # of an item's area: a shape covering this much may hold it
+EDGE = 1.0  # pixels: an item this close to a side of its holder (or over it) is a badge
 
 
 @dataclass(frozen=True)
 class Label:
+    """A shape's text; `x`, `y` its top left corner, `width`, `height` its size (0:
+    unknown, then geometry only orders it)."""
+
     text: str
     x: float = 0.0
     y: float = 0.0
+    width: float = 0.0
+    height: float = 0.0
 
 
 @dataclass
 class Container:
-    """A page, layer, group, swimlane or container shape and what it holds."""
+    """A page, layer, group, swimlane, container shape or table and what it holds."""
 
     name: str = ""
     x: float = 0.0
     y: float = 0.0
+    width: float = 0.0
+    height: float = 0.0
     labels: list[Label] = field(default_factory=list)
     children: list[Container] = field(default_factory=list)
+    rows: list[list[str]] = field(default_factory=list)  # a table's cells, row by row
 
     def has_text(self) -> bool:
+        return self.name.strip() != "" or self.holds_text()
+
+    def holds_text(self) -> bool:
+        """Is there text inside it, besides its name?"""
         return (
-            bool(self.name.strip())
-            or any(label.text.strip() for label in self.labels)
+            any(label.text.strip() for label in self.labels)
             or any(child.has_text() for child in self.children)
+            or any(cell.strip() for row in self.rows for cell in row)
         )
 
 
@@ -102,7 +127,7 @@ def render_pages(pages: Sequence[DiagramPage], heading_level: int = 1) -> Anchor
             out.add(number, "")
             continue
         blocks = [f"{marks} {_inline(page.name) or f'Page {number}'}"]
-        blocks += _container_blocks(page.root, ())
+        blocks += _container_blocks(nest_by_bounds(page.root), ())
         if page.connections:
             blocks.append("**Connections**")
             blocks.append("\n".join(f"- {_connection(c)}" for c in page.connections))
@@ -113,18 +138,23 @@ def render_pages(pages: Sequence[DiagramPage], heading_level: int = 1) -> Anchor
 def _container_blocks(container: Container, path: tuple[str, ...]) -> list[str]:
     labels, named = _flatten(container)
     blocks: list[str] = []
-    if path and (labels or not named):
+    if path and (labels or container.rows or not named):
         blocks.append(f"**{escape_text(' › '.join(path))}**")
+    if container.rows:
+        header, *rows = container.rows
+        blocks.append(gfm_table([_inline(c) for c in header], [[_inline(c) for c in r] for r in rows]))
     if labels:
         blocks.append("\n".join(f"- {escape_block_start(label)}" for label in labels))
     for child in named:
-        blocks += _container_blocks(child, (*path, one_line(child.name)))
+        name = one_line(child.name)
+        blocks += _container_blocks(child, (*path, name) if name else path)
     return blocks
 
 
 def _flatten(container: Container) -> tuple[list[str], list[Container]]:
     """The container's labels in reading order, unnamed sub-containers' labels in
-    their place, and its named sub-containers in reading order."""
+    their place (an unnamed table stays a table), named ones without text inside as
+    labels, and its other sub-containers in reading order."""
     items: list[Label | Container] = [*container.labels, *container.children]
     labels: list[str] = []
     named: list[Container] = []
@@ -132,13 +162,111 @@ def _flatten(container: Container) -> tuple[list[str], list[Container]]:
         if isinstance(item, Label):
             if text := _inline(item.text):
                 labels.append(text)
+        elif item.rows:
+            if item.holds_text():
+                named.append(item)
+            elif text := _inline(item.name):
+                labels.append(text)
         elif not one_line(item.name):
             inner_labels, inner_named = _flatten(item)
             labels += inner_labels
             named += inner_named
-        elif item.has_text():
+        elif item.holds_text():
             named.append(item)
+        else:
+            labels.append(_inline(item.name))
     return labels, named
+
+
+def nest_by_bounds(container: Container) -> Container:
+    """A copy of `container` whose items, at every level, are held by the shapes of their
+    group they lie within (see the module's doc); the readers' tree is left as it is."""
+    items: list[Label | Container] = [
+        *container.labels,
+        *(nest_by_bounds(child) for child in container.children),
+    ]
+    held: dict[int, list[int]] = {}
+    for index, item in enumerate(items):
+        holder = _holder(item, items)
+        if holder is not None:
+            held.setdefault(holder, []).append(index)
+    for holder, inside in list(held.items()):
+        if len(inside) < 2 and not _text(items[holder]):
+            del held[holder]  # a shape without text around one label adds nothing
+    taken = {index for inside in held.values() for index in inside}
+    out = replace(container, labels=[], children=[])
+    for index, item in enumerate(items):
+        if index not in taken:
+            _add(out, _holding(index, items, held))
+    return out
+
+
+def _holder(item: Label | Container, items: Sequence[Label | Container]) -> int | None:
+    """The index of the smallest item larger than `item` that covers `HELD_SHARE` of it."""
+    area = item.width * item.height
+    if area <= 0:
+        return None
+    best: int | None = None
+    best_area = 0.0
+    for index, other in enumerate(items):
+        other_area = other.width * other.height
+        if other_area <= area or (best is not None and other_area >= best_area):
+            continue
+        if _overlap(item, other) >= HELD_SHARE * area:
+            best, best_area = index, other_area
+    return best
+
+
+def _overlap(a: Label | Container, b: Label | Container) -> float:
+    across = min(a.x + a.width, b.x + b.width) - max(a.x, b.x)
+    down = min(a.y + a.height, b.y + b.height) - max(a.y, b.y)
+    return max(across, 0.0) * max(down, 0.0)
+
+
+def _on_edge(item: Label | Container, holder: Label | Container) -> bool:
+    return (
+        min(
+            item.x - holder.x,
+            item.y - holder.y,
+            holder.x + holder.width - item.x - item.width,
+            holder.y + holder.height - item.y - item.height,
+        )
+        <= EDGE
+    )
+
+
+def _holding(
+    index: int, items: Sequence[Label | Container], held: dict[int, list[int]]
+) -> Label | Container:
+    """Item `index` with what it holds: its badges in its name, the rest inside it."""
+    item = items[index]
+    inside = [_holding(i, items, held) for i in held.get(index, ())]
+    if not inside:
+        return item
+    text = _text(item)
+    badges = [i for i in inside if text and isinstance(i, Label) and _on_edge(i, item)]
+    inside = [i for i in inside if not any(i is badge for badge in badges)]
+    if badges:
+        text += f" ({', '.join(one_line(b.text) for b in reading_order(badges))})"
+    if isinstance(item, Label):
+        if not inside:
+            return replace(item, text=text)
+        item = Container(text, item.x, item.y, item.width, item.height)
+    holder = replace(item, name=text, labels=list(item.labels), children=list(item.children))
+    for inner in inside:
+        _add(holder, inner)
+    return holder
+
+
+def _add(container: Container, item: Label | Container) -> None:
+    if isinstance(item, Label):
+        container.labels.append(item)
+    else:
+        container.children.append(item)
+
+
+def _text(item: Label | Container) -> str:
+    return one_line(item.text if isinstance(item, Label) else item.name)
 
 
 def reading_order(items: Sequence[Label | Container]) -> list[Label | Container]:
