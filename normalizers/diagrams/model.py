@@ -121,7 +121,7 @@ def render_pages(pages: Sequence[DiagramPage], heading_level: int = 1) -> Anchor
     """The pages as Markdown, each page's start anchored as page N (1-based); pages
     without text add nothing but their anchor, so a diagram without text is empty."""
     marks = "#" * max(1, min(heading_level, 6))
-    out = AnchoredMarkdown("page")
+    out = AnchoredMarkdown("page", hard=True)
     for number, page in enumerate(pages, start=1):
         if not page.has_text():
             out.add(number, "")
