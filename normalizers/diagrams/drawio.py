@@ -209,12 +209,16 @@ def _place(cell: _Cell, container: Container, page: DiagramPage, by_id: dict[str
 
 def _is_table(cell: _Cell) -> bool:
     """A draw.io table (rows of cells), or a list whose rows have parts (`part=1`
-    cells: an entity's key column)."""
+    cells: an entity's key column); not when a cell holds shapes (a grid that lays out
+    a story map or a cross-functional flowchart)."""
     style = cell.style
+    parts = [part for row in cell.children for part in row.children]
+    if any(inner.vertex for part in parts for inner in part.children):
+        return False
     if style.get("shape") == "table" or style.get("childLayout") == "tableLayout":
         return True
     return style.get("childLayout") == "stackLayout" and any(
-        part.style.get("part") == "1" for row in cell.children for part in row.children
+        part.style.get("part") == "1" for part in parts
     )
 
 
