@@ -77,7 +77,9 @@ class NormalizedDocument:
             page_count=data["page_count"],
             language=data["language"],
             metadata=data["metadata"],
-            anchors=tuple(Anchor(*row[:3], hard=row[3:] == [1]) for row in data["anchors"]),
+            anchors=tuple(
+                Anchor(row[0], row[1], row[2], hard=row[3:] == [1]) for row in data["anchors"]
+            ),
             links=tuple(LinkRecord(**link) for link in data["links"]),
             warnings=tuple(data["warnings"]),
         )

@@ -473,9 +473,15 @@ def test_drawio_tables_with_and_without_a_name() -> None:
     """draw.io's own table shape (rows of cells): a named one under its name; one whose
     cells hold shapes (a story map's grid) is no table, and none of its words are lost."""
     kanban = normalize(DRAWIO / "kanban-examples.drawio")
-    assert "**To do**\n\n| Medium | Task 1 |\n| --- | --- |\n| Low | Task 2 |\n|  | Task 3 |\n" in kanban
+    assert (
+        "**To do**\n\n| Medium | Task 1 |\n| --- | --- |\n| Low | Task 2 |\n|  | Task 3 |\n"
+        in kanban
+    )
     assert "- Task 4 In progress\n" in kanban  # a board of lanes stays lanes
-    assert bag_recall(label_words(page_models(THREAT_MODEL.read_bytes())), normalize(THREAT_MODEL)) == 1.0
+    assert (
+        bag_recall(label_words(page_models(THREAT_MODEL.read_bytes())), normalize(THREAT_MODEL))
+        == 1.0
+    )
 
 
 def test_badges_stay_with_the_shapes_they_sit_on(capsys: pytest.CaptureFixture[str]) -> None:

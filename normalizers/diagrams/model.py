@@ -35,7 +35,8 @@ holds what lies on it like an unnamed group: together, in its place.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 import lxml.html
@@ -49,6 +50,8 @@ SAME_ROW = 10.0  # pixels: tops this close read as one row
 LONG_END_NAME = 60  # characters: a connection names a shape with more by its first line
 HELD_SHARE = 0.25  # of an item's area: a shape covering this much may hold it
 EDGE = 1.0  # pixels: an item this close to a side of its holder (or over it) is a badge
+GRID_CELLS = 64  # a side of the grid that finds which items lie near which
+FAR = 1e9  # pixels: a shape with an edge this far out (or not a number) is not placed
 
 
 @dataclass(frozen=True)
@@ -141,8 +144,8 @@ def _container_blocks(container: Container, path: tuple[str, ...]) -> list[str]:
     if path and (labels or container.rows or not named):
         blocks.append(f"**{escape_text(' › '.join(path))}**")
     if container.rows:
-        header, *rows = container.rows
-        blocks.append(gfm_table([_inline(c) for c in header], [[_inline(c) for c in r] for r in rows]))
+        header, *rows = [[_inline(cell) for cell in row] for row in container.rows]
+        blocks.append(gfm_table(header, rows))
     if labels:
         blocks.append("\n".join(f"- {escape_block_start(label)}" for label in labels))
     for child in named:
@@ -186,41 +189,62 @@ def nest_by_bounds(container: Container) -> Container:
         *(nest_by_bounds(child) for child in container.children),
     ]
     held: dict[int, list[int]] = {}
-    for index, item in enumerate(items):
-        holder = _holder(item, items)
-        if holder is not None:
-            held.setdefault(holder, []).append(index)
+    for index, holder in _holders(items).items():
+        held.setdefault(holder, []).append(index)
     for holder, inside in list(held.items()):
         if len(inside) < 2 and not _text(items[holder]):
             del held[holder]  # a shape without text around one label adds nothing
     taken = {index for inside in held.values() for index in inside}
     out = replace(container, labels=[], children=[])
-    for index, item in enumerate(items):
+    for index in range(len(items)):
         if index not in taken:
             _add(out, _holding(index, items, held))
     return out
 
 
-def _holder(item: Label | Container, items: Sequence[Label | Container]) -> int | None:
-    """The index of the smallest item larger than `item` that covers `HELD_SHARE` of it."""
-    area = item.width * item.height
-    if area <= 0:
-        return None
-    best: int | None = None
-    best_area = 0.0
-    for index, other in enumerate(items):
-        other_area = other.width * other.height
-        if other_area <= area or (best is not None and other_area >= best_area):
-            continue
-        if _overlap(item, other) >= HELD_SHARE * area:
-            best, best_area = index, other_area
-    return best
+def _holders(items: Sequence[Label | Container]) -> dict[int, int]:
+    """The index of each item's holder, by the item's index: the smallest item larger
+    than it that covers `HELD_SHARE` of it. Items are found through a grid of
+    `GRID_CELLS` cells a side over the items' extent, so each is compared with those
+    near it only."""
+    boxes = {
+        index: (item.x, item.y, item.x + item.width, item.y + item.height)
+        for index, item in enumerate(items)
+        if item.width > 0 and item.height > 0
+    }
+    boxes = {index: box for index, box in boxes.items() if all(abs(e) < FAR for e in box)}
+    if not boxes:
+        return {}
+    left = min(box[0] for box in boxes.values())
+    top = min(box[1] for box in boxes.values())
+    step_x = (max(box[2] for box in boxes.values()) - left) / GRID_CELLS or 1.0
+    step_y = (max(box[3] for box in boxes.values()) - top) / GRID_CELLS or 1.0
 
+    def cells(box: tuple[float, float, float, float]) -> Iterator[tuple[int, int]]:
+        columns = range(int((box[0] - left) / step_x), int((box[2] - left) / step_x) + 1)
+        for row in range(int((box[1] - top) / step_y), int((box[3] - top) / step_y) + 1):
+            yield from ((column, row) for column in columns)
 
-def _overlap(a: Label | Container, b: Label | Container) -> float:
-    across = min(a.x + a.width, b.x + b.width) - max(a.x, b.x)
-    down = min(a.y + a.height, b.y + b.height) - max(a.y, b.y)
-    return max(across, 0.0) * max(down, 0.0)
+    grid: dict[tuple[int, int], list[int]] = {}
+    for index, box in boxes.items():
+        for cell in cells(box):
+            grid.setdefault(cell, []).append(index)
+    holders: dict[int, int] = {}
+    for index, box in boxes.items():
+        area = (box[2] - box[0]) * (box[3] - box[1])
+        best, best_area = -1, math.inf
+        for other in {near for cell in cells(box) for near in grid[cell]}:
+            x0, y0, x1, y1 = boxes[other]
+            other_area = (x1 - x0) * (y1 - y0)
+            if not area < other_area < best_area:
+                continue
+            across = min(box[2], x1) - max(box[0], x0)
+            down = min(box[3], y1) - max(box[1], y0)
+            if across > 0 and down > 0 and across * down >= HELD_SHARE * area:
+                best, best_area = other, other_area
+        if best >= 0:
+            holders[index] = best
+    return holders
 
 
 def _on_edge(item: Label | Container, holder: Label | Container) -> bool:
@@ -247,7 +271,7 @@ def _holding(
     badges = [i for i in inside if text and isinstance(i, Label) and _on_edge(i, item)]
     inside = [i for i in inside if not any(i is badge for badge in badges)]
     if badges:
-        text += f" ({', '.join(one_line(b.text) for b in reading_order(badges))})"
+        text += f" ({', '.join(_text(badge) for badge in reading_order(badges))})"
     if isinstance(item, Label):
         if not inside:
             return replace(item, text=text)
