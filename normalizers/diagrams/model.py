@@ -50,7 +50,7 @@ SAME_ROW = 10.0  # pixels: tops this close read as one row
 LONG_END_NAME = 60  # characters: a connection names a shape with more by its first line
 HELD_SHARE = 0.25  # of an item's area: a shape covering this much may hold it
 EDGE = 1.0  # pixels: an item this close to a side of its holder (or over it) is a badge
-GRID_CELLS = 64  # a side of the grid that finds which items lie near which
+GRID_CELLS = 64  # a side of the grid that finds which items lie near which, at most
 FAR = 1e9  # pixels: a shape with an edge this far out (or not a number) is not placed
 
 
@@ -204,9 +204,9 @@ def nest_by_bounds(container: Container) -> Container:
 
 def _holders(items: Sequence[Label | Container]) -> dict[int, int]:
     """The index of each item's holder, by the item's index: the smallest item larger
-    than it that covers `HELD_SHARE` of it. Items are found through a grid of
-    `GRID_CELLS` cells a side over the items' extent, so each is compared with those
-    near it only."""
+    than it that covers `HELD_SHARE` of it. Items are found through a grid over the
+    items' extent (about one item a cell, `GRID_CELLS` a side at most), so each is
+    compared with those near it only."""
     boxes = {
         index: (item.x, item.y, item.x + item.width, item.y + item.height)
         for index, item in enumerate(items)
@@ -217,8 +217,9 @@ def _holders(items: Sequence[Label | Container]) -> dict[int, int]:
         return {}
     left = min(box[0] for box in boxes.values())
     top = min(box[1] for box in boxes.values())
-    step_x = (max(box[2] for box in boxes.values()) - left) / GRID_CELLS or 1.0
-    step_y = (max(box[3] for box in boxes.values()) - top) / GRID_CELLS or 1.0
+    side = min(GRID_CELLS, math.isqrt(len(boxes)) or 1)  # about one item a cell
+    step_x = (max(box[2] for box in boxes.values()) - left) / side or 1.0
+    step_y = (max(box[3] for box in boxes.values()) - top) / side or 1.0
 
     def cells(box: tuple[float, float, float, float]) -> Iterator[tuple[int, int]]:
         columns = range(int((box[0] - left) / step_x), int((box[2] - left) / step_x) + 1)
