@@ -3,7 +3,8 @@
 normalize -> parse (blocks) -> count each block once -> per section run: split blocks
 over budget into pieces (`registry`: one splitter per block type), bind the nearest
 prose and output blocks to their table or code piece (`bind`), pack pieces into groups
-(`pack`; then `table_groups`, `small_blocks`) -> per stretch between horizontal rules:
+(`pack`; then `table_groups`, `small_blocks`) -> per stretch between horizontal rules
+and hard breaks of the source (slides, sheets, a diagram's pages: `Anchor.is_hard_break`):
 merge small sections (`merge`) -> recount merged chunks exactly -> overlap, ids,
 hierarchy, metadata.
 """
@@ -120,7 +121,8 @@ def _chunk(
     blocks = parse_blocks(text)
     _count_blocks(blocks, counter)
 
-    drafts, names = _drafts(blocks, text, config, counter)
+    breaks = sorted({a.offset for a in normalized.anchors if a.is_hard_break})
+    drafts, names = _drafts(blocks, text, config, counter, breaks)
     shapes = [_shape(ordinal, draft, names, text, info) for ordinal, draft in enumerate(drafts)]
     sorted_anchors = _anchor_index(normalized.anchors)
     boundaries = [b.index for b in blocks if b.is_boundary]
@@ -134,7 +136,7 @@ def _chunk(
             and shape.chunk_type in OVERLAP_KINDS
             and previous.chunk_type in OVERLAP_KINDS
             and previous.section_id == shape.section_id
-            and drafts[ordinal - 1].stretch == draft.stretch  # never across a rule
+            and drafts[ordinal - 1].stretch == draft.stretch  # never across a rule or break
         ):
             prefix = overlap_prefix(
                 previous.md_text,
@@ -222,12 +224,23 @@ def _shape(
 
 
 def _drafts(
-    blocks: list[Block], text: str, config: ChunkingSettings, counter: TokenCounter
+    blocks: list[Block],
+    text: str,
+    config: ChunkingSettings,
+    counter: TokenCounter,
+    breaks: Sequence[int],
 ) -> tuple[list[_Draft], dict[int, str]]:
     """Walk the blocks: section runs are split, bound and packed into groups; stretches
-    between horizontal rules are merged into drafts, each laid out and counted exactly."""
+    between horizontal rules and hard breaks (offsets `breaks`, ascending) are merged
+    into drafts, each laid out and counted exactly."""
     walk = _DraftWalk(text, config, counter)
+    pending = iter(breaks)
+    next_break = next(pending, None)
     for block in blocks:
+        if next_break is not None and block.start >= next_break:
+            walk.flush_stretch()
+            while next_break is not None and next_break <= block.start:
+                next_break = next(pending, None)
         if block.type is BlockType.HEADING:
             walk.heading(block)
         elif block.type is BlockType.RULE:

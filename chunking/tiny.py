@@ -8,16 +8,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from chunking.record import Chunk
+from markdown_text import HARD_BREAKS
 
 TINY_TOKENS = 50
-# Chunk fields that change at a hard break of the source. A document's edge is one too,
-# in a document that has such breaks.
-HARD_BREAKS = ("slide", "sheet")
 
 
 def tiny_allowance(chunks: Sequence[Chunk], index: int) -> str | None:
     """Why `chunks[index]` (a chunk of one document, in order) may be under
-    `TINY_TOKENS`: `whole_document`, `between_hard_breaks`; None when it may not."""
+    `TINY_TOKENS`: `whole_document`, `between_hard_breaks` (its slide or sheet is
+    neither the previous chunk's nor the next's: a document's edge is a break too, in
+    a document that has such breaks); None when it may not."""
     if len(chunks) == 1:
         return "whole_document"
     chunk = chunks[index]

@@ -4,6 +4,6 @@ Python on the bottom layer's errors only, so normalizers and chunking both impor
 without depending on each other."""
 
 from markdown_text.decode import decode_utf8
-from markdown_text.normalize import Anchor, NormalizedText, normalize_markdown
+from markdown_text.normalize import HARD_BREAKS, Anchor, NormalizedText, normalize_markdown
 
-__all__ = ["Anchor", "NormalizedText", "decode_utf8", "normalize_markdown"]
+__all__ = ["HARD_BREAKS", "Anchor", "NormalizedText", "decode_utf8", "normalize_markdown"]

@@ -22,13 +22,26 @@ _INNER_WHITESPACE = re.compile(r"[ \t\f\v\u00a0]{2,}|[\t\f\v]")
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?\n)?(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL)
 
 
+# Kinds of anchor whose every start is a hard break of the source (a chunk's fields of
+# the same names say where it lies).
+HARD_BREAKS = ("slide", "sheet")
+
+
 @dataclass(frozen=True)
 class Anchor:
-    """Marks where a page, sheet or slide starts: `offset` is a line start in the text."""
+    """Marks where a page, sheet or slide starts: `offset` is a line start in the text.
+    `hard`: a page that is a unit of its own (a diagram's), not one its text runs on
+    from (a PDF's)."""
 
     offset: int
     kind: str  # "page" | "sheet" | "slide"
     value: int | str
+    hard: bool = False
+
+    @property
+    def is_hard_break(self) -> bool:
+        """Does the source break here, so that no chunk holds text of both sides?"""
+        return self.hard or self.kind in HARD_BREAKS
 
 
 @dataclass(frozen=True)

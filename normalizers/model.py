@@ -45,8 +45,9 @@ class NormalizedDocument:
     warnings: tuple[str, ...] = ()
 
     def anchor_rows(self) -> list[list[int | str]]:
-        """The anchors as JSON rows `[offset, kind, value]` (stage cache and chunk key)."""
-        return [[a.offset, a.kind, a.value] for a in self.anchors]
+        """The anchors as JSON rows `[offset, kind, value]`, `1` added for a hard one
+        (stage cache and chunk key)."""
+        return [[a.offset, a.kind, a.value, *([1] if a.hard else [])] for a in self.anchors]
 
     def to_json(self) -> dict[str, Any]:
         """The stage cache's form of the document (`from_json` reads it back)."""
@@ -76,7 +77,9 @@ class NormalizedDocument:
             page_count=data["page_count"],
             language=data["language"],
             metadata=data["metadata"],
-            anchors=tuple(Anchor(o, k, v) for o, k, v in data["anchors"]),
+            anchors=tuple(
+                Anchor(row[0], row[1], row[2], hard=row[3:] == [1]) for row in data["anchors"]
+            ),
             links=tuple(LinkRecord(**link) for link in data["links"]),
             warnings=tuple(data["warnings"]),
         )
@@ -128,17 +131,19 @@ Normalizer = Callable[[bytes, NormalizeContext], NormalizedDocument]
 
 class AnchoredMarkdown:
     """Markdown written section by section (pages, sheets, slides), each section's start
-    anchored so chunks can say which section they come from."""
+    anchored so chunks can say which section they come from; `hard` sections never
+    share a chunk."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, *, hard: bool = False) -> None:
         self.kind = kind
+        self.hard = hard
         self._parts: list[str] = []
         self._anchors: list[Anchor] = []
         self._length = 0
 
     def add(self, value: int | str, text: str) -> None:
         """Start section `value` here; `text` may be empty (the anchor still counts)."""
-        self._anchors.append(Anchor(self._length, self.kind, value))
+        self._anchors.append(Anchor(self._length, self.kind, value, self.hard))
         self._parts.append(text)
         self._length += len(text)
 

@@ -29,8 +29,8 @@ from tasks.stages import normalize_config
 log = logging.getLogger(__name__)
 
 # Bump when a stage's output changes for the same input (invalidates caches and state).
-NORMALIZE_STAGE_VERSION = "4"
-CHUNK_STAGE_VERSION = "11"
+NORMALIZE_STAGE_VERSION = "5"
+CHUNK_STAGE_VERSION = "12"
 
 
 def pipeline_fingerprint(settings: Settings) -> str:

@@ -175,6 +175,28 @@ def test_a_tiny_chunk_is_allowed_only_whole_or_between_hard_breaks(
     assert tiny_allowance(plain, tiny[0]) is None
 
 
+def test_no_merge_crosses_a_hard_break_of_the_source(
+    counter: TokenCounter, chunking_settings: ChunkingSettings
+) -> None:
+    """A slide, a sheet and a diagram's page (a page anchored `hard`) are hard breaks; a
+    PDF's page is not: its text runs on."""
+    text = f"## One\n\nThank you\n\n## Two\n\n{paragraph(counter, 60, 1)}\n"
+    second = text.index("## Two")
+
+    def chunks(*anchors: Anchor) -> list[tuple[str, ...]]:
+        info = DocumentInfo(document_id="d")
+        done = chunk_document(text, info, chunking_settings, anchors=anchors)
+        return [c.headings_path for c in done.chunks]
+
+    merged = [()]  # the small first section merges into the second
+    assert chunks() == merged
+    assert chunks(Anchor(0, "page", 1), Anchor(second, "page", 2)) == merged
+    for kind in ("slide", "sheet"):
+        assert chunks(Anchor(0, kind, 1), Anchor(second, kind, 2)) == [("One",), ("Two",)]
+    pages = (Anchor(0, "page", 1, hard=True), Anchor(second, "page", 2, hard=True))
+    assert chunks(*pages) == [("One",), ("Two",)]
+
+
 def test_the_bench_counts_tiny_chunks_allowed_and_not(
     counter: TokenCounter, chunking_settings: ChunkingSettings
 ) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import struct
 import zipfile
 import zlib
@@ -36,6 +37,8 @@ FLOWCHART_SVG = DRAWIO / "flowchart.drawio.svg"
 GLIFFY = DRAWIO / "Learndrawio.gliffy"
 CONNECTORS_VSDX = DIAGRAMS / "vsdx" / "test4_connectors.vsdx"
 VSD = DIAGRAMS / "vsd" / "Visio11TextFieldsWithUnits.vsd"
+ROOT = Path(__file__).resolve().parents[1]
+THREAT_MODEL = ROOT / "samples" / "docs" / "architecture" / "threat-model.drawio"
 
 
 def bag_recall(reference: str, markdown: str) -> float:
@@ -177,9 +180,9 @@ def test_plain_page_with_html_labels() -> None:
     assert bag_recall(label_words(page_models(path.read_bytes())), md) == 1.0
 
 
-def test_empty_lanes_keep_their_names() -> None:
+def test_empty_lanes_keep_their_names_as_labels_of_their_pool() -> None:
     md = normalize(DRAWIO / "swimlanes.xml")
-    assert md == "# Page-1\n\n**Pool › Lane 1**\n\n**Pool › Lane 2**\n\n**Pool › Lane 3**\n"
+    assert md == "# Page-1\n\n**Pool**\n\n- Lane 1\n- Lane 2\n- Lane 3\n"
 
 
 def test_editable_svg_and_png_exports() -> None:
@@ -250,7 +253,6 @@ def gliffy_texts(objects: list[dict[str, Any]]) -> list[str]:
 def test_gliffy_shapes_text() -> None:
     md = normalize(GLIFFY)
     assert md.startswith("# Learndrawio\n\n- SWOT Analysis - Company A\n")
-    assert "- Strengths\n- Weaknesses\n" in md
     document = json.loads(GLIFFY.read_bytes())
     assert bag_recall("\n".join(gliffy_texts(document["stage"]["objects"])), md) >= 0.97
 
@@ -311,7 +313,7 @@ def test_gliffy_lines_layers_and_groups() -> None:
     )
     md = normalize_bytes(json.dumps(document).encode(), "swot").markdown
     top, notes = md.split("**Notes**")
-    assert "**Layer 0**" in top and "- Internal\n" in top
+    assert "**Layer 0**" in top and "- Internal (Internal)\n" in top  # a text on a shape
     assert notes.startswith("\n\n- External\n")  # the grouped shape's text, in its layer
     assert notes.endswith("**Connections**\n\n- Internal → External: sells to\n")
 
@@ -449,3 +451,90 @@ def test_cli_normalizes_a_drawio_file(tmp_path: Path, capsys: pytest.CaptureFixt
         and "- Support Staff [Person] Monitors the production line → Status Dashboard [Software System]"
         in out
     )
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    assert main(list(args)) == 0
+    return capsys.readouterr().out
+
+
+def test_a_table_drawn_in_drawio_is_a_markdown_table(capsys: pytest.CaptureFixture[str]) -> None:
+    """The threat model's lists with a key column (an entity's rows with an ID part)."""
+    out = cli(capsys, "normalize", str(THREAT_MODEL))
+    assert (
+        "**Assets**\n\n| ID | Description |\n| --- | --- |\n"
+        "| A01 | User Credentials |\n| A02 | Credit card data |\n"
+    ) in out
+    assert "| T03 | Compromised payment partner |\n" in out
+    assert "Assets ›" not in out and "- ID\n" not in out
+
+
+def test_drawio_tables_with_and_without_a_name() -> None:
+    """draw.io's own table shape (rows of cells): a named one under its name; one whose
+    cells hold shapes (a story map's grid) is no table, and none of its words are lost."""
+    kanban = normalize(DRAWIO / "kanban-examples.drawio")
+    assert (
+        "**To do**\n\n| Medium | Task 1 |\n| --- | --- |\n| Low | Task 2 |\n|  | Task 3 |\n"
+        in kanban
+    )
+    assert "- Task 4 In progress\n" in kanban  # a board of lanes stays lanes
+    assert (
+        bag_recall(label_words(page_models(THREAT_MODEL.read_bytes())), normalize(THREAT_MODEL))
+        == 1.0
+    )
+
+
+def test_badges_stay_with_the_shapes_they_sit_on(capsys: pytest.CaptureFixture[str]) -> None:
+    out = cli(capsys, "normalize", str(THREAT_MODEL))
+    dfd = out.split("\n# PFD\n")[0]
+    for line in (
+        "- Payment Partner (T03)",
+        "- User (T01)",
+        "- Website (C01, A01, A02)",
+        "- Order Processor (A02, A01)",
+        "- Users (A01, C02)",
+    ):
+        assert f"{line}\n" in dfd
+    assert not re.search(r"^- [ACT]\d\d$", out, re.MULTILINE)  # no badge on its own
+
+
+def test_labels_belong_to_the_shape_they_lie_within(capsys: pytest.CaptureFixture[str]) -> None:
+    """Gliffy's SWOT writes each box's items as text objects beside the box, not in it;
+    draw.io's threat model draws its trust zones as boxes around the shapes."""
+    swot = cli(capsys, "normalize", str(GLIFFY))
+    items = [line[2:] for line in swot.splitlines() if line.startswith("- ")]
+    for letter, title, first in (
+        ("S", "Strengths", "• Engineering team"),
+        ("W", "Weaknesses", "• Hierarchical corporate structure"),
+        ("O", "Opportunities", "• Emerging economies"),
+        ("T", "Threats", "• Low cost competitors"),
+    ):
+        at = items.index(title)
+        assert items[at - 1] == letter and items[at + 1].startswith(first)
+    threats = cli(capsys, "normalize", str(THREAT_MODEL))
+    assert "**Internet › User's Network (T02) › User's Machine**\n\n- User (T01)\n" in threats
+    assert "**Data Center (Protected) (C03) › Data Center (Restricted)**\n\n- Payments\n" in threats
+
+
+def test_a_group_without_text_inside_is_a_label_not_an_empty_heading(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A Visio stencil's group (a switch, a router) has its name and drawn parts only."""
+    out = cli(capsys, "normalize", str(CONNECTORS_VSDX))
+    assert out.endswith("# Page-3\n\n- 01\n- Switch\n- Router\n- 02\n")
+
+
+def test_no_chunk_holds_two_pages_of_a_diagram(capsys: pytest.CaptureFixture[str]) -> None:
+    """The quickstart's small budgets merge small sections; never across a diagram's page,
+    so every chunk cites the page it comes from."""
+    config = str(ROOT / "samples" / "quickstart.yaml")
+    lines = cli(capsys, "chunk", "--config", config, str(THREAT_MODEL)).splitlines()
+    chunks = [json.loads(line) for line in lines]
+    names = {1: "DFD", 2: "PFD", 3: "Attack Tree"}
+    assert {c["page_start"] for c in chunks} == set(names)
+    for chunk in chunks:
+        page = chunk["page_start"]
+        assert chunk["page_end"] == page and chunk["headings_path"] == [names[page]]
+        assert chunk["citation_url"].endswith(f"#page={page}")
+    table = cli(capsys, "chunk", str(CONNECTORS_VSDX), "--format", "table")
+    assert re.findall(r"│ (Page-\d) ", table) == ["Page-1", "Page-2", "Page-3"]

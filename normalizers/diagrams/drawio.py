@@ -40,7 +40,6 @@ from normalizers.model import NormalizeContext, NormalizedDocument
 
 _WRAPPERS = frozenset({"object", "UserObject"})
 _PLACEHOLDER = re.compile(r"%([A-Za-z_][\w.-]*)%")
-_HTML_STYLE = re.compile(r"(?:^|;)\s*html\s*=\s*1\s*(?:;|$)")
 
 
 def normalize_drawio(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
@@ -159,6 +158,9 @@ class _Cell:
     target: str | None
     x: float
     y: float
+    width: float
+    height: float
+    style: dict[str, str]
     children: list[_Cell] = field(default_factory=list)
 
 
@@ -191,13 +193,49 @@ def _place(cell: _Cell, container: Container, page: DiagramPage, by_id: dict[str
         elif label:  # not between two named shapes: its words stay as a label
             container.labels.append(Label(label, cell.x, cell.y))
         return
-    if cell.children:
-        inner = Container(cell.label, cell.x, cell.y)
+    bounds = (cell.x, cell.y, cell.width, cell.height)
+    if cell.children and _is_table(cell):
+        container.children.append(Container(cell.label, *bounds, rows=_table_rows(cell)))
+    elif cell.children:
+        inner = Container(cell.label, *bounds)
         container.children.append(inner)
         for child in cell.children:
             _place(child, inner, page, by_id)
     elif cell.label:
-        container.labels.append(Label(cell.label, cell.x, cell.y))
+        container.labels.append(Label(cell.label, *bounds))
+    elif cell.vertex:  # no text, but labels drawn on it are its own
+        container.children.append(Container("", *bounds))
+
+
+def _is_table(cell: _Cell) -> bool:
+    """A draw.io table (rows of cells), or a list whose rows have parts (`part=1`
+    cells: an entity's key column); not when a cell holds shapes (a grid that lays out
+    a story map or a cross-functional flowchart)."""
+    style = cell.style
+    parts = [part for row in cell.children for part in row.children]
+    if any(inner.vertex for part in parts for inner in part.children):
+        return False
+    if style.get("shape") == "table" or style.get("childLayout") == "tableLayout":
+        return True
+    return style.get("childLayout") == "stackLayout" and any(
+        part.style.get("part") == "1" for part in parts
+    )
+
+
+def _table_rows(table: _Cell) -> list[list[str]]:
+    """The table's cells top to bottom, each row's left to right; a row's own label is
+    a cell where rows have labels (a list's), placed where its text starts."""
+    rows = sorted((row for row in table.children if row.vertex), key=lambda row: row.y)
+    own = any(row.label for row in rows)
+    out = []
+    for row in rows:
+        cells = [(part.x, part.label) for part in row.children if part.vertex]
+        if own:
+            cells.append((_style_number(row.style, "spacingLeft"), row.label))
+        texts = [text for _, text in sorted(cells, key=lambda cell: cell[0])]
+        if any(texts):
+            out.append(texts)
+    return out
 
 
 def _cells(model: etree._Element) -> list[_Cell]:
@@ -228,7 +266,7 @@ def _cells(model: etree._Element) -> list[_Cell]:
     cells = []
     for cell, attributes, label, placeholders in read:
         cell_attributes = dict(cell.attrib) if cell is not None else {}
-        style = cell_attributes.get("style", "")
+        style = _style(cell_attributes.get("style", ""))
         geometry = cell.find("mxGeometry") if cell is not None else None
         if placeholders:
             label = _filled(label, attributes.get("id", ""), attributes_of, parent_of)
@@ -236,13 +274,16 @@ def _cells(model: etree._Element) -> list[_Cell]:
             _Cell(
                 id=attributes.get("id", ""),
                 parent=cell_attributes.get("parent"),
-                label=html_label_text(label) if _HTML_STYLE.search(style) else label.strip(),
+                label=html_label_text(label) if style.get("html") == "1" else label.strip(),
                 vertex=cell_attributes.get("vertex") == "1",
                 edge=cell_attributes.get("edge") == "1",
                 source=cell_attributes.get("source"),
                 target=cell_attributes.get("target"),
                 x=_number(geometry, "x"),
                 y=_number(geometry, "y"),
+                width=_number(geometry, "width"),
+                height=_number(geometry, "height"),
+                style=style,
             )
         )
     return cells
@@ -269,6 +310,19 @@ def _filled(
         return ""
 
     return _PLACEHOLDER.sub(value, label)
+
+
+def _style(style: str) -> dict[str, str]:
+    """A cell's style as its `key=value` pairs (a bare name, the shape's style, left out)."""
+    pairs = (item.split("=", 1) for item in style.split(";") if "=" in item)
+    return {key.strip(): value.strip() for key, value in pairs}
+
+
+def _style_number(style: dict[str, str], name: str) -> float:
+    try:
+        return float(style.get(name, "0"))
+    except ValueError:
+        return 0.0
 
 
 def _number(geometry: etree._Element | None, name: str) -> float:

@@ -15,6 +15,7 @@ and a missing one fall back to the file's name).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 from typing import Any
@@ -82,22 +83,35 @@ def _place(
     kind = _graphic_type(obj)
     children = [c for c in obj.get("children") or () if isinstance(c, dict)]
     text = _own_text(obj)
-    x, y = _number(obj.get("x")), _number(obj.get("y"))
     if kind == "Line":
         source, target = (names.get(_end(obj, end)) for end in ("start", "end"))
         if source and target:
             page.connections.append(Connection(source, target, text))
         elif text:  # not between two named shapes: its words stay as a label
-            container.labels.append(Label(text, x, y))
+            container.labels.append(Label(text, _number(obj.get("x")), _number(obj.get("y"))))
         return
+    bounds = _bounds(obj)
     held = [c for c in children if _graphic_type(c) != "Text"]
     if held:
-        inner = Container(text, x, y)
+        inner = Container(text, *bounds)
         container.children.append(inner)
         for child in held:
             _place(child, inner, page, names)
     elif text:
-        container.labels.append(Label(text, x, y))
+        container.labels.append(Label(text, *bounds))
+    else:  # no text, but labels drawn on it are its own (a SWOT box)
+        container.children.append(Container("", *bounds))
+
+
+def _bounds(obj: Mapping[str, Any]) -> tuple[float, float, float, float]:
+    """x, y, width, height of the box the object covers on its stage, turned by its
+    `rotation` (degrees about its centre): a label turned upright takes its height across."""
+    x, y = _number(obj.get("x")), _number(obj.get("y"))
+    width, height = _number(obj.get("width")), _number(obj.get("height"))
+    turn = math.radians(_number(obj.get("rotation")))
+    cos, sin = abs(math.cos(turn)), abs(math.sin(turn))
+    across, down = width * cos + height * sin, width * sin + height * cos
+    return x + (width - across) / 2, y + (height - down) / 2, across, down
 
 
 def _shape_names(objects: Sequence[Mapping[str, Any]]) -> dict[str, str]:
