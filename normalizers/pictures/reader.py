@@ -17,7 +17,7 @@ import hashlib
 import json
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -37,6 +37,9 @@ from normalizers.tables import escape_block_start
 # Bump when what a cached OCR result holds changes.
 OCR_CACHE_VERSION = "1"
 SKIP_REASONS = ("small", "repeat", "cap", "timeout", "unreadable")
+# Skips the moment caused, not the picture (OCR past `timeout_s` on a loaded machine):
+# another read may get its text.
+MOMENTARY_SKIPS = frozenset({"timeout"})
 
 
 class PictureCache(Protocol):
@@ -189,6 +192,15 @@ class PictureReader:
         for (block, paragraph, _), line_words in lines.items():
             paragraphs.setdefault((block, paragraph), []).append(" ".join(line_words))
         return tuple(tuple(lines_) for lines_ in paragraphs.values())
+
+
+def settled(metadata: Mapping[str, Any]) -> bool:
+    """Whether a normalized document (by its metadata) holds its pictures as any read
+    gives them: none skipped for a reason of the moment (`MOMENTARY_SKIPS`). A document
+    that is not is no final result to cache."""
+    pictures = metadata.get("pictures")
+    skipped = pictures.get("skipped", {}) if isinstance(pictures, Mapping) else {}
+    return not any(skipped.get(reason) for reason in MOMENTARY_SKIPS)
 
 
 def _escaped(line: str) -> str:
