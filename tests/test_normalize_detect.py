@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import io
+import zipfile
+from pathlib import Path
+
 import pytest
 
 from config.errors import ErrorCode, IngestError
 from config.settings import LimitsSettings
+from flows.cli import main
 from normalizers.base import normalize_bytes
 from normalizers.detection import detect_format
 
@@ -71,3 +76,45 @@ def test_lying_extension_and_size_limit() -> None:
     with pytest.raises(IngestError) as error:
         normalize_bytes(b"\x00\x01\x02binary", "blob.dat")
     assert error.value.code is ErrorCode.UNSUPPORTED_FORMAT
+
+
+def plain_zip() -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        archive.writestr("notes.txt", "a text file, zipped")
+    return out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("name", "claim", "folder"),
+    [
+        ("drawing.vsdx", "a Visio drawing", "visio/"),
+        ("report.docx", "a Word document", "word/"),
+        ("book.xlsm", "an Excel workbook", "xl/"),
+        ("deck.pptx", "a PowerPoint presentation", "ppt/"),
+    ],
+)
+def test_a_plain_zip_under_an_office_name_is_told_what_its_extension_claims(
+    name: str, claim: str, folder: str
+) -> None:
+    with pytest.raises(IngestError) as error:
+        normalize_bytes(plain_zip(), name)
+    assert error.value.code is ErrorCode.UNSUPPORTED_FORMAT
+    assert claim in error.value.message and f"no {folder} folder" in error.value.message
+    assert repr(name[name.index(".") :]) in error.value.message
+    with pytest.raises(IngestError) as error:  # a ZIP named so claims nothing
+        normalize_bytes(plain_zip(), "bundle.zip")
+    assert "not a Word, Excel, PowerPoint or Visio document" in error.value.message
+
+
+def test_normalize_names_visio_for_a_zip_renamed_vsdx(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    renamed = tmp_path / "drawing.vsdx"
+    renamed.write_bytes(plain_zip())
+    monkeypatch.setenv("INGEST_CACHE__DIR", str(tmp_path / "cache"))
+    assert main(["normalize", str(renamed)]) == 1
+    err = capsys.readouterr().err
+    assert "UNSUPPORTED_FORMAT" in err and "drawing.vsdx" in err
+    assert "says a Visio drawing" in err
+    assert not any(word in err for word in ("pandoc", "python-docx", "LibreOffice"))

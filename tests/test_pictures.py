@@ -16,7 +16,7 @@ from normalizers.pictures import PictureReader, picture_setup
 from stage_cache.store import StageCache
 from tasks.outcome import PictureTally
 from tasks.stages import PictureStageCache
-from tests.picture_helpers import text_picture
+from tests.picture_helpers import oversized_picture, text_picture
 
 LANGUAGES = "eng+rus"
 
@@ -90,6 +90,12 @@ def test_a_timeout_is_counted_not_raised() -> None:
     pictures = reader(timeout_s=0.001)
     assert pictures.text(text_picture(["too slow"]), "slow.png") == ""
     assert pictures.counts.skipped == {"timeout": 1}
+
+
+def test_a_picture_over_pillows_pixel_limit_is_skipped_as_large_not_unreadable() -> None:
+    pictures = reader()
+    assert pictures.text(oversized_picture(), "poster.png") == ""
+    assert pictures.counts.skipped == {"large": 1}
 
 
 def test_unreadable_bytes_are_counted() -> None:
@@ -217,5 +223,5 @@ def test_a_picture_claiming_a_billion_pixels_is_not_decoded() -> None:
     pictures = reader()
     started = time.perf_counter()
     assert pictures.text(bytes(png), "bomb.png") == ""
-    assert pictures.counts.skipped == {"unreadable": 1}
+    assert pictures.counts.skipped == {"large": 1}  # over Pillow's limit, told as such
     assert time.perf_counter() - started < 1.0

@@ -23,7 +23,13 @@ from typing import Any, Protocol
 
 from config.settings import PicturesSettings
 from normalizers.html import escape_text
-from normalizers.pictures.images import Picture, UnreadablePicture, for_tesseract, probe
+from normalizers.pictures.images import (
+    Picture,
+    PictureTooLarge,
+    UnreadablePicture,
+    for_tesseract,
+    probe,
+)
 from normalizers.pictures.ocr import (
     OcrFailed,
     OcrTimeout,
@@ -36,7 +42,7 @@ from normalizers.tables import escape_block_start
 
 # Bump when what a cached OCR result holds changes.
 OCR_CACHE_VERSION = "1"
-SKIP_REASONS = ("small", "repeat", "cap", "timeout", "unreadable")
+SKIP_REASONS = ("small", "repeat", "cap", "timeout", "unreadable", "large")
 # Skips the moment caused, not the picture (OCR past `timeout_s` on a loaded machine):
 # another read may get its text.
 MOMENTARY_SKIPS = frozenset({"timeout"})
@@ -132,6 +138,8 @@ class PictureReader:
         """The picture's caption and text; None where it was skipped (counted)."""
         try:
             picture = probe(data)
+        except PictureTooLarge:
+            return self._skip("large")
         except UnreadablePicture:
             return self._skip("unreadable")
         if min(picture.width, picture.height) < self.settings.min_side or (
