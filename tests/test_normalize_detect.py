@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from config.settings import LimitsSettings
 from flows.cli import main
 from normalizers.base import normalize_bytes
 from normalizers.detection import detect_format
+from tests.picture_helpers import oversized_picture
 
 OLE2 = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 
@@ -107,14 +109,30 @@ def test_a_plain_zip_under_an_office_name_is_told_what_its_extension_claims(
     assert "not a Word, Excel, PowerPoint or Visio document" in error.value.message
 
 
-def test_normalize_names_visio_for_a_zip_renamed_vsdx(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("name", "make", "says"),
+    [
+        ("drawing.vsdx", plain_zip, ["UNSUPPORTED_FORMAT", "says a Visio drawing"]),
+        (
+            "poster.png",  # a valid PNG of 100 million pixels
+            oversized_picture,
+            ["TOO_LARGE", "10,000 x 10,000 pixels", "89,478,485", "PIL.Image.MAX_IMAGE_PIXELS"],
+        ),
+    ],
+)
+def test_normalize_says_what_is_wrong_with_the_file(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    make: Callable[[], bytes],
+    says: list[str],
 ) -> None:
-    renamed = tmp_path / "drawing.vsdx"
-    renamed.write_bytes(plain_zip())
+    """`ingest normalize FILE`: exit 1 and the file's own error, not another reader's."""
+    path = tmp_path / name
+    path.write_bytes(make())
     monkeypatch.setenv("INGEST_CACHE__DIR", str(tmp_path / "cache"))
-    assert main(["normalize", str(renamed)]) == 1
+    assert main(["normalize", str(path)]) == 1
     err = capsys.readouterr().err
-    assert "UNSUPPORTED_FORMAT" in err and "drawing.vsdx" in err
-    assert "says a Visio drawing" in err
-    assert not any(word in err for word in ("pandoc", "python-docx", "LibreOffice"))
+    assert name in err and all(part in err for part in says), err
+    assert not any(other in err for other in ("pandoc", "python-docx", "LibreOffice", "truncated"))

@@ -15,7 +15,7 @@ import pytest
 from flows.cli import main
 from normalizers.pictures.ocr import tesseract_version
 from tests import fixtures_pdf
-from tests.picture_helpers import oversized_picture, text_picture
+from tests.picture_helpers import text_picture
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "samples" / "quickstart.yaml"
@@ -41,19 +41,6 @@ def test_normalize_prints_an_image_files_text(
     assert main(["normalize", str(shot)]) == 1
     err = capsys.readouterr().err
     assert "UNSUPPORTED_FORMAT" in err and "pictures.ocr: true" in err
-
-
-def test_normalize_reports_an_image_over_the_pixel_limit_as_too_large_naming_it(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    poster = tmp_path / "poster.png"
-    poster.write_bytes(oversized_picture())
-    monkeypatch.setenv("INGEST_CACHE__DIR", str(tmp_path / "cache"))
-    assert main(["normalize", str(poster)]) == 1
-    err = capsys.readouterr().err
-    assert "TOO_LARGE" in err and "10,000 x 10,000 pixels" in err
-    assert "PIL.Image.MAX_IMAGE_PIXELS" in err and "89,478,485" in err
-    assert "scale the picture down" in err and "truncated" not in err
 
 
 def test_a_files_run_finds_a_word_only_the_screenshot_holds(
