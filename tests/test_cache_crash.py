@@ -131,6 +131,12 @@ def test_a_picture_that_ran_out_of_time_is_read_by_the_next_run(tmp_path: Path) 
         resources.close()
 
 
+def test_a_markdown_files_own_pictures_front_matter_is_no_picture_count() -> None:
+    for front in ("pictures: many", "pictures: {skipped: 3}", "pictures: {skipped: [timeout]}"):
+        document = normalize_bytes(f"---\n{front}\n---\n# Notes\n\nText.\n".encode(), "a.md")
+        assert document.metadata["pictures"] and NORMALIZED.final(document), front
+
+
 # --- entries cut short ----------------------------------------------------------------
 
 

@@ -206,9 +206,9 @@ def settled(metadata: Mapping[str, Any]) -> bool:
     """Whether a normalized document (by its metadata) holds its pictures as any read
     gives them: none skipped for a reason of the moment (`MOMENTARY_SKIPS`). A document
     that is not is no final result to cache."""
-    pictures = metadata.get("pictures")
-    skipped = pictures.get("skipped", {}) if isinstance(pictures, Mapping) else {}
-    return not any(skipped.get(reason) for reason in MOMENTARY_SKIPS)
+    pictures = metadata.get("pictures")  # a Markdown file's front matter may hold any
+    skipped = pictures.get("skipped") if isinstance(pictures, Mapping) else None
+    return not (isinstance(skipped, Mapping) and any(map(skipped.get, MOMENTARY_SKIPS)))
 
 
 def _escaped(line: str) -> str:
