@@ -28,7 +28,13 @@ _ENCRYPTED_PACKAGE = "EncryptedPackage".encode("utf-16-le")
 # may announce (workbook globals, worksheet, chart, macro sheet, BIFF4 workbook).
 _BIFF_BOF_IDS = MappingProxyType({0x0009: 2, 0x0209: 3, 0x0409: 4, 0x0809: 5})
 _BIFF_SHEET_TYPES = frozenset({0x0005, 0x0010, 0x0020, 0x0040, 0x0100})
-_OOXML_MAIN_PART = (("word/", "docx"), ("xl/", "xlsx"), ("ppt/", "pptx"), ("visio/", "vsdx"))
+# An OOXML package's main folder, its format and what that format is to a user.
+_OOXML_MAIN_PART = (
+    ("word/", "docx", "a Word document"),
+    ("xl/", "xlsx", "an Excel workbook"),
+    ("ppt/", "pptx", "a PowerPoint presentation"),
+    ("visio/", "vsdx", "a Visio drawing"),
+)
 _LEGACY_BY_EXTENSION = MappingProxyType(
     {".doc": "doc", ".xls": "xls", ".ppt": "ppt", ".vsd": "vsd"}
 )
@@ -54,7 +60,7 @@ def detect_format(data: bytes, filename: str, mime: str | None = None) -> str:
     if diagram is not None:
         return diagram
     if head.startswith(b"PK\x03\x04"):
-        return _detect_zip(data, filename)
+        return _detect_zip(data, filename, by_ext)
     if _is_image(data):  # a picture format: its text is read by OCR
         return "image"
     if head.startswith(_OLE2_MAGIC):
@@ -123,7 +129,9 @@ def biff_version(data: bytes) -> int | None:
     return version if sheet_type in _BIFF_SHEET_TYPES else None
 
 
-def _detect_zip(data: bytes, filename: str) -> str:
+def _detect_zip(data: bytes, filename: str, by_ext: str | None) -> str:
+    """The OOXML format of a ZIP package, by the main folder it holds; `by_ext`: the
+    format its extension claims, named in the error when it holds none."""
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             names = archive.namelist()
@@ -131,14 +139,19 @@ def _detect_zip(data: bytes, filename: str) -> str:
         raise IngestError(
             ErrorCode.CORRUPT, f"broken ZIP container ({exc})", subject=filename
         ) from None
-    for prefix, fmt in _OOXML_MAIN_PART:
+    for prefix, fmt, _ in _OOXML_MAIN_PART:
         if any(n.startswith(prefix) for n in names):
             return fmt
-    raise IngestError(
-        ErrorCode.UNSUPPORTED_FORMAT,
-        "a ZIP archive that is not a Word, Excel, PowerPoint or Visio document",
-        subject=filename,
-    )
+    claimed = next((part for part in _OOXML_MAIN_PART if part[1] == by_ext), None)
+    if claimed is not None:
+        prefix, _, what = claimed
+        message = (
+            f"the extension {PurePath(filename).suffix!r} says {what}, but this ZIP archive "
+            f"holds none (no {prefix} folder): a ZIP file renamed, or a damaged package"
+        )
+    else:
+        message = "a ZIP archive that is not a Word, Excel, PowerPoint or Visio document"
+    raise IngestError(ErrorCode.UNSUPPORTED_FORMAT, message, subject=filename)
 
 
 # The signatures of PNG, JPEG, GIF, TIFF (both byte orders), BMP and WebP (in RIFF).

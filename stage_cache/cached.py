@@ -16,12 +16,19 @@ from stage_cache.store import StageCache, json_bytes
 V = TypeVar("V")
 
 
+def _always(_: object) -> bool:
+    return True
+
+
 @dataclass(frozen=True)
 class Codec(Generic[V]):
-    """How a stage's value is stored: as bytes and back."""
+    """How a stage's value is stored: as bytes and back. A value `final` calls false is
+    not stored: it holds what a moment gave (a picture whose OCR ran out of time under
+    load), so the next run computes it again instead of reading it forever."""
 
     encode: Callable[[V], bytes]
     decode: Callable[[bytes], V]
+    final: Callable[[V], bool] = _always
 
 
 JSON: Codec[Any] = Codec(json_bytes, json.loads)
@@ -44,7 +51,8 @@ def cached_each(
     *,
     reuse: bool = True,
 ) -> CachedValues[V]:
-    """The value of each of `keys`: read from the cache, else computed and written.
+    """The value of each of `keys`: read from the cache, else computed and written
+    (where the codec calls it final).
     `compute` gets the positions in `keys` of the distinct keys not read (the first
     position of each) and returns their values in that order, in one call. `reuse`
     false reads nothing (a forced run) but still writes."""
@@ -62,7 +70,8 @@ def cached_each(
         fresh = compute(list(missing.values()))
         for (digest, position), value in zip(missing.items(), fresh, strict=True):
             found[digest] = value
-            cache.put(keys[position], codec.encode(value))
+            if codec.final(value):
+                cache.put(keys[position], codec.encode(value))
     return CachedValues([found[key.digest] for key in keys], hits, len(missing))
 
 

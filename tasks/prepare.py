@@ -27,7 +27,7 @@ from connectors.base import (
 )
 from normalizers.legacy_batch import LegacyBatch, Upcoming
 from normalizers.model import NormalizedDocument
-from normalizers.pictures import PictureSetup
+from normalizers.pictures import PictureSetup, settled
 from stage_cache.cached import JSON, Codec, cached
 from stage_cache.keys import CacheKey, config_hash, sha256_hex, stage_key
 from stage_cache.store import StageCache, json_bytes
@@ -162,6 +162,7 @@ def _fetch_many(
 NORMALIZED = Codec(
     lambda document: json_bytes(document.to_json()),
     lambda data: NormalizedDocument.from_json(json.loads(data)),
+    lambda document: settled(document.metadata),  # a picture's OCR timed out: not final
 )
 
 

@@ -3,6 +3,7 @@ vendored in tests/fonts with its licence), for the OCR tests."""
 
 from __future__ import annotations
 
+import functools
 import io
 from pathlib import Path
 
@@ -34,4 +35,13 @@ def text_picture(
         image.paste(strip.filter(ImageFilter.GaussianBlur(3.2)), (0, 20 + (len(lines) + j) * step))
     out = io.BytesIO()
     image.save(out, format=format)
+    return out.getvalue()
+
+
+@functools.cache
+def oversized_picture() -> bytes:
+    """A valid 10,000 x 10,000 PNG: 100 million pixels, over Pillow's decompression-bomb
+    limit; blank (one bit a pixel), so about 32 kB on disk."""
+    out = io.BytesIO()
+    Image.new("1", (10_000, 10_000), 1).save(out, format="PNG")
     return out.getvalue()

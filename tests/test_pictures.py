@@ -21,7 +21,7 @@ from normalizers.pictures.ocr import installed_languages
 from stage_cache.store import StageCache
 from tasks.outcome import PictureTally
 from tasks.stages import PictureStageCache
-from tests.picture_helpers import text_picture
+from tests.picture_helpers import oversized_picture, text_picture
 
 LANGUAGES = "eng+rus"
 # Real screenshots and test pictures of the pictures benchmark, each with its licence.
@@ -160,6 +160,12 @@ def test_a_timeout_is_counted_not_raised() -> None:
     assert pictures.counts.skipped == {"timeout": 1}
 
 
+def test_a_picture_over_pillows_pixel_limit_is_skipped_as_large_not_unreadable() -> None:
+    pictures = reader()
+    assert pictures.text(oversized_picture(), "poster.png") == ""
+    assert pictures.counts.skipped == {"large": 1}
+
+
 def test_unreadable_bytes_are_counted() -> None:
     pictures = reader()
     assert pictures.text(text_picture(["cut off"])[:60], "cut.png") == ""
@@ -285,5 +291,5 @@ def test_a_picture_claiming_a_billion_pixels_is_not_decoded() -> None:
     pictures = reader()
     started = time.perf_counter()
     assert pictures.text(bytes(png), "bomb.png") == ""
-    assert pictures.counts.skipped == {"unreadable": 1}
+    assert pictures.counts.skipped == {"large": 1}  # over Pillow's limit, told as such
     assert time.perf_counter() - started < 1.0

@@ -27,7 +27,8 @@ from normalizers.model import NormalizeContext, NormalizedDocument
 from normalizers.pictures import PictureReader
 from normalizers.pptx import normalize_pptx
 from normalizers.xlsx import normalize_xlsx
-from tests.picture_helpers import text_picture
+from tasks.outcome import PictureTally
+from tests.picture_helpers import oversized_picture, text_picture
 
 Normalize = Callable[[bytes, NormalizeContext], NormalizedDocument]
 
@@ -130,6 +131,22 @@ def test_docx_broken_picture_is_skipped_and_the_document_still_reads() -> None:
     assert "INVOICE" not in markdown
     assert "> WAREHOUSE CODE 815" in markdown
     assert pictures.counts.skipped["unreadable"] == 1
+
+
+def test_docx_picture_over_the_pixel_limit_is_skipped_as_large_and_counted() -> None:
+    document = docx.Document()
+    document.add_paragraph("A poster follows.")
+    document.add_picture(io.BytesIO(oversized_picture()), width=Inches(5))
+    document.add_picture(io.BytesIO(text_picture(["INVOICE TOTAL 4711"])))
+    out = io.BytesIO()
+    document.save(out)
+    doc = normalize_bytes(out.getvalue(), "poster.docx", pictures=reader())
+    assert "A poster follows." in doc.markdown and "> INVOICE TOTAL 4711" in doc.markdown
+    assert doc.metadata["pictures"]["read"] == 1
+    assert doc.metadata["pictures"]["skipped"] == {"large": 1}
+    tally = PictureTally()  # what the run's report counts
+    tally.add_document(doc.metadata)
+    assert tally.summary()["skipped"] == {"large": 1}
 
 
 # A legacy (VML) picture, as Word wrote them before DrawingML and still writes for some

@@ -12,6 +12,7 @@ from normalizers.pictures.reader import (
     PictureReader,
     PictureSetup,
     picture_setup,
+    settled,
 )
 
 __all__ = [
@@ -23,4 +24,5 @@ __all__ = [
     "PictureSetup",
     "ocr_languages",
     "picture_setup",
+    "settled",
 ]

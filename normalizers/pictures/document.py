@@ -6,6 +6,7 @@ from pathlib import PurePath
 
 from config.errors import ErrorCode
 from normalizers.model import NormalizeContext, NormalizedDocument
+from normalizers.pictures.images import PictureTooLarge, UnreadablePicture, probe
 from normalizers.pictures.reader import PictureReader
 
 
@@ -19,6 +20,12 @@ def normalize_image(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
             "an image: its text is read by OCR, which needs pictures.ocr: true and tesseract "
             "installed (apt-get install tesseract-ocr tesseract-ocr-rus)",
         )
+    try:
+        probe(data)  # the header alone: a picture too large to read is the file's error
+    except PictureTooLarge as exc:
+        raise ctx.fail(ErrorCode.TOO_LARGE, str(exc)) from None
+    except UnreadablePicture:
+        pass  # the reader counts it, below
     skipped = dict(reader.counts.skipped)
     result = reader.read(data)
     title = PurePath(ctx.filename).name

@@ -21,6 +21,10 @@ class UnreadablePicture(Exception):
     """The bytes are no image Pillow reads (truncated, an unknown format)."""
 
 
+class PictureTooLarge(Exception):
+    """The picture has more pixels than Pillow reads (its message says how many)."""
+
+
 @dataclass(frozen=True)
 class Picture:
     width: int
@@ -32,20 +36,34 @@ class Picture:
 
 def probe(data: bytes) -> Picture:
     """The picture's size and format from its header (no pixels decoded). A picture
-    over Pillow's pixel limit (`Image.MAX_IMAGE_PIXELS`, about 89 million) is a
-    decompression bomb, not one to read."""
+    over Pillow's pixel limit is a decompression bomb, not one to read
+    (`PictureTooLarge`)."""
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            # the limit is checked below, where the picture's size can be named
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             with Image.open(io.BytesIO(data)) as image:
                 turned = image.getexif().get(_EXIF_ORIENTATION, 1) not in (0, 1)
-                return Picture(
+                picture = Picture(
                     image.width, image.height, image.format or "", _has_alpha(image), turned
                 )
-    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
+    except Image.DecompressionBombError:  # over twice the limit: refused, size unsaid
+        raise PictureTooLarge(_too_large(None)) from None
+    except (OSError, ValueError, SyntaxError) as exc:
         raise UnreadablePicture(f"{type(exc).__name__}: {exc}") from None
-    except Image.DecompressionBombWarning as exc:
-        raise UnreadablePicture(str(exc)) from None
+    if Image.MAX_IMAGE_PIXELS and picture.width * picture.height > Image.MAX_IMAGE_PIXELS:
+        raise PictureTooLarge(_too_large((picture.width, picture.height)))
+    return picture
+
+
+def _too_large(size: tuple[int, int] | None) -> str:
+    limit = Image.MAX_IMAGE_PIXELS or 0
+    pixels = f"{size[0]:,} x {size[1]:,} pixels" if size else f"over {2 * limit:,} pixels"
+    return (
+        f"{pixels}, more than Pillow reads: its decompression-bomb guard stops at "
+        f"{limit:,} pixels (PIL.Image.MAX_IMAGE_PIXELS, not a setting); scale the picture "
+        "down under that to have its text read"
+    )
 
 
 def for_tesseract(data: bytes, picture: Picture, *, scale: float = 1.0, turn: int = 0) -> bytes:

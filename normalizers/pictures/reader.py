@@ -17,13 +17,18 @@ import hashlib
 import json
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from config.settings import PicturesSettings
 from normalizers.html import escape_text
-from normalizers.pictures.images import Picture, UnreadablePicture, probe
+from normalizers.pictures.images import (
+    Picture,
+    PictureTooLarge,
+    UnreadablePicture,
+    probe,
+)
 from normalizers.pictures.ocr import (
     OcrFailed,
     OcrTimeout,
@@ -35,7 +40,10 @@ from normalizers.pictures.ocr import (
 from normalizers.pictures.recipe import RECIPE_VERSION, read_picture
 from normalizers.tables import escape_block_start
 
-SKIP_REASONS = ("small", "repeat", "cap", "timeout", "unreadable")
+SKIP_REASONS = ("small", "repeat", "cap", "timeout", "unreadable", "large")
+# Skips the moment caused, not the picture (OCR past `timeout_s` on a loaded machine):
+# another read may get its text.
+MOMENTARY_SKIPS = frozenset({"timeout"})
 
 
 class PictureCache(Protocol):
@@ -128,6 +136,8 @@ class PictureReader:
         """The picture's caption and text; None where it was skipped (counted)."""
         try:
             picture = probe(data)
+        except PictureTooLarge:
+            return self._skip("large")
         except UnreadablePicture:
             return self._skip("unreadable")
         if min(picture.width, picture.height) < self.settings.min_side or (
@@ -188,6 +198,15 @@ class PictureReader:
         for (block, paragraph, _), line_words in lines.items():
             paragraphs.setdefault((block, paragraph), []).append(" ".join(line_words))
         return tuple(tuple(lines_) for lines_ in paragraphs.values())
+
+
+def settled(metadata: Mapping[str, Any]) -> bool:
+    """Whether a normalized document (by its metadata) holds its pictures as any read
+    gives them: none skipped for a reason of the moment (`MOMENTARY_SKIPS`). A document
+    that is not is no final result to cache."""
+    pictures = metadata.get("pictures")  # a Markdown file's front matter may hold any
+    skipped = pictures.get("skipped") if isinstance(pictures, Mapping) else None
+    return not (isinstance(skipped, Mapping) and any(map(skipped.get, MOMENTARY_SKIPS)))
 
 
 def _escaped(line: str) -> str:

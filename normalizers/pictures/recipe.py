@@ -43,7 +43,10 @@ _TURNS = (180, 90, 270)  # degrees counter-clockwise: the other ways a picture c
 
 def read_picture(data: bytes, picture: Picture, languages: str, timeout_s: float) -> list[Word]:
     """The words of the picture's best read (see the module's text) within `timeout_s`
-    for all its reads: `OcrTimeout` where the time runs out before a sure read."""
+    for all its reads: `OcrTimeout` where the time runs out before the reads it takes
+    end. A read cut short keeps no part of the result, which would then depend on how
+    busy the machine was: the picture is skipped for `timeout`, and read again by the
+    next run."""
     deadline = time.monotonic() + timeout_s
 
     def read(scale: float = 1.0, turn: int = 0, orientation: bool = False) -> list[Word]:
@@ -55,21 +58,16 @@ def read_picture(data: bytes, picture: Picture, languages: str, timeout_s: float
 
     words = read()
     scale = _scale_for(words, picture)
-    try:
-        if scale > 1.0:
-            scaled = read(scale)
-            if _sure(scaled) or not _sure(words):
-                words = scaled
-        if not _sure(words) and orientation_detection():
-            words = max(words, read(scale, orientation=True), key=_score)
-        for turn in _TURNS:
-            if _sure(words):
-                break
-            words = max(words, read(scale, turn), key=_score)
-    except OcrTimeout:
-        if not _sure(words):
-            raise
-        # the time ran out on reads after the first: the best so far, a sure one, stands
+    if scale > 1.0:
+        scaled = read(scale)
+        if _sure(scaled) or not _sure(words):
+            words = scaled
+    if not _sure(words) and orientation_detection():
+        words = max(words, read(scale, orientation=True), key=_score)
+    for turn in _TURNS:
+        if _sure(words):
+            break
+        words = max(words, read(scale, turn), key=_score)
     return words
 
 
