@@ -90,8 +90,9 @@ def index_batch(
             )
         chunks = [Chunk.from_record(r) for r in records]
         batch.append(DocumentChunks(document.document_id, document.version, chunks))
+    unsettled = {d.document_id for d in documents if not d.settled}
     try:
-        outcome = _sync(spec, settings, resources, store, embedder, batch, force=force)
+        outcome = _sync(spec, settings, resources, store, embedder, batch, unsettled, force=force)
     except OSError as exc:
         raise cache_unwritable(settings, exc, code=ErrorCode.EMBED_FAILED) from exc
     outcome.store_seconds = store_seconds.totals()
@@ -105,9 +106,12 @@ def _sync(
     store: QdrantStore,
     embedder: Embedder,
     batch: Sequence[DocumentChunks],
+    unsettled: set[str],
     *,
     force: bool,
 ) -> BatchOutcome:
+    """`unsettled`: documents to be read again by the next run (their state gets no
+    fingerprint, so the plan finds them changed)."""
     outcome = BatchOutcome()
     # links_in is pushed after indexing; until then these documents' points lack it
     LinkStore(settings.cache.dir, settings.tenant_id).mark_unpushed([d.document_id for d in batch])
@@ -144,7 +148,10 @@ def _sync(
     SyncState.for_scope(settings, spec.scope).update(
         {
             d.document_id: DocumentState(
-                d.source_version_id, fingerprint, None, "no chunks" if not d.chunks else None
+                d.source_version_id,
+                "" if d.document_id in unsettled else fingerprint,
+                None,
+                "no chunks" if not d.chunks else None,
             )
             for d in batch
         }

@@ -205,6 +205,9 @@ class PreparedDocument:
     version: str
     chunk_key: str  # stage-cache digest of the chunk records
     chunks: int
+    # False: normalized with a picture whose OCR ran out of time; indexed as it is, and
+    # read again by the next run (its state records no fingerprint).
+    settled: bool = True
 
 
 @dataclass

@@ -258,7 +258,11 @@ def _prepare_one(
     for record in records:
         outcome.token_histogram[token_bin(int(record["token_count"]))] += 1
     return PreparedDocument(
-        source.ref.document_id, source.ref.version, chunk_key.digest, len(records)
+        source.ref.document_id,
+        source.ref.version,
+        chunk_key.digest,
+        len(records),
+        settled(normalized.metadata),
     )
 
 

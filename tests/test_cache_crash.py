@@ -40,6 +40,10 @@ from tasks.prepare import NORMALIZED
 from tasks.resources import Resources
 from tasks.stages import PictureStageCache
 from tests.picture_helpers import text_picture
+from tests.tiny_model import tiny_model_dir
+
+# fixtures used by name
+__all__ = ["tiny_model_dir"]
 
 ROOT = Path(__file__).resolve().parents[1]
 WORDS = "INVOICE TOTAL 4711"
@@ -127,6 +131,38 @@ def test_a_picture_that_ran_out_of_time_is_read_by_the_next_run(tmp_path: Path) 
         normalized = settled.outcome.stages["normalize"]
         assert (normalized.done, normalized.cached) == (0, 1)
         assert chunk_text(settled) == chunk_text(again)
+    finally:
+        resources.close()
+
+
+def test_a_document_indexed_without_its_timed_out_picture_is_planned_again(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    share = tmp_path / "share"
+    share.mkdir()
+    (share / "report.docx").write_bytes(report_docx())
+    settings = load_settings(
+        environ={
+            "INGEST_CACHE__DIR": str(tmp_path / "cache"),
+            "INGEST_QDRANT__PATH": str(tmp_path / "qdrant"),
+            "INGEST_EMBEDDER__MODEL": str(tiny_model_dir),
+            "INGEST_EMBEDDER__DEVICE": "cpu",
+            "INGEST_PICTURES__TIMEOUT_S": "2",
+        }
+    )
+    spec = SourceSpec("files", (str(share),))
+    resources = Resources(settings)
+    try:
+        listing = pipeline.discover(spec, settings, resources)
+        with stalled_tesseract(tmp_path / "bin"):
+            prepared = pipeline.prepare_isolated(spec, settings, listing.refs, resources)
+        (document,) = prepared.documents
+        assert not document.settled
+        indexed = pipeline.index_isolated(spec, settings, prepared.documents, resources)
+        assert indexed.indexed == [document.document_id]  # its text is searchable now
+        # ... and the next incremental run reads it again for the picture's text
+        plan = pipeline.plan(spec, settings, listing, resources, mode="incremental", since=None)
+        assert [ref.document_id for ref in plan.to_process] == [document.document_id]
     finally:
         resources.close()
 
