@@ -17,6 +17,7 @@ answered as fast as the next.
 # their annotations, which name the limits of the settings they were built with.
 import hmac
 import importlib.metadata
+import signal
 import sys
 import threading
 import time
@@ -349,7 +350,14 @@ def _check_identity(
 
 def _listen(server: Any, host: str, port: int) -> None:
     _say(f"listening on http://{host}:{port}{HTTP_PATH}")
+    # A stop (a service manager's SIGTERM) ends the server through its `finally`s, so
+    # that the discovery file goes with it.
+    signal.signal(signal.SIGTERM, _exit)
     server.run("streamable-http", host=host, port=port, streamable_http_path=HTTP_PATH)
+
+
+def _exit(signum: int, frame: object) -> None:
+    raise SystemExit(0)
 
 
 def _url_host(host: str) -> str:
