@@ -417,7 +417,7 @@ def test_snippets_are_plain_text_cut_at_a_word_with_an_ellipsis() -> None:
 def test_hits_under_one_heading_say_where_in_the_document_they_are(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from flows.cli import _print_hits
+    from flows.cli import _print_hits, _shown
     from indexing.search import SearchHit
     from query.api import Hit
 
@@ -441,7 +441,7 @@ def test_hits_under_one_heading_say_where_in_the_document_they_are(
         hit(5, sheet="Rota"),
         hit(1, title="Other", headings_path=["Intro"]),
     ]
-    _print_hits(hits, "part")
+    _print_hits([_shown(found) for found in hits], "part")
     lines = capsys.readouterr().out.splitlines()
     headings = [line for line in lines if line[0].isdigit()]
     assert headings == [
