@@ -590,7 +590,8 @@ def _served_search(
             reader,
             args.query,
             limit=args.limit,
-            mode=args.mode,
+            # the server's tool takes "auto" for the default; the command, the setting
+            mode=args.mode or settings.search.mode,
             spaces=args.space,
             labels=args.label,
         )

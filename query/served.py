@@ -6,8 +6,8 @@ The server says where it listens in a small file beside the store (`mcp-http.jso
 `qdrant.path`, or in `cache.dir` with a Qdrant server), readable by its owner only, with
 the identity it serves, fixed when it started. `ingest search` asks it only when that
 identity is exactly the one the command was given (no `--user`/`--group`: a server
-started with `--operator`) and its settings name the same collection, tenant and model;
-and it uses the answer only when the server says it applied that identity. Anything
+started with `--operator`) and its settings name the same collection, tenant, model and
+search settings; and it uses the answer only when the server says it applied that identity. Anything
 else (no server, another identity, an option the `search` tool lacks, a server that does
 not answer) is searched in the command's own process, as without a server.
 
@@ -51,7 +51,8 @@ def _settings_key(settings: Settings) -> dict[str, Any]:
         "qdrant": settings.qdrant.url or str(Path(settings.qdrant.path).resolve()),
         "tenant_id": settings.tenant_id,
         "model": settings.embedder.model,
-        "mode": settings.search.mode,
+        "search": settings.search.model_dump(mode="json"),
+        "lexical": settings.lexical.model_dump(mode="json"),
         "max_results": settings.mcp.max_results,
     }
 
@@ -143,14 +144,14 @@ def search(
     query: str,
     *,
     limit: int,
-    mode: str | None,
+    mode: str,
     spaces: Sequence[str],
     labels: Sequence[str],
 ) -> list[dict[str, Any]]:
     """The `search` tool's results for the arguments, as the server's MCP answer holds
     them. Raises `NotServed` when the server is not reachable, refuses, or says it
     applied another identity than `identity`."""
-    arguments: dict[str, Any] = {"query": query, "limit": limit, "mode": mode or "auto"}
+    arguments: dict[str, Any] = {"query": query, "limit": limit, "mode": mode}
     arguments |= {"spaces": list(spaces), "labels": list(labels)}
     with _Session(server) as session:
         answer = session.call_tool("search", arguments)
