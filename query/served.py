@@ -7,9 +7,10 @@ The server says where it listens in a small file beside the store (`mcp-http.jso
 the identity it serves, fixed when it started. `ingest search` asks it only when that
 identity is exactly the one the command was given (no `--user`/`--group`: a server
 started with `--operator`) and its settings name the same collection, tenant, model and
-search settings; and it uses the answer only when the server says it applied that identity. Anything
-else (no server, another identity, an option the `search` tool lacks, a server that does
-not answer) is searched in the command's own process, as without a server.
+search settings; and it uses the answer only when the server says it applied that
+identity. Anything else (no server, another identity, an option the `search` tool lacks,
+a server that does not answer) is searched in the command's own process, as without a
+server.
 
 The command speaks MCP's streamable HTTP itself, with the standard library: the SDK's
 client takes longer to import than the whole search. Nothing here imports the query API,
