@@ -33,7 +33,7 @@ from chunking.tokens import TokenCounter, get_token_counter
 from config.errors import ErrorCode, IngestError
 from config.settings import ChunkingSettings
 from markdown_text import Anchor, NormalizedText, decode_utf8, normalize_markdown
-from markdown_text.context import context_header
+from markdown_text.context import context_header as context_header  # re-exported
 
 _LINK = re.compile(r"\[[^\]\n]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)|<(https?://[^>\s]+)>")
 OVERLAP_KINDS = frozenset({"paragraph", "mixed"})
