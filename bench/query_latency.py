@@ -12,7 +12,9 @@ temporary directory by `ingest run`; then 20 English questions about the samples
 - `MCP stdio`: the `search` tool of an `ingest mcp` subprocess, through the official SDK's
   client: the query API plus JSON-RPC over the pipes and the result's validation;
 - `ingest search` (with `--processes`): the command in a fresh process per question,
-  start-up and model load included: what a person at a terminal waits for.
+  start-up and model load included: what a person at a terminal waits for;
+  `ingest search, served`: the same commands while an `ingest mcp --http --operator`
+  server runs with the same settings, which answers them (the model loaded once).
 
 Prints p50/p95/mean in milliseconds per reader, and a JSON summary.
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -134,6 +137,30 @@ def cli_processes(asked: list[str], env: dict[str, str], workdir: Path) -> list[
     return times
 
 
+def served_processes(asked: list[str], env: dict[str, str], workdir: Path) -> list[float]:
+    """`cli_processes` while an operator's `ingest mcp --http` server answers them."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    command = [sys.executable, "-m", "flows.cli", "mcp", "--config", str(CONFIG), "--operator"]
+    with open(workdir / "mcp-http-stderr.txt", "w") as errlog:
+        server = subprocess.Popen(
+            [*command, "--http", f"127.0.0.1:{port}"], env=env, cwd=workdir, stderr=errlog
+        )
+        try:
+            while server.poll() is None:
+                with socket.socket() as probe:
+                    if probe.connect_ex(("127.0.0.1", port)) == 0:
+                        break
+                time.sleep(0.2)
+            if server.poll() is not None:
+                raise SystemExit(f"ingest mcp --http failed: {errlog.name}")
+            return cli_processes(asked, env, workdir)
+        finally:
+            server.terminate()
+            server.wait(timeout=60)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -162,7 +189,11 @@ def main() -> None:
             report["ingest search process"] = summary(
                 cli_processes(asked[: args.processes], env, workdir)
             )
-    for reader in ("query API", "query API, worker thread", "MCP stdio", "ingest search process"):
+            report["ingest search, served"] = summary(
+                served_processes(asked[: args.processes], env, workdir)
+            )
+    readers = ("query API", "query API, worker thread", "MCP stdio")
+    for reader in (*readers, "ingest search process", "ingest search, served"):
         if reader in report:
             row = report[reader]
             print(

@@ -34,9 +34,9 @@ from chunking.tokens import TokenCounter, get_token_counter
 from config.errors import ErrorCode, IngestError
 from config.settings import ChunkingSettings
 from markdown_text import Anchor, NormalizedText, decode_utf8, normalize_markdown
+from markdown_text.context import context_header as context_header  # re-exported
 
 _LINK = re.compile(r"\[[^\]\n]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)|<(https?://[^>\s]+)>")
-_NOT_ALNUM = re.compile(r"[\W_]+")
 OVERLAP_KINDS = frozenset({"paragraph", "mixed"})
 
 
@@ -503,15 +503,6 @@ def _undersize_reason(draft: _Draft, config: ChunkingSettings, ends_section: boo
     return "next_block_does_not_fit"  # no sentence or item boundary to cut the next block at
 
 
-def context_header(title: str | None, headings: Sequence[str]) -> str:
-    """`title > heading > heading`, the title left out when the first heading repeats it
-    (a file name such as `storage-design.pdf` repeats a heading `Storage design`)."""
-    parts = list(headings)
-    if title and not (parts and _same_name(title, parts[0])):
-        parts.insert(0, title)
-    return " > ".join(part for part in parts if part)
-
-
 def compose_embed_text(
     title: str | None, headings: Sequence[str], overlap_prefix: str, md_text: str
 ) -> str:
@@ -519,14 +510,6 @@ def compose_embed_text(
     chunk record without it (a Qdrant payload) gets it back from its own fields."""
     header = context_header(title, headings)
     return "\n\n".join(part for part in (header, overlap_prefix, md_text) if part)
-
-
-def _same_name(title: str, heading: str) -> bool:
-    def key(value: str) -> str:
-        return _NOT_ALNUM.sub("", value).casefold()
-
-    stem = title.rsplit(".", 1)[0] if re.search(r"\.\w{1,5}$", title) else title
-    return key(heading) in (key(title), key(stem))
 
 
 def chunk_path(headings: Sequence[str]) -> str:

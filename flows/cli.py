@@ -9,6 +9,7 @@ import json
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from connectors.base import SourceDocument
     from normalizers.pictures import PictureSetup
     from query.api import Hit
+    from query.identity import Identity
 
     Commands: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
 
@@ -264,6 +266,13 @@ def _mcp_command(commands: Commands, common: argparse.ArgumentParser) -> None:
     )
     mcp.add_argument("--user", help="whose access applies (fixed for the server's life)")
     mcp.add_argument("--group", action="append", default=[], help="the user's groups")
+    mcp.add_argument(
+        "--operator",
+        action="store_true",
+        help="with --http: serve the operator's view (nothing filtered by access, as "
+        "`ingest search` without --user) to `ingest search` only, which finds the server "
+        "and its token in a file beside the store",
+    )
     mcp.set_defaults(handler=_mcp)
 
 
@@ -502,7 +511,7 @@ def _progress_bar(console: Any, *, disable: bool = False) -> Any:
 
 
 def _search(args: argparse.Namespace, settings: Settings) -> int:
-    from query.api import Identity, Index, IndexMissing, SearchUnavailable
+    from query.identity import Identity
 
     identity = Identity(args.user, tuple(args.group))
     if identity.anonymous:
@@ -512,13 +521,36 @@ def _search(args: argparse.Namespace, settings: Settings) -> int:
             "(pass --user NAME and --group GROUP to see only what that user may read)",
             file=sys.stderr,
         )
+    # the operator's view: no identity, no access filter
+    reader = None if identity.anonymous else identity
+    shown = None if args.json else _served_search(args, settings, reader)
+    if shown is None:
+        hits = _local_search(args, settings, reader)
+        if hits is None:
+            return 1
+        if args.json:
+            for rank, hit in enumerate(hits, 1):
+                print(json.dumps(_search_record(rank, hit), ensure_ascii=False))
+        shown = [_shown(hit) for hit in hits]
+    if not args.json:
+        _print_hits(shown, args.query)
+    if not shown:
+        print("no results", file=sys.stderr)
+    return 0
+
+
+def _local_search(
+    args: argparse.Namespace, settings: Settings, reader: Identity | None
+) -> list[Hit] | None:
+    """The hits, searched in this process (None: the search could not run, said)."""
+    from query.api import Index, IndexMissing, SearchUnavailable
+
     # an embedded store: its lock is released before the interpreter exits
     with Index(settings) as index:
         try:
-            hits = index.search(
+            return index.search(
                 args.query,
-                # the operator's view: no identity, no access filter
-                identity=None if identity.anonymous else identity,
+                identity=reader,
                 limit=args.limit,
                 mode=args.mode,
                 tenant=args.tenant,
@@ -532,15 +564,45 @@ def _search(args: argparse.Namespace, settings: Settings) -> int:
                 f"{'no search: ' if isinstance(exc, SearchUnavailable) else ''}{exc}",
                 file=sys.stderr,
             )
-            return 1
-    if args.json:
-        for rank, hit in enumerate(hits, 1):
-            print(json.dumps(_search_record(rank, hit), ensure_ascii=False))
-    else:
-        _print_hits(hits)
-    if not hits:
-        print("no results", file=sys.stderr)
-    return 0
+            return None
+
+
+def _served_search(
+    args: argparse.Namespace, settings: Settings, reader: Identity | None
+) -> list[_Shown] | None:
+    """The hits as a running `ingest mcp --http` server answers for exactly this identity
+    and settings (`query.served`); None where there is none or it cannot answer this
+    search (an expanded hit, another tenant, a limit over `mcp.max_results`)."""
+    from query import served
+
+    if (
+        args.expand != "none"
+        or args.tenant not in (None, settings.tenant_id)
+        or not 0 < args.limit <= settings.mcp.max_results
+    ):
+        return None
+    server = served.find_server(settings, reader)
+    if server is None:
+        return None
+    try:
+        results = served.search(
+            server,
+            reader,
+            args.query,
+            limit=args.limit,
+            # the server's tool takes "auto" for the default; the command, the setting
+            mode=args.mode or settings.search.mode,
+            spaces=args.space,
+            labels=args.label,
+        )
+    except served.NotServed as exc:
+        print(
+            f"note: `ingest mcp` (pid {server.pid}) did not answer ({exc}): searching here",
+            file=sys.stderr,
+        )
+        return None
+    print(f"note: answered by `ingest mcp` at {server.url} (pid {server.pid})", file=sys.stderr)
+    return [_served(result) for result in results]
 
 
 def _search_record(rank: int, hit: Hit) -> dict[str, Any]:
@@ -556,38 +618,66 @@ def _search_record(rank: int, hit: Hit) -> dict[str, Any]:
     return record
 
 
-def _print_hits(hits: Sequence[Hit]) -> None:
+@dataclass(frozen=True)
+class _Shown:
+    """A hit as the terminal shows it, from this process's search or a server's answer."""
+
+    score: float
+    heading: str
+    location: str  # where in its document: page, sheet, slide or part
+    link: str
+    text: str  # Markdown
+    span: str = ""  # an expanded hit: its chunks and tokens
+
+
+def _shown(hit: Hit) -> _Shown:
+    from query.snippet import location
+
+    span = ""
+    if hit.context:
+        first, last = hit.context[0].get("ordinal"), hit.context[-1].get("ordinal")
+        merged = f", {len(hit.hits)} hits" if len(hit.hits) > 1 else ""
+        span = f"chunks {first}-{last}, {hit.tokens} tokens{merged}"
+    link = hit.citation_url or hit.document_id
+    return _Shown(hit.score, hit.heading, location(hit.payload), link, hit.text, span)
+
+
+def _served(result: dict[str, Any]) -> _Shown:
+    """A result of the MCP `search` tool (`query.mcp_server.Result`)."""
+    from markdown_text.context import context_header
+
+    heading = context_header(result["title"] or result["document_id"], result["headings_path"])
+    link = result["citation_url"] or result["document_id"]
+    text = result["text"]
+    if result["truncated"]:  # the server's note on the cut is no part of the passage
+        text = text.rsplit("\n\n[cut at ", 1)[0]
+    return _Shown(float(result["score"]), heading, result["location"], link, text)
+
+
+def _print_hits(hits: Sequence[_Shown], query: str) -> None:
     """Each hit as its heading line (where several hits share one, each says where in the
-    document it is), its link, and one plain-text line of its chunk cut at the terminal's
-    width; an expanded hit prints its whole span."""
+    document it is), its link, and one plain-text line of its chunk at the terminal's
+    width around the query's words, marked (bold on a terminal, `**word**` elsewhere); an
+    expanded hit prints its whole span."""
+    import os
     import shutil
     from collections import Counter
 
-    from query.snippet import snippet
+    from query.snippet import BOLD, Marks, query_terms, snippet
 
     width = shutil.get_terminal_size().columns - 3
+    terms = query_terms(query)
+    marks = BOLD if sys.stdout.isatty() and not os.environ.get("NO_COLOR") else Marks()
     shared = Counter(hit.heading for hit in hits)
     for rank, hit in enumerate(hits, 1):
-        where = f" · {_locator(hit.payload)}" if shared[hit.heading] > 1 else ""
+        where = f" · {hit.location}" if shared[hit.heading] > 1 else ""
         print(f"{rank}. [{hit.score:.3f}] {hit.heading}{where}")
-        print(f"   {hit.citation_url or hit.document_id}")
-        if hit.context:
-            first, last = hit.context[0].get("ordinal"), hit.context[-1].get("ordinal")
-            merged = f", {len(hit.hits)} hits" if len(hit.hits) > 1 else ""
-            print(f"   chunks {first}-{last}, {hit.tokens} tokens{merged}")
+        print(f"   {hit.link}")
+        if hit.span:
+            print(f"   {hit.span}")
             print("   " + hit.text.replace("\n", "\n   "))
             continue
-        print("   " + snippet(hit.text, width))
-
-
-def _locator(payload: dict[str, Any]) -> str:
-    """Where in its document a chunk is, for hits whose headings are the same."""
-    if payload.get("page_start") is not None:
-        return f"page {payload['page_start']}"
-    for field in ("sheet", "slide"):
-        if payload.get(field) is not None:
-            return f"{field} {payload[field]}"
-    return f"part {int(payload.get('ordinal') or 0) + 1}"
+        print("   " + snippet(hit.text, width, terms, marks))
 
 
 def _reindex(args: argparse.Namespace, settings: Settings) -> int:
@@ -676,8 +766,13 @@ def _mcp(args: argparse.Namespace, settings: Settings) -> int:
     from query.api import Identity, IndexMissing
     from query.mcp_server import serve
 
+    identity = Identity(args.user, tuple(args.group))
+    if args.operator and not identity.anonymous:
+        raise ConfigError(
+            "--operator serves every document: leave out --user/--group", setting="--operator"
+        )
     try:
-        serve(settings, Identity(args.user, tuple(args.group)), args.http)
+        serve(settings, None if args.operator else identity, args.http)
     except IndexMissing as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -23,7 +23,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
-from chunking.chunker import context_header
 from chunking.record import CONTAINER_FIELD
 from config.settings import Settings, load_settings
 from indexing.qdrant_store import QdrantStore, SearchFilters
@@ -37,6 +36,8 @@ from indexing.search import (
     joined_markdown,
     search,
 )
+from markdown_text.context import context_header
+from query.identity import PUBLIC, Identity
 from tasks.resources import Resources
 from tasks.state import SourceLog, SourceSync
 
@@ -52,28 +53,6 @@ __all__ = [
 
 FetchExpand = Literal["none", "neighbours", "section", "document"]
 _CHUNK_ID = re.compile(r"[0-9a-f]{64}")
-
-
-@dataclass(frozen=True)
-class Identity:
-    """Whose access applies: a user and their groups. The empty identity is `PUBLIC`."""
-
-    user: str | None = None
-    groups: tuple[str, ...] = ()
-
-    @property
-    def anonymous(self) -> bool:
-        return self.user is None and not self.groups
-
-    def describe(self) -> str:
-        if self.anonymous:
-            return "no identity: public documents only"
-        who = [f"user {self.user!r}"] if self.user else []
-        who += [f"groups {', '.join(self.groups)}"] if self.groups else []
-        return " and ".join(who)
-
-
-PUBLIC = Identity()
 
 
 class IndexMissing(LookupError):

@@ -17,6 +17,7 @@ answered as fast as the next.
 # their annotations, which name the limits of the settings they were built with.
 import hmac
 import importlib.metadata
+import signal
 import sys
 import threading
 import time
@@ -28,9 +29,13 @@ from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field
 from config.errors import ConfigError, IngestError
 from config.settings import McpSettings, Settings
 from query.api import PUBLIC, Hit, Identity, Index, IndexMissing, SearchUnavailable, SourceInfo
+from query.identity import describe_access
+from query.served import announced
+from query.snippet import location, query_terms, snippet
 from tasks.resources import secret_value
 
 HTTP_PATH = "/mcp"
+SNIPPET_CHARS = 300  # a result's `snippet`: a few lines' worth
 # Tokens the SDK's bearer check accepts carry the client's name as their client id.
 _NO_SCOPES: list[str] = []
 
@@ -53,8 +58,13 @@ class Result(BaseModel):
     citation_url: str | None = Field(description="link to cite: where the passage starts")
     breadcrumbs: list[str] = Field(description="where the document lives: space, parents, page")
     headings_path: list[str] = Field(description="the headings above the passage")
+    location: str = Field(description="where in its document: page, sheet, slide or part")
     score: float
     text: str = Field(description="the passage, Markdown")
+    snippet: str = Field(
+        description="the words of the passage around the query's terms, plain text, the "
+        "terms marked **so**"
+    )
     truncated: bool = Field(description="the text was cut to the server's limit")
     source_type: str | None
     space: str | None
@@ -92,7 +102,11 @@ class Sources(BaseModel):
 
 
 def build_server(
-    index: Index, identity: Callable[[], Identity], *, auth: Any = None, verifier: Any = None
+    index: Index,
+    identity: Callable[[], Identity | None],
+    *,
+    auth: Any = None,
+    verifier: Any = None,
 ) -> Any:
     """The MCP server over `index`; `identity()` names whose access a call has."""
     from mcp.server.mcpserver import MCPServer
@@ -159,7 +173,10 @@ def build_server(
                 labels=labels,
             )
         )
-        return SearchResults(results=[_result(hit, limits) for hit in hits], access=who.describe())
+        terms = query_terms(query)
+        return SearchResults(
+            results=[_result(hit, limits, terms) for hit in hits], access=describe_access(who)
+        )
 
     def fetch(
         id: Annotated[
@@ -210,7 +227,7 @@ def build_server(
                 )
                 for info in found
             ],
-            access=who.describe(),
+            access=describe_access(who),
         )
 
     tools = [
@@ -243,7 +260,9 @@ def _closed(tool: Any) -> Any:
     return tool
 
 
-def _result(hit: Hit, limits: McpSettings) -> Result:
+def _result(hit: Hit, limits: McpSettings, terms: tuple[str, ...] = ()) -> Result:
+    """`hit` as a tool returns it; its snippet around `terms` (a fetch has none: its
+    passage's beginning)."""
     cut = len(hit.text) > limits.max_text_chars
     text = hit.text[: limits.max_text_chars]
     if cut:
@@ -257,8 +276,10 @@ def _result(hit: Hit, limits: McpSettings) -> Result:
         citation_url=hit.citation_url,
         breadcrumbs=list(hit.breadcrumbs),
         headings_path=list(hit.headings_path),
+        location=location(hit.payload),
         score=round(hit.score, 4),
         text=text,
+        snippet=snippet(hit.text, SNIPPET_CHARS, terms),
         truncated=cut,
         source_type=hit.source_type,
         space=hit.container,
@@ -269,16 +290,13 @@ def _result(hit: Hit, limits: McpSettings) -> Result:
 # --- serving ---------------------------------------------------------------------------
 
 
-def serve(settings: Settings, identity: Identity, http: str | None) -> None:
-    """Serve on stdio, or on streamable HTTP at `http` (HOST:PORT), until stopped."""
+def serve(settings: Settings, identity: Identity | None, http: str | None) -> None:
+    """Serve on stdio, or on streamable HTTP at `http` (HOST:PORT), until stopped.
+    `identity` None: the operator's view, over HTTP to holders of the token the server
+    writes beside the store only (see `query.served`)."""
     address = _host_port(http) if http else None
     clients = _clients(settings) if address else {}
-    if clients and not identity.anonymous:
-        raise ConfigError(
-            "--user/--group fix one identity, but mcp.clients gives each HTTP client its "
-            "own: leave out --user/--group, or unset mcp.clients",
-            setting="mcp.clients",
-        )
+    _check_identity(identity, address, clients)
     with Index(settings) as index:
         index.store()  # a missing collection stops the server now, not at the first call
         started = time.monotonic()
@@ -287,19 +305,67 @@ def serve(settings: Settings, identity: Identity, http: str | None) -> None:
             f"ready: {settings.embedder.model} loaded and the index opened in "
             f"{time.monotonic() - started:.1f} s"
         )
-        if address and clients:
-            _say(f"serving {len(clients)} HTTP clients of mcp.clients, each with its identity")
-            server = build_server(index, _token_identity(clients), **_bearer_auth(address, clients))
-        else:
-            anyone = " to every HTTP client (no mcp.clients)" if address else ""
-            _say(f"serving with {identity.describe()}{anyone}")
-            server = build_server(index, lambda: identity)
         if address is None:
-            server.run("stdio")
+            _say(f"serving with {describe_access(identity)}")
+            build_server(index, lambda: identity).run("stdio")
             return
         host, port = address
-        _say(f"listening on http://{host}:{port}{HTTP_PATH}")
-        server.run("streamable-http", host=host, port=port, streamable_http_path=HTTP_PATH)
+        if clients:
+            _say(f"serving {len(clients)} HTTP clients of mcp.clients, each with its identity")
+            server = build_server(index, _token_identity(clients), **_bearer_auth(address, clients))
+            _listen(server, host, port)
+            return
+        url = f"http://{_url_host(host)}:{port}{HTTP_PATH}"
+        with announced(settings, url, identity) as token:
+            if token is not None:
+                _say(f"serving {describe_access(identity)} to `ingest search` (its token)")
+                terminal = {token: ("ingest search", identity)}
+                server = build_server(
+                    index, _token_identity(terminal), **_bearer_auth(address, terminal)
+                )
+            else:
+                anyone = "to every HTTP client (no mcp.clients)"
+                _say(f"serving with {describe_access(identity)} {anyone}")
+                server = build_server(index, lambda: identity)
+            _listen(server, host, port)
+
+
+def _check_identity(
+    identity: Identity | None,
+    address: tuple[str, int] | None,
+    clients: dict[str, tuple[str, Identity | None]],
+) -> None:
+    if clients and (identity is None or not identity.anonymous):
+        raise ConfigError(
+            "--user/--group/--operator fix one identity, but mcp.clients gives each HTTP "
+            "client its own: leave them out, or unset mcp.clients",
+            setting="mcp.clients",
+        )
+    if identity is None and address is None:
+        raise ConfigError(
+            "--operator serves `ingest search` over HTTP: add --http 127.0.0.1:PORT",
+            setting="--operator",
+        )
+
+
+def _listen(server: Any, host: str, port: int) -> None:
+    _say(f"listening on http://{host}:{port}{HTTP_PATH}")
+    # A stop (a service manager's SIGTERM) ends the server through its `finally`s, so
+    # that the discovery file goes with it.
+    signal.signal(signal.SIGTERM, _exit)
+    server.run("streamable-http", host=host, port=port, streamable_http_path=HTTP_PATH)
+
+
+def _exit(signum: int, frame: object) -> None:
+    raise SystemExit(0)
+
+
+def _url_host(host: str) -> str:
+    """`host` as a URL writes it: an IPv6 address in brackets; a server listening on
+    every address is reached on this machine's loopback."""
+    if host in ("0.0.0.0", "::", ""):
+        return "127.0.0.1"
+    return f"[{host}]" if ":" in host else host
 
 
 def _say(message: str) -> None:
@@ -313,10 +379,10 @@ def _host_port(http: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def _clients(settings: Settings) -> dict[str, tuple[str, Identity]]:
+def _clients(settings: Settings) -> dict[str, tuple[str, Identity | None]]:
     """Token -> (client name, identity) of `mcp.clients`, tokens read from their
     settings or Prefect Secret blocks."""
-    found: dict[str, tuple[str, Identity]] = {}
+    found: dict[str, tuple[str, Identity | None]] = {}
     for name, client in settings.mcp.clients.items():
         token = secret_value(client, "token") or ""
         if len(token) < 16:
@@ -329,7 +395,7 @@ def _clients(settings: Settings) -> dict[str, tuple[str, Identity]]:
 
 
 def _bearer_auth(
-    address: tuple[str, int], clients: dict[str, tuple[str, Identity]]
+    address: tuple[str, int], clients: dict[str, tuple[str, Identity | None]]
 ) -> dict[str, Any]:
     """The SDK's bearer-token check, accepting the tokens of `mcp.clients`."""
     from mcp.server.auth.provider import AccessToken
@@ -353,12 +419,14 @@ def _bearer_auth(
     return {"auth": auth, "verifier": Verifier()}
 
 
-def _token_identity(clients: dict[str, tuple[str, Identity]]) -> Callable[[], Identity]:
+def _token_identity(
+    clients: dict[str, tuple[str, Identity | None]],
+) -> Callable[[], Identity | None]:
     from mcp.server.auth.middleware.auth_context import get_access_token
 
     by_name = dict(clients.values())
 
-    def identity() -> Identity:
+    def identity() -> Identity | None:
         token = get_access_token()
         # The SDK refuses a request without a known token before any tool runs; PUBLIC
         # is what a call outside a request would get.

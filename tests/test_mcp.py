@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -241,26 +242,15 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-@pytest.fixture
-def http_server(index: QueryIndex) -> Iterator[str]:
-    """`ingest mcp --http` with two clients' tokens (in the environment, as secrets are)."""
+@contextmanager
+def http_mcp(index: QueryIndex, *flags: str, **env: str) -> Iterator[str]:
+    """`ingest mcp --http 127.0.0.1:PORT FLAGS` running until the block ends: its URL.
+    Its output holds no token when it ends."""
     port = free_port()
-    clients = {
-        "ann-bot": {"token": "ann-token-0123456789abcdef", "user": "ann"},
-        "bob-bot": {"token": "bob-token-0123456789abcdef", "user": "bob", "groups": ["staff"]},
-    }
+    command = [sys.executable, "-m", "flows.cli", "mcp", "--config", str(index.config)]
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "flows.cli",
-            "mcp",
-            "--config",
-            str(index.config),
-            "--http",
-            f"127.0.0.1:{port}",
-        ],
-        env=server_env(INGEST_MCP__CLIENTS=json.dumps(clients)),
+        [*command, "--http", f"127.0.0.1:{port}", *flags],
+        env=server_env(**env),
         cwd=index.config.parent,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -279,6 +269,18 @@ def http_server(index: QueryIndex) -> Iterator[str]:
         process.terminate()
         out, err = process.communicate(timeout=30)
         assert "token-0123456789" not in out + err  # tokens never reach the output
+        assert "Traceback" not in err, err
+
+
+@pytest.fixture
+def http_server(index: QueryIndex) -> Iterator[str]:
+    """`ingest mcp --http` with two clients' tokens (in the environment, as secrets are)."""
+    clients = {
+        "ann-bot": {"token": "ann-token-0123456789abcdef", "user": "ann"},
+        "bob-bot": {"token": "bob-token-0123456789abcdef", "user": "bob", "groups": ["staff"]},
+    }
+    with http_mcp(index, INGEST_MCP__CLIENTS=json.dumps(clients)) as url:
+        yield url
 
 
 def test_over_http_each_bearer_token_carries_its_clients_access(http_server: str) -> None:
@@ -332,3 +334,92 @@ def test_search_command_reads_through_the_query_api_without_mcp_or_prefect(
     assert result["code"] == 0 and result["loaded"] == []
     first = json.loads(result["out"].splitlines()[0])
     assert first["rank"] == 1 and first["document_id"] == index.restart_id
+
+
+def test_search_results_carry_a_snippet_around_the_querys_words_beside_the_text(
+    public: Session,
+) -> None:
+    best = structured(public.calls["answer"])["results"][0]
+    # the query "how do I restart a service": its telling words, marked in plain text
+    assert "**restart**" in best["snippet"].lower() or "**service" in best["snippet"].lower()
+    assert "#" not in best["snippet"] and len(best["snippet"]) <= 300
+    assert "**restart**" not in best["text"].lower()  # the text is the passage, unmarked
+    assert best["location"].startswith("part ")
+    # a fetch has no query: its snippet is the passage's beginning, unmarked
+    chunk = structured(public.calls["chunk"])["result"]
+    assert chunk["snippet"] and "**" not in chunk["snippet"]
+
+
+def search_command(index: QueryIndex, *args: str) -> subprocess.CompletedProcess[str]:
+    """`ingest search ARGS` as a person runs it, on an 80-column terminal's width."""
+    return subprocess.run(
+        [sys.executable, "-m", "flows.cli", "search", *args, "--config", str(index.config)],
+        env=server_env(COLUMNS="80"),
+        cwd=index.config.parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+
+
+def test_the_search_command_shows_the_words_that_matched_deep_in_a_chunk(
+    index: QueryIndex,
+) -> None:
+    # The word is far into its chunk of the restart runbook: the line shows it, marked,
+    # with an ellipsis where the chunk's beginning was left out.
+    done = search_command(index, "CrashLoopBackOff", "--mode", "lexical", "--limit", "1")
+    heading, link, line = done.stdout.splitlines()
+    assert link.strip() == RESTART.resolve().as_uri()
+    assert line.startswith("   …") and "**CrashLoopBackOff**" in line, line
+    assert len(line) <= 80 and heading.startswith("1. [")
+
+
+def served_by(done: subprocess.CompletedProcess[str]) -> bool:
+    return "answered by `ingest mcp`" in done.stderr
+
+
+def test_a_running_http_server_answers_the_search_command_for_its_identity_only(
+    index: QueryIndex,
+) -> None:
+    discovery = index.config.parent / "qdrant" / "mcp-http.json"
+    asked = {
+        "ann": (SECRET_WORD, "--user", "ann"),
+        "bob": (SECRET_WORD, "--user", "bob"),
+        "operator": (QUESTION, "--limit", "3"),
+    }
+    alone = {name: search_command(index, *args) for name, args in asked.items()}
+    assert not any(served_by(done) for done in alone.values())
+    assert SECRET_URL in alone["ann"].stdout and SECRET_URL not in alone["bob"].stdout
+
+    with http_mcp(index, "--user", "ann"):
+        assert json.loads(discovery.read_text())["user"] == "ann"
+        assert discovery.stat().st_mode & 0o077 == 0  # its owner's only
+        served = {name: search_command(index, *asked[name]) for name in ("ann", "bob")}
+        # ann's search is the server's: the same hits, lines and links
+        assert served_by(served["ann"]), served["ann"].stderr
+        assert served["ann"].stdout == alone["ann"].stdout
+        # another identity is searched by the command itself, as without the server
+        assert not served_by(served["bob"]) and served["bob"].stdout == alone["bob"].stdout
+        # A file that claims the server serves bob: the server's answer says ann, so the
+        # command does not use it and searches as bob itself.
+        claim = json.loads(discovery.read_text()) | {"user": "bob"}
+        discovery.write_text(json.dumps(claim))
+        tricked = search_command(index, *asked["bob"])
+        assert not served_by(tricked) and "user 'ann'" in tricked.stderr
+        assert tricked.stdout == alone["bob"].stdout and SECRET_URL not in tricked.stdout
+    assert not discovery.exists()  # the server took its file with it
+
+    with http_mcp(index, "--operator") as url:
+        served_operator = search_command(index, *asked["operator"])
+        assert served_by(served_operator)
+        assert served_operator.stdout == alone["operator"].stdout
+
+        async def status_without_token() -> int:
+            import httpx2
+
+            async with httpx2.AsyncClient() as http:
+                return int((await http.post(url, json={})).status_code)
+
+        # the unfiltered view is the token holder's (whoever can read the store) only
+        assert anyio.run(status_without_token) == 401

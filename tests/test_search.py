@@ -373,13 +373,13 @@ def test_search_command_expands_and_does_not_repeat_the_title(
     assert "not filtered by access" in printed.err  # no --user/--group: said, not silent
     assert heading.endswith("] Handbook > Backups")  # not "Handbook > Handbook > Backups"
     assert source.strip() == "handbook"  # no file path or URL: the document id
-    assert preview.strip() == target.md_text
+    assert preview.strip() == target.md_text.replace("Zanzibar", "**Zanzibar**")
 
     monkeypatch.setenv("COLUMNS", "60")  # a narrow terminal: the line is cut, said by "…"
     assert main(args) == 0
     preview = capsys.readouterr().out.splitlines()[2]
-    assert len(preview) <= 60 and preview.endswith("…")
-    assert target.md_text.startswith(preview.strip()[:-1])
+    assert len(preview) <= 60 and "…" in preview and "**Zanzibar**" in preview
+    assert preview.strip().strip("…").replace("**", "") in target.md_text
 
     assert main([*args, "--expand", "neighbours"]) == 0
     out = capsys.readouterr().out
@@ -417,7 +417,7 @@ def test_snippets_are_plain_text_cut_at_a_word_with_an_ellipsis() -> None:
 def test_hits_under_one_heading_say_where_in_the_document_they_are(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from flows.cli import _print_hits
+    from flows.cli import _print_hits, _shown
     from indexing.search import SearchHit
     from query.api import Hit
 
@@ -441,7 +441,7 @@ def test_hits_under_one_heading_say_where_in_the_document_they_are(
         hit(5, sheet="Rota"),
         hit(1, title="Other", headings_path=["Intro"]),
     ]
-    _print_hits(hits)
+    _print_hits([_shown(found) for found in hits], "part")
     lines = capsys.readouterr().out.splitlines()
     headings = [line for line in lines if line[0].isdigit()]
     assert headings == [
@@ -451,7 +451,7 @@ def test_hits_under_one_heading_say_where_in_the_document_they_are(
         "4. [0.500] Other > Intro",  # its heading is its own: nothing added
     ]
     assert lines[1] == "   file:///share/report.pdf#page=1"
-    assert lines[2] == "   Text of part 0."  # no Markdown
+    assert lines[2] == "   Text of **part** 0."  # no Markdown; the query's word marked
 
 
 QUESTIONS = (
