@@ -29,7 +29,8 @@ Reported per method: pieces, mean BGE-M3 tokens, recall@5, recall of the best-ra
 pieces that fit a 1,000- and a 2,000-token context (in rank order, stopping before the first
 that would overflow), per corpus too, each by the benchmark's placement and in order; and,
 per question by the benchmark's placement, the product against every baseline (won/lost
-on each measure and the sign test's two-sided p).
+on each measure and the sign test's two-sided p). `--half` reports one fixed half of the
+questions (`bench/halves.py`); every question is still searched and saved.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from typing import Any
 
 import numpy as np
 
-from bench import retrieval, saved_runs
+from bench import halves, retrieval, saved_runs
 from bench.retrieval import MemoEmbedder, _two_sided_binomial
 from chunking import Chunk, DocumentInfo, chunk_document
 from chunking.parts import PartSplitter
@@ -84,6 +85,11 @@ class Question:
     text: str
     corpus: str
     references: tuple[tuple[int, int], ...]
+
+    @property
+    def key(self) -> str:
+        """What its half (`bench/halves.py`) is drawn from."""
+        return f"{self.corpus}/{self.text}"
 
 
 Span = tuple[int, int]
@@ -536,6 +542,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     saved_runs.add_arguments(parser)
+    halves.add_argument(parser)
     args = parser.parse_args()
     started = time.perf_counter()
     settings = load_settings()
@@ -582,13 +589,16 @@ def main() -> None:
     }
     if args.save:
         saved_runs.save(args.save, per_question)
+    reported = halves.chosen([q.key for q in questions], args.half)
+    picked = [questions[i] for i in reported]
     rows = [
-        _row(method, mode, methods[method], questions, results)
+        _row(method, mode, methods[method], picked, [results[i] for i in reported])
         for (method, mode), results in per_question.items()
     ]
-    paired = _paired(per_question, args.against)
+    paired = _paired(per_question, reported, args.against)
     report = {
-        "questions": len(questions),
+        "questions": len(picked),
+        "half": args.half,
         "model": embedder.model_id,
         "product located": dict(located),
         "embedding cost with parts": embedding_cost(chunks, splitter, embedder)
@@ -644,12 +654,14 @@ def _row(
 
 def _paired(
     per_question: dict[tuple[str, str], list[dict[str, float]]],
+    reported: Sequence[int],
     against: Path | None,
 ) -> list[dict[str, Any]]:
     """The product's default search against every other method and mode, and each method
-    and mode against itself in the `--against` run, per question."""
+    and mode against itself in the `--against` run, per reported question."""
 
     def compared(a: str, b: str, now: Sequence[Any], then: Sequence[Any]) -> dict[str, Any]:
+        now, then = [now[i] for i in reported], [then[i] for i in reported]
         return {
             "a": a,
             "b": b,
@@ -672,7 +684,7 @@ def _paired(
 
 def _print(report: dict[str, Any]) -> None:
     print(
-        f"{report['questions']} questions, model {report['model']}, "
+        f"{report['questions']} questions ({report['half']}), model {report['model']}, "
         f"product pieces located: {report['product located']}, {report['seconds']} s"
     )
     print(f"embedding cost with parts: {report['embedding cost with parts']}")

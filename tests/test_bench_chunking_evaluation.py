@@ -1,9 +1,10 @@
 """The public chunking benchmark scores pieces where the benchmark's own code places them
-(the first copy of their text). On the vendored corpora and questions
-(`bench/data/chunking_evaluation/`)."""
+(the first copy of their text), and each quality bench sets aside a fixed half of its
+questions. On the vendored corpora and questions (`bench/data/chunking_evaluation/`)."""
 
 from __future__ import annotations
 
+from bench import halves
 from bench.chunking_evaluation import (
     IN_ORDER,
     Piece,
@@ -13,6 +14,7 @@ from bench.chunking_evaluation import (
     scored,
     window_pieces,
 )
+from bench.retrieval_questions import QUESTIONS
 
 
 def test_a_repeated_window_is_placed_at_the_first_copy_of_its_text() -> None:
@@ -44,3 +46,16 @@ def test_a_reference_is_credited_to_a_piece_holding_a_later_copy_of_it() -> None
     measures = scored(question, [piece], [0])
     assert measures["recall@5"] > 0.99 and measures["within 1000"] > 0.99
     assert measures[f"recall@5 {IN_ORDER}"] == 0.0
+
+
+def test_each_bench_splits_its_questions_into_two_fixed_halves() -> None:
+    for keys in (
+        [q.key for q in load_questions()],
+        [q.key for q in QUESTIONS],
+    ):
+        tuning, held_out = halves.chosen(keys, "tuning"), halves.chosen(keys, "held-out")
+        assert sorted(tuning + held_out) == list(range(len(keys)))
+        assert 0.4 < len(held_out) / len(keys) < 0.6
+        # A question's half is its own: the others' order or number does not move it.
+        assert halves.chosen(keys[::-1], "held-out") == [len(keys) - 1 - i for i in held_out[::-1]]
+        assert halves.chosen(keys[:10], "held-out") == [i for i in held_out if i < 10]
