@@ -424,6 +424,9 @@ def product_rankings(
     _progress(f"indexing the product's {len(chunks)} chunks ({name})")
     store = retrieval.index(name, chunks, embedder, lexical, root, parts)
     _progress("searching the product")
+    # The questions in one batch: one at a time (as each search asks) pays the model's
+    # per-call cost 472 times, minutes on a busy machine.
+    embedder.embed([question.text for question in questions])
     ordinal = {chunk.chunk_id: i for i, chunk in enumerate(chunks)}
     found: dict[str, list[list[int]]] = {}
     for name, mode in PRODUCT_MODES.items():
