@@ -72,8 +72,7 @@ RRF_K, RRF_DEPTH = 2, 50
 # The product's default search (auto: hybrid of the vectors its collection holds), and dense.
 PRODUCT_MODES: dict[str, SearchMode] = {"hybrid": "auto", "dense": "dense"}
 BM25_K1, BM25_B = 1.2, 0.75
-# The bench's own list: the benchmark has no BM25 (another list moves windows + BM25 by a
-# few thousandths).
+# The bench's own list: the benchmark has no BM25 to take one from.
 STOP_WORDS = frozenset(
     re.findall(r"\w+", "a an and are as at be by for from has have in is it its of on or")
     + re.findall(r"\w+", "that the this to was were what which who with")
