@@ -3,9 +3,13 @@
 
 Data: brandonstarxel/chunking_evaluation (MIT, `bench/data/chunking_evaluation/`): 472
 questions over 5 corpora, each with reference excerpts at character offsets of its corpus.
-Its logic, rewritten here: every piece is located in its corpus (exact text, else the same
-words whatever the whitespace, case ignored); a question's recall is the share of its
-excerpts' characters that the retrieved pieces of its corpus cover.
+Its logic, rewritten here: every piece is placed where the benchmark's
+`rigorous_document_search` places it, at the first copy of its text in its corpus (less
+one final full stop; the exact text, else the same words whatever the whitespace, case
+ignored); a question's recall is the share of its excerpts' characters that the retrieved
+pieces of its corpus cover. Beside it, the bench's own placement ("in order": windows at
+their true offsets, other pieces searched for from where the previous piece stands),
+which credits a repeated passage only where the piece really is.
 
 Methods, in one run, with one embedder (the quickstart's all-MiniLM-L6-v2 through the
 project's embedder: a text over its window is embedded window by window, as a run does):
@@ -18,12 +22,15 @@ project's embedder: a text over its window is embedded window by window, as a ru
   RecursiveTokenChunker (separators blank line, line, sentence ends, space; no overlap) at
   400 and 200 BGE-M3 tokens, each searched densely (exact cosine) and hybrid: plain BM25
   (lowercase words, a few stop words, k1 1.2, b 0.75) over its pieces fused with its dense
-  ranking by reciprocal rank fusion (k = 2, top 50 of each).
+  ranking by reciprocal rank fusion (k = 2, top 50 of each). The benchmark has no BM25;
+  the stop words are the bench's own list (`STOP_WORDS`).
 
 Reported per method: pieces, mean BGE-M3 tokens, recall@5, recall of the best-ranked
 pieces that fit a 1,000- and a 2,000-token context (in rank order, stopping before the first
-that would overflow), per corpus too; and, per question, the product against every baseline
-(won/lost on each measure and the sign test's two-sided p).
+that would overflow), per corpus too, each by the benchmark's placement and in order; and,
+per question by the benchmark's placement, the product against every baseline (won/lost
+on each measure and the sign test's two-sided p). `--half` reports one fixed half of the
+questions (`bench/halves.py`); every question is still searched and saved.
 """
 
 from __future__ import annotations
@@ -45,7 +52,7 @@ from typing import Any
 
 import numpy as np
 
-from bench import retrieval, saved_runs
+from bench import halves, retrieval, saved_runs
 from bench.retrieval import MemoEmbedder, _two_sided_binomial
 from chunking import Chunk, DocumentInfo, chunk_document
 from chunking.parts import PartSplitter
@@ -65,6 +72,7 @@ RRF_K, RRF_DEPTH = 2, 50
 # The product's default search (auto: hybrid of the vectors its collection holds), and dense.
 PRODUCT_MODES: dict[str, SearchMode] = {"hybrid": "auto", "dense": "dense"}
 BM25_K1, BM25_B = 1.2, 0.75
+# The bench's own list: the benchmark has no BM25 to take one from.
 STOP_WORDS = frozenset(
     re.findall(r"\w+", "a an and are as at be by for from has have in is it its of on or")
     + re.findall(r"\w+", "that the this to was were what which who with")
@@ -77,15 +85,28 @@ class Question:
     corpus: str
     references: tuple[tuple[int, int], ...]
 
+    @property
+    def key(self) -> str:
+        """What its half (`bench/halves.py`) is drawn from."""
+        return f"{self.corpus}/{self.text}"
+
+
+Span = tuple[int, int]
+NOWHERE: Span = (-1, -1)  # a piece not found: covers nothing, still takes its room
+FIRST_COPY, IN_ORDER = "first copy", "in order"
+
 
 @dataclass(frozen=True)
 class Piece:
     corpus: str
-    start: int
-    end: int
+    first_copy: Span  # where the benchmark places it: the first copy of its text
+    in_order: Span  # where it really stands (windows) or is found searching on in order
     text: str  # what a reader gets back
     embed_text: str  # what the embedder sees
     tokens: int
+
+    def span(self, placement: str) -> Span:
+        return self.first_copy if placement == FIRST_COPY else self.in_order
 
 
 @dataclass(frozen=True)
@@ -145,9 +166,8 @@ def load_corpora() -> dict[str, str]:
 # --- locating a piece in its corpus (the benchmark's rigorous_document_search) ---------
 
 
-def locate(corpus: str, text: str, after: int) -> tuple[int, int] | None:
-    """Where `text` stands in `corpus`, looked for from `after` on (pieces come in order;
-    the benchmark looks from the start, which misplaces repeated text): the exact text, else
+def locate(corpus: str, text: str, after: int) -> Span | None:
+    """Where `text` stands in `corpus`, looked for from `after` on: the exact text, else
     its words with any whitespace between them, case ignored."""
     text = text.strip()
     found = corpus.find(text, after)
@@ -161,7 +181,7 @@ def locate(corpus: str, text: str, after: int) -> tuple[int, int] | None:
     return match.span() if match else None
 
 
-def locate_loosely(corpus: str, text: str, after: int) -> tuple[int, int] | None:
+def locate_loosely(corpus: str, text: str, after: int) -> Span | None:
     """A piece whose text the normalizer changed (Markdown escapes, a heading's marks): from
     where its first words stand to where its last words end."""
     words = text.split()
@@ -173,6 +193,17 @@ def locate_loosely(corpus: str, text: str, after: int) -> tuple[int, int] | None
         if head and tail and tail[1] > head[0] and tail[1] - head[0] < 3 * len(text) + 200:
             return head[0], tail[1]
     return None
+
+
+def first_copy(corpus: str, text: str) -> Span:
+    """Where the benchmark's `rigorous_document_search` places a piece: its text less one
+    final full stop, at its first copy in the corpus, exact or whitespace aside (its
+    fuzzy match of a changed sentence stands here as the first and last words)."""
+    target = text[:-1] if text.endswith(".") else text
+    found = corpus.find(target)
+    if found >= 0:
+        return found, found + len(target)
+    return locate(corpus, target, 0) or locate_loosely(corpus, text, 0) or NOWHERE
 
 
 # --- pieces ------------------------------------------------------------------------------
@@ -199,8 +230,9 @@ def product_chunks(corpora: dict[str, str], settings: Any) -> list[Chunk]:
 def located_pieces(
     corpora: dict[str, str], chunks: Sequence[Chunk]
 ) -> tuple[list[Piece], Counter[str]]:
-    """Each chunk where it stands in its raw corpus; one that cannot be found covers
-    nothing (but still takes its room in a context)."""
+    """Each chunk where it stands in its raw corpus (in order: searched for from where the
+    previous one stands) and at its first copy; `how` counts how the in-order search
+    found them."""
     pieces: list[Piece] = []
     how: Counter[str] = Counter()
     after: dict[str, int] = {}
@@ -215,9 +247,15 @@ def located_pieces(
             how["first and last words" if span else "not found"] += 1
         if span is not None:
             after[chunk.document_id] = span[0]
-        start, end = span or (-1, -1)
         pieces.append(
-            Piece(chunk.document_id, start, end, chunk.md_text, chunk.embed_text, chunk.token_count)
+            Piece(
+                chunk.document_id,
+                first_copy(corpus, chunk.md_text),
+                span or NOWHERE,
+                chunk.md_text,
+                chunk.embed_text,
+                chunk.token_count,
+            )
         )
     return pieces, how
 
@@ -230,7 +268,14 @@ def window_pieces(corpora: dict[str, str], count: Callable[[str], int]) -> list[
             window = text[start : start + size]
             if window.strip():
                 pieces.append(
-                    Piece(name, start, start + len(window), window, window, count(window))
+                    Piece(
+                        name,
+                        first_copy(text, window),
+                        (start, start + len(window)),
+                        window,
+                        window,
+                        count(window),
+                    )
                 )
     return pieces
 
@@ -301,7 +346,7 @@ def token_chunker_pieces(
             if span is None:
                 raise ValueError(f"a {size}-token piece of {name} is not in it: {chunk[:80]!r}")
             after = span[0]
-            pieces.append(Piece(name, span[0], span[1], chunk, chunk, count(chunk)))
+            pieces.append(Piece(name, first_copy(text, chunk), span, chunk, chunk, count(chunk)))
     return pieces
 
 
@@ -378,6 +423,9 @@ def product_rankings(
     _progress(f"indexing the product's {len(chunks)} chunks ({name})")
     store = retrieval.index(name, chunks, embedder, lexical, root, parts)
     _progress("searching the product")
+    # The questions in one batch: one at a time (as each search asks) pays the model's
+    # per-call cost 472 times, minutes on a busy machine.
+    embedder.embed([question.text for question in questions])
     ordinal = {chunk.chunk_id: i for i, chunk in enumerate(chunks)}
     found: dict[str, list[list[int]]] = {}
     for name, mode in PRODUCT_MODES.items():
@@ -463,6 +511,23 @@ def scores(question: Question, retrieved: Sequence[Retrieved]) -> dict[str, floa
 
 
 MEASURES = ("recall@5", *(f"within {c}" for c in CONTEXTS))
+# Each measure by the benchmark's placement under its own name, by the bench's beside it.
+PLACEMENTS = {FIRST_COPY: "", IN_ORDER: " in order"}
+
+
+def scored(question: Question, pieces: Sequence[Piece], order: Sequence[int]) -> dict[str, float]:
+    """A question's measures for the pieces ranked `order`, under each placement."""
+    return {
+        f"{measure}{suffix}": value
+        for placement, suffix in PLACEMENTS.items()
+        for measure, value in scores(
+            question,
+            [
+                Retrieved(pieces[i].corpus, *pieces[i].span(placement), pieces[i].tokens)
+                for i in order
+            ],
+        ).items()
+    }
 
 
 def sign_test(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
@@ -479,6 +544,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     saved_runs.add_arguments(parser)
+    halves.add_argument(parser)
     args = parser.parse_args()
     started = time.perf_counter()
     settings = load_settings()
@@ -517,62 +583,24 @@ def main() -> None:
             for mode, ranked in baseline_rankings(pieces, questions, embedder).items():
                 rankings[method, mode] = ranked
 
-    per_question: dict[tuple[str, str], list[dict[str, float]]] = {}
-    rows = []
-    for (method, mode), ranked in rankings.items():
-        pieces = methods[method]
-        results = [
-            scores(q, [Retrieved(*_span(pieces[i])) for i in order])
-            for q, order in zip(questions, ranked, strict=True)
+    per_question = {
+        (method, mode): [
+            scored(q, methods[method], order) for q, order in zip(questions, ranked, strict=True)
         ]
-        per_question[method, mode] = results
-        rows.append(
-            {
-                "method": method,
-                "mode": mode,
-                "pieces": len(pieces),
-                "mean_tokens": round(statistics.mean(p.tokens for p in pieces), 1),
-                **{m: round(statistics.mean(r[m] for r in results), 3) for m in MEASURES},
-                "recall@5 by corpus": {
-                    corpus: round(
-                        statistics.mean(
-                            r["recall@5"]
-                            for r, q in zip(results, questions, strict=True)
-                            if q.corpus == corpus
-                        ),
-                        3,
-                    )
-                    for corpus in corpora
-                },
-            }
-        )
-    paired = []
-    for method, mode in rankings:
-        if method == "product" and mode == "hybrid":
-            continue
-        a, b = per_question["product", "hybrid"], per_question[method, mode]
-        paired.append(
-            {
-                "a": "product hybrid",
-                "b": f"{method} {mode}",
-                **{m: sign_test([x[m] for x in a], [y[m] for y in b]) for m in MEASURES},
-            }
-        )
+        for (method, mode), ranked in rankings.items()
+    }
     if args.save:
         saved_runs.save(args.save, per_question)
-    if args.against:
-        for name, now, earlier in saved_runs.saved_pairs(args.against, per_question):
-            paired.append(
-                {
-                    "a": name,
-                    "b": f"{name} in {args.against.name}",
-                    **{
-                        m: sign_test([x[m] for x in now], [y[m] for y in earlier]) for m in MEASURES
-                    },
-                }
-            )
+    reported = halves.chosen([q.key for q in questions], args.half)
+    picked = [questions[i] for i in reported]
+    rows = [
+        _row(method, mode, methods[method], picked, [results[i] for i in reported])
+        for (method, mode), results in per_question.items()
+    ]
+    paired = _paired(per_question, reported, args.against)
     report = {
-        "questions": len(questions),
+        "questions": len(picked),
+        "half": args.half,
         "model": embedder.model_id,
         "product located": dict(located),
         "embedding cost with parts": embedding_cost(chunks, splitter, embedder)
@@ -588,24 +616,94 @@ def main() -> None:
         _print(report)
 
 
-def _span(piece: Piece) -> tuple[str, int, int, int]:
-    return piece.corpus, piece.start, piece.end, piece.tokens
+def _by_corpus(
+    measure: str, questions: Sequence[Question], results: Sequence[dict[str, float]]
+) -> dict[str, float]:
+    corpora = dict.fromkeys(q.corpus for q in questions)
+    return {
+        corpus: round(
+            statistics.mean(
+                r[measure] for r, q in zip(results, questions, strict=True) if q.corpus == corpus
+            ),
+            3,
+        )
+        for corpus in corpora
+    }
+
+
+def _row(
+    method: str,
+    mode: str,
+    pieces: Sequence[Piece],
+    questions: Sequence[Question],
+    results: Sequence[dict[str, float]],
+) -> dict[str, Any]:
+    def mean(measure: str) -> float:
+        return round(statistics.mean(r[measure] for r in results), 3)
+
+    return {
+        "method": method,
+        "mode": mode,
+        "pieces": len(pieces),
+        "mean_tokens": round(statistics.mean(p.tokens for p in pieces), 1),
+        **{m: mean(m) for m in MEASURES},
+        "in order": {m: mean(f"{m}{PLACEMENTS[IN_ORDER]}") for m in MEASURES},
+        "placed at an earlier copy": sum(1 for p in pieces if p.first_copy[0] < p.in_order[0]),
+        "recall@5 by corpus": _by_corpus("recall@5", questions, results),
+        "within 1000 by corpus": _by_corpus("within 1000", questions, results),
+    }
+
+
+def _paired(
+    per_question: dict[tuple[str, str], list[dict[str, float]]],
+    reported: Sequence[int],
+    against: Path | None,
+) -> list[dict[str, Any]]:
+    """The product's default search against every other method and mode, and each method
+    and mode against itself in the `--against` run, per reported question."""
+
+    def compared(a: str, b: str, now: Sequence[Any], then: Sequence[Any]) -> dict[str, Any]:
+        now, then = [now[i] for i in reported], [then[i] for i in reported]
+        return {
+            "a": a,
+            "b": b,
+            **{m: sign_test([x[m] for x in now], [y[m] for y in then]) for m in MEASURES},
+        }
+
+    default = per_question["product", "hybrid"]
+    paired = [
+        compared("product hybrid", " ".join(key), default, results)
+        for key, results in per_question.items()
+        if key != ("product", "hybrid")
+    ]
+    if against:
+        paired += [
+            compared(name, f"{name} in {against.name}", now, earlier)
+            for name, now, earlier in saved_runs.saved_pairs(against, per_question)
+        ]
+    return paired
 
 
 def _print(report: dict[str, Any]) -> None:
     print(
-        f"{report['questions']} questions, model {report['model']}, "
+        f"{report['questions']} questions ({report['half']}), model {report['model']}, "
         f"product pieces located: {report['product located']}, {report['seconds']} s"
     )
     print(f"embedding cost with parts: {report['embedding cost with parts']}")
-    print(" | ".join(("method", "mode", "pieces", "mean tokens", *MEASURES)))
-    for row in report["results"]:
-        print(
-            " | ".join(str(row[k]) for k in ("method", "mode", "pieces", "mean_tokens", *MEASURES))
+    print("by the benchmark's placement (first copy); in order: the bench's own")
+    print(
+        " | ".join(
+            ("method", "mode", "pieces", "mean tokens", *MEASURES, "in order", "at earlier copy")
         )
-    print("\nrecall@5 by corpus")
+    )
     for row in report["results"]:
-        print(f"{row['method']} {row['mode']}: {row['recall@5 by corpus']}")
+        cells = [str(row[k]) for k in ("method", "mode", "pieces", "mean_tokens", *MEASURES)]
+        in_order = " / ".join(str(row["in order"][m]) for m in MEASURES)
+        print(" | ".join((*cells, in_order, str(row["placed at an earlier copy"]))))
+    for measure in ("recall@5", "within 1000"):
+        print(f"\n{measure} by corpus")
+        for row in report["results"]:
+            print(f"{row['method']} {row['mode']}: {row[f'{measure} by corpus']}")
     print("\npaired per question, sign test (diff, won/lost, p)")
     for row in report["paired"]:
         cells = [

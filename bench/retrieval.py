@@ -26,6 +26,8 @@ span covers at least half of the evidence's. Reported: recall@1/5/10, MRR@10, re
 question kind, and paired comparisons per question (McNemar's exact test on hit@5, a
 sign test on reciprocal ranks) so that a difference of a few questions is not read as a
 gain. Also the mean lexical terms per embed_text (what `lexical.avg_len` is set from).
+`--half` reports one fixed half of the questions (`bench/halves.py`); every question is
+still searched and saved.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import saved_runs
+from bench import halves, saved_runs
 from bench.retrieval_questions import QUESTIONS, Question
 from chunking import Chunk, DocumentInfo, chunk_document, compute_chunk_id
 from chunking.parts import PartSplitter
@@ -245,7 +247,7 @@ def ranks(
     return found
 
 
-def metrics(found: Sequence[int | None]) -> dict[str, Any]:
+def metrics(found: Sequence[int | None], questions: Sequence[Question]) -> dict[str, Any]:
     count = len(found)
     at5 = [r is not None and r <= 5 for r in found]
     return {
@@ -256,11 +258,12 @@ def metrics(found: Sequence[int | None]) -> dict[str, Any]:
         **{
             f"r@5 {kind}": round(
                 statistics.mean(
-                    hit for hit, q in zip(at5, QUESTIONS, strict=True) if q.kind == kind
+                    hit for hit, q in zip(at5, questions, strict=True) if q.kind == kind
                 ),
                 3,
             )
             for kind in KINDS
+            if any(q.kind == kind for q in questions)
         },
     }
 
@@ -301,8 +304,15 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--missed", action="store_true", help="list questions missed at 5")
     saved_runs.add_arguments(parser)
+    halves.add_argument(parser)
     args = parser.parse_args()
     started = time.perf_counter()
+    reported = halves.chosen([q.key for q in QUESTIONS], args.half)
+    picked = [QUESTIONS[i] for i in reported]
+
+    def pick(ranked: Sequence[int | None]) -> list[int | None]:
+        return [ranked[i] for i in reported]
+
     quickstart = load_settings(config_file=ROOT / "samples" / "quickstart.yaml")
     profiles = {"adr-002": ChunkingSettings(), "quickstart": quickstart.chunking}  # type: ignore[call-arg]
     embedder = MemoEmbedder(
@@ -343,10 +353,10 @@ def main() -> None:
                         "pieces": len(pieces),
                         "mean_tokens": round(statistics.mean(p.token_count for p in pieces), 1),
                         "mean_terms": round(statistics.mean(terms), 1),
-                        **metrics(found[method, mode]),
+                        **metrics(pick(found[method, mode]), picked),
                         "missed": [
                             q.text
-                            for q, r in zip(QUESTIONS, found[method, mode], strict=True)
+                            for q, r in zip(picked, pick(found[method, mode]), strict=True)
                             if r is None or r > 5
                         ],
                     }
@@ -364,7 +374,7 @@ def main() -> None:
                 {
                     "a": f"{chunks} hybrid",
                     "b": " ".join(against),
-                    **paired(found[chunks, "hybrid"], found[against]),
+                    **paired(pick(found[chunks, "hybrid"]), pick(found[against])),
                 }
             )
     if args.save:
@@ -372,11 +382,16 @@ def main() -> None:
     if args.against:
         for name, now, earlier in saved_runs.saved_pairs(args.against, found):
             comparisons.append(
-                {"a": name, "b": f"{name} in {args.against.name}", **paired(now, earlier)}
+                {
+                    "a": name,
+                    "b": f"{name} in {args.against.name}",
+                    **paired(pick(now), pick(earlier)),
+                }
             )
     report = {
-        "questions": len(QUESTIONS),
-        "by_kind": {k: sum(1 for q in QUESTIONS if q.kind == k) for k in KINDS},
+        "questions": len(picked),
+        "half": args.half,
+        "by_kind": {k: sum(1 for q in picked if q.kind == k) for k in KINDS},
         "documents": len(documents),
         "model": embedder.model_id,
         "lexical": lexical.id,
@@ -392,14 +407,15 @@ def main() -> None:
 
 def _print(report: dict[str, Any], missed: bool) -> None:
     print(
-        f"{report['questions']} questions {report['by_kind']}, {report['documents']} documents, "
+        f"{report['questions']} questions ({report['half']}) {report['by_kind']}, "
+        f"{report['documents']} documents, "
         f"model {report['model']}, lexical {report['lexical']}, {report['seconds']} s"
     )
     header = ("method", "mode", "pieces", "mean_tokens", "mean_terms")
     values = ("recall@1", "recall@5", "recall@10", "mrr@10", *(f"r@5 {k}" for k in KINDS))
     print(" | ".join((*header, *values)))
     for row in report["results"]:
-        print(" | ".join(str(row[k]) for k in (*header, *values)))
+        print(" | ".join(str(row.get(k, "-")) for k in (*header, *values)))
         if missed:
             for question in row["missed"]:
                 print(f"    missed: {question}")

@@ -25,6 +25,11 @@ class Question(NamedTuple):
     evidence: str
     kind: str = "prose"
 
+    @property
+    def key(self) -> str:
+        """What its half (`bench/halves.py`) is drawn from."""
+        return f"{self.document}/{self.text}"
+
 
 ONBOARDING = "samples/docs/handbook/onboarding.md"
 INCIDENTS = "samples/docs/handbook/incident-response.docx"

@@ -1,0 +1,61 @@
+"""The public chunking benchmark scores pieces where the benchmark's own code places them
+(the first copy of their text), and each quality bench sets aside a fixed half of its
+questions. On the vendored corpora and questions (`bench/data/chunking_evaluation/`)."""
+
+from __future__ import annotations
+
+from bench import halves
+from bench.chunking_evaluation import (
+    IN_ORDER,
+    Piece,
+    first_copy,
+    load_corpora,
+    load_questions,
+    scored,
+    window_pieces,
+)
+from bench.retrieval_questions import QUESTIONS
+
+
+def test_a_repeated_window_is_placed_at_the_first_copy_of_its_text() -> None:
+    finance = load_corpora()["finance"]
+    pieces = window_pieces({"finance": finance}, len)
+    moved = [p for p in pieces if p.first_copy[0] < p.in_order[0]]
+    assert moved, "finance.md repeats whole windows"
+    for piece in moved:
+        start, end = piece.first_copy
+        target = piece.text.removesuffix(".")
+        assert finance[start:end] == target
+        assert finance.find(target) == start
+
+
+def test_a_reference_is_credited_to_a_piece_holding_a_later_copy_of_it() -> None:
+    corpora = load_corpora()
+    for question in load_questions():
+        corpus = corpora[question.corpus]
+        start, end = question.references[0]
+        later = corpus.find(corpus[start:end], start + 1)
+        if len(question.references) == 1 and later >= end:
+            break
+    else:
+        raise AssertionError("no question's reference is repeated later in its corpus")
+    text = corpus[later : later + end - start]
+    piece = Piece(
+        question.corpus, first_copy(corpus, text), (later, later + len(text)), text, text, 10
+    )
+    measures = scored(question, [piece], [0])
+    assert measures["recall@5"] > 0.99 and measures["within 1000"] > 0.99
+    assert measures[f"recall@5 {IN_ORDER}"] == 0.0
+
+
+def test_each_bench_splits_its_questions_into_two_fixed_halves() -> None:
+    for keys in (
+        [q.key for q in load_questions()],
+        [q.key for q in QUESTIONS],
+    ):
+        tuning, held_out = halves.chosen(keys, "tuning"), halves.chosen(keys, "held-out")
+        assert sorted(tuning + held_out) == list(range(len(keys)))
+        assert 0.4 < len(held_out) / len(keys) < 0.6
+        # A question's half is its own: the others' order or number does not move it.
+        assert halves.chosen(keys[::-1], "held-out") == [len(keys) - 1 - i for i in held_out[::-1]]
+        assert halves.chosen(keys[:10], "held-out") == [i for i in held_out if i < 10]
