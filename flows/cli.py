@@ -222,6 +222,11 @@ def _reindex_command(commands: Commands, common: argparse.ArgumentParser) -> Non
         action="store_true",
         help="drop the old collection at once (else kept qdrant.keep_old_days)",
     )
+    reindex.add_argument(
+        "--force",
+        action="store_true",
+        help="move the alias even where the eval.questions gate finds the new collection worse",
+    )
     reindex.set_defaults(handler=_reindex)
 
 
@@ -719,22 +724,27 @@ def _locator(payload: dict[str, Any]) -> str:
 def _reindex(args: argparse.Namespace, settings: Settings) -> int:
     from rich.console import Console
 
+    from query.gate import gate_markdown, promotion_gate
     from tasks.pipeline import reindex_collection
     from tasks.resources import Resources
 
     resources = Resources(settings)
     try:
+        gate = promotion_gate(settings, resources, force=args.force)
         with _progress_bar(Console(stderr=True)) as progress:
-            bar = progress.add_task("points", total=None)
+            bar = progress.add_task("re-indexing", total=None)
             result = reindex_collection(
                 settings,
                 resources,
                 target=args.to,
                 drop_old=args.drop_old,
                 progress=lambda done, total: progress.update(bar, completed=done, total=total),
+                gate=gate,
             )
     finally:
         resources.close()
+    if result.gate is not None:
+        print(gate_markdown(result.gate) + "\n")
     alias = settings.qdrant.collection
     if not result.moved:
         print(f"{alias!r} -> {result.source} already holds what the settings make: nothing to do")
@@ -745,8 +755,10 @@ def _reindex(args: argparse.Namespace, settings: Settings) -> int:
                 f"kept in local mode's files under {settings.qdrant.path} (meta.json, "
                 "collection/): delete them when you no longer need them"
             )
+        made = "chunked anew from the stage cache, " if result.rechunked else ""
         print(
-            f"{alias!r} -> {result.target}: {result.points} points ({result.written} written, "
+            f"{alias!r} -> {result.target}: {result.points} points ({made}"
+            f"{result.written} written, "
             f"{result.embedded} texts embedded, {result.lexical_encoded} lexically encoded); "
             f"the old collection {result.source} is {kept}"
         )

@@ -29,6 +29,7 @@ from config.sources import DEFAULT_SOURCE
 from connectors.base import DocumentRef, Listing
 from flows.report import RunNotOk, RunSummary, status_message, summary_markdown
 from flows.sync import held_store_summary, sync
+from query.gate import GateRefused, gate_markdown, promotion_gate
 from tasks import pipeline
 from tasks.pipeline import BatchOutcome, Plan, PreparedBatch, SourceSpec
 from tasks.prefect_tasks import (
@@ -204,7 +205,14 @@ class _Run:
         return reconcile_task.with_options(**self.retrying)
 
     def reindex(self) -> None:
-        result = reindex_task.with_options(**self.retrying)(self.settings, self.resources)
+        gate = promotion_gate(self.settings, self.resources)
+        try:
+            result = reindex_task.with_options(**self.retrying)(self.settings, self.resources, gate)
+        except GateRefused as refused:
+            _gate_artifact(refused.verdict)
+            raise
+        if result["gate"] is not None:
+            _gate_artifact(result["gate"])
         if result["moved"]:
             self.logger.info(
                 "re-indexed %d points from %s into %s (embedded %d texts); the alias %s "
@@ -349,6 +357,15 @@ def _result_or_error(future: PrefectFuture[Any] | State) -> tuple[Any, BaseExcep
         return future.result(), None
     except Exception as exc:
         return None, exc
+
+
+def _gate_artifact(verdict: dict[str, Any]) -> None:
+    """The re-index gate's comparison, beside the run's summary."""
+    create_markdown_artifact(
+        key="ingest-reindex-gate",
+        markdown=gate_markdown(verdict),
+        description="re-index gate: the questions in the current and the new collection",
+    )
 
 
 def _write_artifacts(summary: RunSummary) -> None:
