@@ -191,7 +191,7 @@ def test_the_readme_tour_commands_run_as_printed_and_show_what_the_index_holds(
 ) -> None:
     assert quickstart.code == 0, quickstart.output
     tour = tour_commands()
-    assert {command.split()[1] for command in tour} == {"chunk", "validate", "search"}, tour
+    assert {command.split()[1] for command in tour} == {"chunk", "validate", "search", "eval"}, tour
     settings = load_settings(
         config_file=ROOT / "samples" / "quickstart.yaml", environ=quickstart.env
     )
@@ -206,3 +206,5 @@ def test_the_readme_tour_commands_run_as_printed_and_show_what_the_index_holds(
             assert len(rows) == len(whole.span), (command, done.stdout)
         if " search " in command:
             assert "backup" in done.stdout, done.stdout
+        if " eval " in command:  # the quickstart's questions, each answered within the top 10
+            assert "recall@10 1.000" in done.stdout and " absent" not in done.stdout, done.stdout
