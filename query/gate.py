@@ -102,7 +102,9 @@ def compared(before: Sequence[Result], after: Sequence[Result], max_drop: float)
 
 def gate_markdown(verdict: dict[str, Any]) -> str:
     """The comparison as a Markdown table (a deployment run's artifact)."""
-    moved = "moved" if verdict["passed"] or verdict["forced"] else "kept where it was"
+    moved = "moved" if verdict["passed"] else "kept where it was"
+    if verdict["forced"] and not verdict["passed"]:
+        moved = "moved anyway (forced)"
     rows = [
         f"### Re-index gate: the alias {moved}",
         "",
