@@ -8,15 +8,18 @@ vectors the new schema lacks are computed. Where the chunking settings changed (
 collection records them), each document's chunks are made anew by the caller's
 `rechunk` (from the normalized text of the stage cache), and the check before the move
 is by documents rather than point ids. A `gate` may keep the alias where it is: the
-build then stays, recorded `building`, for inspection or a forced move. A dense vector is copied from the old point when the old
-collection records the same model, else read from the embedding cache (a text embedded
-before by this model) or embedded; lexical weights come from their cache or are encoded.
+build then stays, recorded `building`, for inspection or a forced move.
+
+A dense vector is copied from the old point when the old collection records the same
+model, else read from the embedding cache (a text embedded before by this model) or
+embedded; lexical weights come from their cache or are encoded.
 
 Crash-safe: until the alias moves, readers and runs use the old collection, which the
 build never writes. The build's name follows from its schema and its metadata records
 `state: building` and its source, so a re-run after a crash finds it and finishes it:
 points missing or different are written, strays deleted. Before the move the build must
-hold exactly the old collection's point ids and the same payloads on a sample. After it
+hold exactly the old collection's point ids and the same payloads on a sample (or, for
+a chunking change, every document with all its new chunks). After it
 the old collection is recorded `retired` and dropped once `qdrant.keep_old_days` have
 passed (or at once with `drop_old`); abandoned builds are dropped too.
 
