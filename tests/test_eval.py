@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pytest
 from config.settings import load_settings
 from query.api import Index
 from query.evaluate import Targets, load_questions, matches
+from tests.process_helpers import run_ingest
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "samples" / "quickstart.yaml"
@@ -32,15 +32,7 @@ class Indexed:
 
 
 def ingest(args: list[str], indexed: Indexed) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "flows.cli", *args, "--config", str(CONFIG)],
-        cwd=indexed.cwd,
-        env=indexed.env,
-        capture_output=True,
-        text=True,
-        timeout=540,
-        check=False,
-    )
+    return run_ingest([*args, "--config", str(CONFIG)], indexed.env, indexed.cwd)
 
 
 @pytest.fixture(scope="module")

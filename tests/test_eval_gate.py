@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import yaml
 
 from config.settings import load_settings
 from query.api import Index
+from tests.process_helpers import run_ingest
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "samples" / "quickstart.yaml"
@@ -69,15 +69,7 @@ class State:
         return path
 
     def ingest(self, *args: str | Path) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "flows.cli", *map(str, args)],
-            cwd=self.root,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=540,
-            check=False,
-        )
+        return run_ingest([str(arg) for arg in args], self.env, self.root)
 
     def alias_target(self, config: Path) -> str | None:
         with Index(load_settings(config_file=config, environ=self.env)) as index:

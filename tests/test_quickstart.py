@@ -33,21 +33,13 @@ import pytest
 from config.settings import load_settings
 from connectors.files import root_label
 from query.api import Index
+from tests.process_helpers import run_ingest
 
 ROOT = Path(__file__).resolve().parents[1]
 NOISE = ("ERROR", "Traceback", "LOAD REPORT", "UNEXPECTED", "Warning", "warn(")
 
 
-def ingest(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "flows.cli", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=540,
-        check=False,
-    )
+ingest = run_ingest
 
 
 def in_terminal(
