@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from bench import halves, retrieval, saved_runs
-from bench.retrieval import MemoEmbedder, _two_sided_binomial
+from bench.retrieval import MemoEmbedder
 from chunking import Chunk, DocumentInfo, chunk_document
 from chunking.parts import PartSplitter
 from chunking.tokens import get_token_counter
@@ -62,6 +62,7 @@ from indexing.embed_cache import embed_with_cache
 from indexing.embedders import BgeM3Embedder, Embedding
 from indexing.lexical import LexicalEncoder
 from indexing.search import SearchMode, search
+from query.paired import two_sided_binomial
 from stage_cache.store import StageCache
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -536,7 +537,7 @@ def sign_test(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
     return {
         "diff": round((sum(a) - sum(b)) / len(a), 3),
         "won/lost": f"{won}/{lost}",
-        "p": round(_two_sided_binomial(won, lost), 4),
+        "p": round(two_sided_binomial(won, lost), 4),
     }
 
 

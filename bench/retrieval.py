@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import re
 import statistics
 import tempfile
@@ -57,6 +56,7 @@ from indexing.reconcile import DocumentChunks, sync_documents
 from indexing.search import SearchMode, search
 from indexing.store_schema import CollectionSchema
 from markdown_text import Anchor
+from query.paired import paired
 from stage_cache.store import StageCache
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -265,36 +265,6 @@ def metrics(found: Sequence[int | None], questions: Sequence[Question]) -> dict[
             for kind in KINDS
             if any(q.kind == kind for q in questions)
         },
-    }
-
-
-def _two_sided_binomial(wins: int, losses: int) -> float:
-    """Exact two-sided p of `wins` against `losses` under a fair coin (ties dropped)."""
-    n = wins + losses
-    if n == 0:
-        return 1.0
-    tail: float = sum(math.comb(n, k) for k in range(min(wins, losses) + 1)) / 2**n
-    return min(1.0, 2 * tail)
-
-
-def paired(a: Sequence[int | None], b: Sequence[int | None]) -> dict[str, Any]:
-    """Per question, `a` against `b`: hit@5 won/lost with McNemar's exact p, and
-    reciprocal rank higher/lower with the sign test's p."""
-    hit_a = [r is not None and r <= 5 for r in a]
-    hit_b = [r is not None and r <= 5 for r in b]
-    won = sum(1 for x, y in zip(hit_a, hit_b, strict=True) if x and not y)
-    lost = sum(1 for x, y in zip(hit_a, hit_b, strict=True) if y and not x)
-    rr_a = [1 / r if r else 0.0 for r in a]
-    rr_b = [1 / r if r else 0.0 for r in b]
-    higher = sum(1 for x, y in zip(rr_a, rr_b, strict=True) if x > y)
-    lower = sum(1 for x, y in zip(rr_a, rr_b, strict=True) if x < y)
-    return {
-        "recall@5 diff": round((sum(hit_a) - sum(hit_b)) / len(a), 3),
-        "hit@5 won/lost": f"{won}/{lost}",
-        "mcnemar p": round(_two_sided_binomial(won, lost), 4),
-        "mrr diff": round((sum(rr_a) - sum(rr_b)) / len(a), 3),
-        "rr higher/lower": f"{higher}/{lower}",
-        "sign p": round(_two_sided_binomial(higher, lower), 4),
     }
 
 

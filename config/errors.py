@@ -22,6 +22,8 @@ class ErrorCode(StrEnum):
     # Another process holds the embedded store: the run stops before any work.
     STORE_BUSY = "STORE_BUSY"
     CONFIG_INVALID = "CONFIG_INVALID"
+    # The re-index gate kept the alias: the new collection answers the questions worse.
+    GATE_REFUSED = "GATE_REFUSED"
 
 
 class IngestError(Exception):

@@ -315,6 +315,19 @@ class SearchSettings(StrictModel):
     prefetch_limit: int = Field(40, gt=0)
 
 
+class EvalSettings(StrictModel):
+    """The promotion gate of `ingest reindex`: with `questions` set, the alias moves to a
+    new collection only if its recall@5 on those questions is not lower than the current
+    one's by more than `max_drop`."""
+
+    # A questions file (YAML or JSONL, as `ingest eval` reads it); None: no gate.
+    questions: Path | None = None
+    # Whose access the gate's searches apply; neither set: no access filter.
+    user: str | None = None
+    groups: list[str] = Field(default_factory=list)
+    max_drop: float = Field(0.02, ge=0, le=1)
+
+
 class McpClient(StrictModel):
     """One bearer token `ingest mcp --http` accepts, and whose access it carries."""
 
@@ -382,6 +395,7 @@ class Settings(StrictModel):
     lexical: LexicalSettings = Field(default_factory=LexicalSettings)  # type: ignore[arg-type]
     parts: PartsSettings = Field(default_factory=PartsSettings)  # type: ignore[arg-type]
     search: SearchSettings = Field(default_factory=SearchSettings)  # type: ignore[arg-type]
+    eval: EvalSettings = Field(default_factory=EvalSettings)  # type: ignore[arg-type]
     mcp: McpSettings = Field(default_factory=McpSettings)  # type: ignore[arg-type]
     cache: CacheSettings = Field(default_factory=CacheSettings)
     reconcile: ReconcileSettings = Field(default_factory=ReconcileSettings)  # type: ignore[arg-type]

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from chunking import ChunkedDocument
     from connectors.base import SourceDocument
     from normalizers.pictures import PictureSetup
-    from query.api import Hit
+    from query.api import Hit, Index
+    from query.evaluate import Question, Search
     from query.identity import Identity
 
     Commands: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -86,6 +87,7 @@ def _parser() -> argparse.ArgumentParser:
         _run_command,
         _search_command,
         _reindex_command,
+        _eval_command,
         _links_command,
         _cache_command,
         _serve_command,
@@ -173,19 +175,7 @@ def _search_command(commands: Commands, common: argparse.ArgumentParser) -> None
     )
     search.add_argument("query", help="the question or the words to find")
     search.add_argument("--limit", type=int, default=5, help="how many hits (default 5)")
-    search.add_argument("--tenant", help="only this tenant (default: tenant_id setting)")
-    search.add_argument("--space", action="append", default=[], help="only these space keys")
-    search.add_argument("--label", action="append", default=[], help="only chunks with a label")
-    search.add_argument("--user", help="ACL: only what this user may read")
-    search.add_argument("--group", action="append", default=[], help="ACL: the user's groups")
-    search.add_argument(
-        "--mode",
-        choices=("auto", "hybrid", "dense", "lexical", "sparse"),
-        help="auto (the search.mode setting's default): hybrid over the vectors the "
-        "collection holds; hybrid: dense + lexical (+ BGE-M3 sparse) fused by RRF; dense: "
-        "the embedding alone; lexical: BM25 terms alone (exact words, ids, error codes); "
-        "sparse: BGE-M3's learned weights",
-    )
+    _search_scope_options(search)
     search.add_argument(
         "--expand",
         choices=("none", "neighbours", "section"),
@@ -204,6 +194,23 @@ def _search_command(commands: Commands, common: argparse.ArgumentParser) -> None
     search.set_defaults(handler=_search)
 
 
+def _search_scope_options(parser: argparse.ArgumentParser) -> None:
+    """Whose access and which filters a search applies, and its mode."""
+    parser.add_argument("--tenant", help="only this tenant (default: tenant_id setting)")
+    parser.add_argument("--space", action="append", default=[], help="only these space keys")
+    parser.add_argument("--label", action="append", default=[], help="only chunks with a label")
+    parser.add_argument("--user", help="ACL: only what this user may read")
+    parser.add_argument("--group", action="append", default=[], help="ACL: the user's groups")
+    parser.add_argument(
+        "--mode",
+        choices=("auto", "hybrid", "dense", "lexical", "sparse"),
+        help="auto (the search.mode setting's default): hybrid over the vectors the "
+        "collection holds; hybrid: dense + lexical (+ BGE-M3 sparse) fused by RRF; dense: "
+        "the embedding alone; lexical: BM25 terms alone (exact words, ids, error codes); "
+        "sparse: BGE-M3's learned weights",
+    )
+
+
 def _reindex_command(commands: Commands, common: argparse.ArgumentParser) -> None:
     reindex = commands.add_parser(
         "reindex",
@@ -217,7 +224,50 @@ def _reindex_command(commands: Commands, common: argparse.ArgumentParser) -> Non
         action="store_true",
         help="drop the old collection at once (else kept qdrant.keep_old_days)",
     )
+    reindex.add_argument(
+        "--force",
+        action="store_true",
+        help="move the alias even where the eval.questions gate finds the new collection worse",
+    )
     reindex.set_defaults(handler=_reindex)
+
+
+def _eval_command(commands: Commands, common: argparse.ArgumentParser) -> None:
+    evaluate = commands.add_parser(
+        "eval",
+        parents=[common],
+        help="measure retrieval on your questions: recall@1/5/10 and MRR@10, per question "
+        "its rank and best hit",
+    )
+    evaluate.add_argument(
+        "questions",
+        type=Path,
+        nargs="?",
+        help="questions file, YAML or JSONL: question, target (Confluence page id or URL, "
+        "file path, document id), optional phrase and tags",
+    )
+    evaluate.add_argument(
+        "--self",
+        action="store_true",
+        dest="self_check",
+        help="ask known-item questions made from the indexed documents themselves (a "
+        "section's heading path, a rare phrase): no questions file needed",
+    )
+    evaluate.add_argument(
+        "--limit", type=int, default=10, metavar="K", help="hits searched per question (10)"
+    )
+    evaluate.add_argument(
+        "--save", type=Path, metavar="FILE", help="keep every question's result in FILE (JSON)"
+    )
+    evaluate.add_argument(
+        "--against",
+        type=Path,
+        metavar="FILE",
+        help="pair this run with one --save kept, question by question",
+    )
+    evaluate.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    _search_scope_options(evaluate)
+    evaluate.set_defaults(handler=_eval)
 
 
 def _links_command(commands: Commands, common: argparse.ArgumentParser) -> None:
@@ -511,18 +561,7 @@ def _progress_bar(console: Any, *, disable: bool = False) -> Any:
 
 
 def _search(args: argparse.Namespace, settings: Settings) -> int:
-    from query.identity import Identity
-
-    identity = Identity(args.user, tuple(args.group))
-    if identity.anonymous:
-        # stderr, so `--json` output stays one object a line
-        print(
-            "note: no --user or --group given: results are not filtered by access "
-            "(pass --user NAME and --group GROUP to see only what that user may read)",
-            file=sys.stderr,
-        )
-    # the operator's view: no identity, no access filter
-    reader = None if identity.anonymous else identity
+    reader = _identity(args)  # None: the operator's view, no access filter
     shown = None if args.json else _served_search(args, settings, reader)
     if shown is None:
         hits = _local_search(args, settings, reader)
@@ -560,10 +599,7 @@ def _local_search(
                 expand_tokens=args.expand_tokens,
             )
         except (IndexMissing, SearchUnavailable) as exc:
-            print(
-                f"{'no search: ' if isinstance(exc, SearchUnavailable) else ''}{exc}",
-                file=sys.stderr,
-            )
+            _search_failed(exc)
             return None
 
 
@@ -603,6 +639,99 @@ def _served_search(
         return None
     print(f"note: answered by `ingest mcp` at {server.url} (pid {server.pid})", file=sys.stderr)
     return [_served(result) for result in results]
+
+
+def _search_failed(exc: Exception) -> int:
+    from query.api import SearchUnavailable
+
+    print(f"{'no search: ' if isinstance(exc, SearchUnavailable) else ''}{exc}", file=sys.stderr)
+    return 1
+
+
+def _identity(args: argparse.Namespace) -> Identity | None:
+    """The identity `--user`/`--group` name; None without them: the operator's view, no
+    access filter (said on stderr, so `--json` output stays clean)."""
+    from query.identity import Identity
+
+    identity = Identity(args.user, tuple(args.group))
+    if not identity.anonymous:
+        return identity
+    print(
+        "note: no --user or --group given: results are not filtered by access "
+        "(pass --user NAME and --group GROUP to see only what that user may read)",
+        file=sys.stderr,
+    )
+    return None
+
+
+def _eval(args: argparse.Namespace, settings: Settings) -> int:
+    from query.api import Index, IndexMissing, SearchUnavailable
+    from query.evaluate import (
+        QuestionsInvalid,
+        Search,
+        compare,
+        comparison_lines,
+        load_questions,
+        load_saved,
+        report_lines,
+    )
+
+    if (args.questions is None) == (not args.self_check):
+        print("error: give a questions file, or --self (not both)", file=sys.stderr)
+        return 2
+    try:
+        questions = None if args.self_check else load_questions(args.questions)
+        before = load_saved(args.against) if args.against else None
+    except QuestionsInvalid as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    search = Search(
+        _identity(args), args.limit, args.mode, args.tenant, tuple(args.space), tuple(args.label)
+    )
+    with Index(settings) as index:
+        try:
+            result = _evaluated(index, questions, search, settings)
+        except (IndexMissing, SearchUnavailable) as exc:
+            return _search_failed(exc)
+    if args.save:
+        args.save.write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n", "utf-8")
+    if before is not None:
+        result["against"] = compare(result, before)
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False))
+        return 0
+    name = "known-item questions (--self)" if args.questions is None else str(args.questions)
+    print("\n".join(report_lines(result, name)))
+    if before is not None:
+        print("\n".join(comparison_lines(result["against"], str(args.against))))
+    if args.save:
+        print(f"saved {args.save}", file=sys.stderr)
+    return 0
+
+
+def _evaluated(
+    index: Index, questions: list[Question] | None, search: Search, settings: Settings
+) -> dict[str, Any]:
+    """The eval report of `questions`, or of the known-item ones `--self` makes."""
+    from rich.console import Console
+
+    from query.evaluate import report, run_questions, self_questions, visible_documents
+    from stage_cache.store import StageCache
+
+    missing = 0
+    if questions is None:
+        questions, missing = self_questions(
+            StageCache(settings.cache.dir),
+            search.tenant or settings.tenant_id,
+            visible_documents(index, search),
+        )
+    with _progress_bar(Console(stderr=True)) as progress:
+        bar = progress.add_task("questions", total=len(questions))
+        results = run_questions(index, questions, search, lambda: progress.advance(bar))
+    found = report(results, search)
+    if missing:
+        found["documents_not_in_cache"] = missing
+    return found
 
 
 def _search_record(rank: int, hit: Hit) -> dict[str, Any]:
@@ -683,22 +812,27 @@ def _print_hits(hits: Sequence[_Shown], query: str) -> None:
 def _reindex(args: argparse.Namespace, settings: Settings) -> int:
     from rich.console import Console
 
+    from query.gate import gate_markdown, promotion_gate
     from tasks.pipeline import reindex_collection
     from tasks.resources import Resources
 
     resources = Resources(settings)
     try:
+        gate = promotion_gate(settings, resources, force=args.force)
         with _progress_bar(Console(stderr=True)) as progress:
-            bar = progress.add_task("points", total=None)
+            bar = progress.add_task("re-indexing", total=None)
             result = reindex_collection(
                 settings,
                 resources,
                 target=args.to,
                 drop_old=args.drop_old,
                 progress=lambda done, total: progress.update(bar, completed=done, total=total),
+                gate=gate,
             )
     finally:
         resources.close()
+    if result.gate is not None:
+        print(gate_markdown(result.gate) + "\n")
     alias = settings.qdrant.collection
     if not result.moved:
         print(f"{alias!r} -> {result.source} already holds what the settings make: nothing to do")
@@ -709,8 +843,10 @@ def _reindex(args: argparse.Namespace, settings: Settings) -> int:
                 f"kept in local mode's files under {settings.qdrant.path} (meta.json, "
                 "collection/): delete them when you no longer need them"
             )
+        made = "chunked anew from the stage cache, " if result.rechunked else ""
         print(
-            f"{alias!r} -> {result.target}: {result.points} points ({result.written} written, "
+            f"{alias!r} -> {result.target}: {result.points} points ({made}"
+            f"{result.written} written, "
             f"{result.embedded} texts embedded, {result.lexical_encoded} lexically encoded); "
             f"the old collection {result.source} is {kept}"
         )

@@ -29,6 +29,7 @@ from config.sources import DEFAULT_SOURCE
 from connectors.base import DocumentRef, Listing
 from flows.report import RunNotOk, RunSummary, status_message, summary_markdown
 from flows.sync import held_store_summary, sync
+from query.gate import GateRefused, gate_markdown, promotion_gate
 from tasks import pipeline
 from tasks.pipeline import BatchOutcome, Plan, PreparedBatch, SourceSpec
 from tasks.prefect_tasks import (
@@ -179,6 +180,7 @@ class _Run:
         self, spec: SourceSpec, settings: Settings, resources: Resources, force: bool
     ) -> None:
         self.spec, self.settings, self.resources, self.force = spec, settings, resources, force
+        self.gate_table: str | None = None  # the re-index gate's comparison, for the summary
         self.logger = get_run_logger()
         for warning in picture_warnings(settings):
             self.logger.warning("%s", warning)
@@ -194,7 +196,7 @@ class _Run:
     ) -> dict[str, Any] | State[Any]:
         summary = sync(self, mode, since, force_delete)
         assert summary is not None, "the flow's steps never stop a run"
-        return _report(summary)
+        return _report(summary, self.gate_table)
 
     def process(self, plan: Plan) -> BatchOutcome:
         return _BatchRunner(self).run(plan.to_process)
@@ -204,7 +206,18 @@ class _Run:
         return reconcile_task.with_options(**self.retrying)
 
     def reindex(self) -> None:
-        result = reindex_task.with_options(**self.retrying)(self.settings, self.resources)
+        gate = promotion_gate(self.settings, self.resources)
+        try:
+            result = reindex_task.with_options(**self.retrying)(self.settings, self.resources, gate)
+        except GateRefused as refused:  # the run fails before its summary: an artifact of its own
+            create_markdown_artifact(
+                key="ingest-reindex-gate",
+                markdown=gate_markdown(refused.verdict),
+                description="re-index gate: the questions in the current and the new collection",
+            )
+            raise
+        if result["gate"] is not None:
+            self.gate_table = gate_markdown(result["gate"])
         if result["moved"]:
             self.logger.info(
                 "re-indexed %d points from %s into %s (embedded %d texts); the alias %s "
@@ -245,8 +258,8 @@ class _Run:
         return plan
 
 
-def _report(summary: RunSummary) -> dict[str, Any] | State[Any]:
-    _write_artifacts(summary)
+def _report(summary: RunSummary, gate_table: str | None = None) -> dict[str, Any] | State[Any]:
+    _write_artifacts(summary, gate_table)
     result = summary.as_dict()
     if result["status"] != "ok":
         # Failed, so schedules and alerting notice; the summary stays the run's result,
@@ -351,9 +364,12 @@ def _result_or_error(future: PrefectFuture[Any] | State) -> tuple[Any, BaseExcep
         return None, exc
 
 
-def _write_artifacts(summary: RunSummary) -> None:
+def _write_artifacts(summary: RunSummary, gate_table: str | None = None) -> None:
+    markdown = summary_markdown(summary)
+    if gate_table is not None:  # what the re-index before the run compared
+        markdown += "\n\n" + gate_table
     create_markdown_artifact(
-        key="ingest-summary", markdown=summary_markdown(summary), description="ingest run summary"
+        key="ingest-summary", markdown=markdown, description="ingest run summary"
     )
     if summary.failed:
         create_table_artifact(

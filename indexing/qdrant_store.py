@@ -64,6 +64,12 @@ _SCROLL_PAGE = 1024
 # which the payload already holds), to keep points lean.
 _PAYLOAD_EXCLUDED = frozenset({"embed_text"})
 
+
+def chunk_payload(chunk: Chunk) -> dict[str, Any]:
+    """The payload a chunk's point holds: its record without the embed_text."""
+    return {k: v for k, v in chunk.to_record().items() if k not in _PAYLOAD_EXCLUDED}
+
+
 # One chunk's `dense_parts`: a vector per part.
 PartVectors = Sequence[Sequence[float]]
 
@@ -451,6 +457,7 @@ class QdrantStore:
                 "model_id": self.schema.model_id,
                 "lexical_id": self.schema.lexical_id if self.schema.lexical else None,
                 **({"parts_id": self.schema.parts_id} if self.schema.parts else {}),
+                **({"chunking_id": self.schema.chunking_id} if self.schema.chunking_id else {}),
                 "state": state,
                 **recorded,
             }
@@ -600,6 +607,10 @@ class QdrantStore:
         if page:
             yield page
 
+    def document_points(self) -> PointMap:
+        """{document id: {point id: version}} of every point (any tenant)."""
+        return self._scan_points(models.Filter())
+
     def point_ids(self) -> set[str]:
         return {str(record.id) for record in self._scroll(None, False)}
 
@@ -712,8 +723,7 @@ class QdrantStore:
             vector[SPARSE] = _sparse_vector(embedding.sparse or {})
         if self.holds.lexical:
             vector[LEXICAL] = _sparse_vector(lexical or {})  # empty for a text without terms
-        payload = {k: v for k, v in chunk.to_record().items() if k not in _PAYLOAD_EXCLUDED}
-        return models.PointStruct(id=chunk.point_id, vector=vector, payload=payload)
+        return models.PointStruct(id=chunk.point_id, vector=vector, payload=chunk_payload(chunk))
 
     def _scroll(
         self,

@@ -13,8 +13,8 @@ importance. `lexical` has `Modifier.IDF`: Qdrant (every engine) supplies the inv
 document frequency as points come and go, so the dot product is BM25.
 
 A collection's metadata records what made its vectors (model id, lexical encoder id) and
-how it split parts (parts id), and its part in a re-index (`state`: live, building,
-retired), see indexing/reindex.py.
+how it split parts (parts id) and chunks (chunking id), and its part in a re-index
+(`state`: live, building, retired), see indexing/reindex.py.
 """
 
 from __future__ import annotations
@@ -102,6 +102,12 @@ class CollectionSchema:
     lexical_id: str | None = None
     parts: bool = False  # `dense_parts`: the chunk's parts embedded, compared by MaxSim
     parts_id: str | None = None
+    # What made the chunks (the chunking settings' fingerprint): a change is applied in
+    # place by a run, or through a new collection by `ingest reindex`.
+    chunking_id: str | None = None
+
+    def chunking_changed(self, wanted: CollectionSchema) -> bool:
+        return _differ(self.chunking_id, wanted.chunking_id)
 
     def conflicts(self, wanted: CollectionSchema) -> list[str]:
         """Vectors of `wanted` this collection cannot take beside its own, in words."""
@@ -164,4 +170,5 @@ def schema_of(info: models.CollectionInfo) -> CollectionSchema:
         lexical_id=recorded.get("lexical_id"),
         parts=isinstance(vectors, dict) and DENSE_PARTS in vectors,
         parts_id=recorded.get("parts_id"),
+        chunking_id=recorded.get("chunking_id"),
     )

@@ -153,9 +153,21 @@ class Index:
     one (waiting up to `qdrant.lock_wait_s` while a run holds it). The model stays
     loaded."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        resources: Resources | None = None,
+        collection: str | None = None,
+    ) -> None:
+        """`resources`: a caller's open ones (its store connection: an embedded store
+        opens once per process), left open by `close`; `collection`: read this physical
+        collection rather than the one behind the alias (a re-index build, before the
+        alias names it)."""
         self.settings = settings
-        self._resources = Resources(settings)
+        self._owned = resources is None
+        self._resources = resources or Resources(settings)
+        self._collection = collection
         self._reading = threading.Lock()
         self._queries = 0  # queries under way
         self._release: threading.Timer | None = None
@@ -179,7 +191,8 @@ class Index:
             if self._release is not None:
                 self._release.cancel()
                 self._release = None
-        self._resources.close()
+        if self._owned:
+            self._resources.close()
 
     @contextmanager
     def _query(self) -> Iterator[None]:
@@ -196,7 +209,7 @@ class Index:
         finally:
             with self._reading:
                 self._queries -= 1
-                if not self._queries and not self.settings.qdrant.url:
+                if not self._queries and not self.settings.qdrant.url and self._owned:
                     self._release = threading.Timer(
                         self.settings.qdrant.idle_release_s, self._release_when_idle
                     )
@@ -220,6 +233,9 @@ class Index:
 
     def _store(self) -> QdrantStore:
         store = self._resources.store()
+        if self._collection is not None:
+            held = store.describe(self._collection)
+            return QdrantStore(store.connection, held, collection=self._collection)
         if store.resolve() is None:
             store.refuse_over_local_mode()
             raise IndexMissing(

@@ -12,8 +12,10 @@ and the chunk's `sheet` and `slide` fields say where it is.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from chunking import ChunkedDocument
 from chunking.blocks import BlockType
@@ -40,6 +42,31 @@ def cite(
             replace(chunk, citation_url=link or _page_link(url, chunk), breadcrumbs=breadcrumbs)
         )
     return replace(document, chunks=tuple(cited))
+
+
+def cite_again(chunks: Sequence[Chunk], old: Sequence[dict[str, Any]]) -> list[Chunk]:
+    """A document's chunks made anew (another chunking) citing what its old chunks
+    (`old`: their payloads) cited: the link of a heading where a chunk under the same
+    headings had one, else the document's URL (a PDF's at the chunk's page)."""
+    first = old[0] if old else {}
+    url = first.get("source_url") or (
+        Path(first["file_path"]).resolve().as_uri() if first.get("file_path") else None
+    )
+    headings = {
+        tuple(payload.get("headings_path") or ()): str(payload["citation_url"])
+        for payload in old
+        if "#" in str(payload.get("citation_url") or "")
+        and "#page=" not in str(payload["citation_url"])
+    }
+    breadcrumbs = tuple(first.get("breadcrumbs") or ())
+    return [
+        replace(
+            chunk,
+            citation_url=headings.get(chunk.headings_path) or _page_link(url, chunk),
+            breadcrumbs=breadcrumbs,
+        )
+        for chunk in chunks
+    ]
 
 
 def document_url(source: SourceDocument) -> str | None:

@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
-from chunking.record import Chunk
+from chunking import chunk_document
+from chunking.record import Chunk, DocumentInfo
 from config.errors import ErrorCode, IngestError
 from config.settings import Settings
 from indexing.embedders import Embedder, Embedding
 from indexing.qdrant_store import QdrantStore, StoreSeconds
 from indexing.reconcile import DocumentChunks, sync_documents
-from indexing.reindex import ReindexResult, reindex
+from indexing.reindex import Gate, ReindexResult, chunk_of_payload, reindex
 from stage_cache.keys import CacheKey
 from stage_cache.store import StageCache
+from tasks.citations import cite_again
 from tasks.links import LinkStore
 from tasks.outcome import (
     BatchOutcome,
@@ -25,6 +28,7 @@ from tasks.outcome import (
     embedding_progress,
 )
 from tasks.plan import SourceSpec
+from tasks.prepare import normalized_of
 from tasks.resources import Resources
 from tasks.stages import handoff_cache
 from tasks.state import DocumentState, SyncState, pipeline_fingerprint
@@ -166,22 +170,54 @@ def reindex_collection(
     target: str | None = None,
     drop_old: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    gate: Gate | None = None,
 ) -> ReindexResult:
-    """Build the collection the settings make now from the one behind the alias (stage
-    cache and old points; nothing fetched or chunked) and move the alias to it (SPEC
-    §4.2). Nothing to do when the collection already holds what the settings make."""
+    """Build the collection the settings make now from the one behind the alias and move
+    the alias to it, if `gate` lets it (SPEC §4.2). Nothing is fetched: the chunks are
+    the old points' payloads, or, where the chunking settings changed, made anew from the
+    normalized documents of the stage cache. Nothing to do when the collection already
+    holds what the settings make."""
     embedder = resources.embedder()
+    cache = handoff_cache(settings)
     try:
         return reindex(
             resources.store(embedder, check=False),
             embedder,
             resources.lexical(),
-            handoff_cache(settings),
+            cache,
             target=target,
             drop_old=drop_old,
             keep_old_days=settings.qdrant.keep_old_days,
             progress=progress,
             parts=resources.parts(),
+            rechunk=lambda payloads: rechunked(settings, cache, payloads),
+            gate=gate,
         )
     except OSError as exc:
         raise cache_unwritable(settings, exc, code=ErrorCode.EMBED_FAILED) from exc
+
+
+def rechunked(settings: Settings, cache: StageCache, payloads: list[dict[str, Any]]) -> list[Chunk]:
+    """A document's chunks under the current chunking settings, from its normalized text
+    in the stage cache and what its old chunks (`payloads`) hold of the document."""
+    old = chunk_of_payload(payloads[0])
+    normalized = normalized_of(cache, old.tenant_id, old.document_id)
+    if normalized is None:
+        raise IngestError(
+            ErrorCode.CHUNKING_FAILED,
+            "its normalized text is not in the stage cache (pruned, or indexed before the "
+            "cache recorded it): run `ingest run --force` on its source, then `ingest "
+            "reindex` again",
+            subject=old.document_id,
+        )
+    info = DocumentInfo(
+        old.document_id,
+        old.tenant_id,
+        old.source_version_id,
+        title=old.document.get("title"),
+        metadata=old.document,
+    )
+    document = chunk_document(
+        normalized.markdown, info, settings.chunking, anchors=normalized.anchors, normalized=True
+    )
+    return cite_again(document.chunks, payloads)

@@ -15,7 +15,7 @@ from config.settings import Settings
 from connectors.base import Connector, DocumentRef, IndexedCheck, LinkResolver, Listing
 from connectors.registry import connector_class
 from indexing.qdrant_store import QdrantStore
-from indexing.store_schema import DENSE_PARTS, LEXICAL, REINDEX_ADVICE
+from indexing.store_schema import DENSE_PARTS, LEXICAL, REINDEX_ADVICE, CollectionSchema
 from tasks.links import LinkStore
 from tasks.outcome import DocumentWarning, Failure, cache_unwritable
 from tasks.resources import Resources
@@ -131,6 +131,8 @@ def _collection_notes(resources: Resources, *, writes: bool) -> tuple[DocumentWa
     wanted = resources.schema(resources.embedder() if writes else None)
     if writes:
         held.refuse_conflicts(wanted, store.alias)
+        if held.chunking_id != wanted.chunking_id:
+            _chunking_in_place(store, held, wanted, resources.settings)
     lacks = held.lacks(wanted)
     notes = []
     if LEXICAL in lacks:
@@ -151,6 +153,24 @@ def _collection_notes(resources: Resources, *, writes: bool) -> tuple[DocumentWa
         DocumentWarning(store.alias, f"the collection has {what}; {REINDEX_ADVICE}")
         for what in notes
     )
+
+
+def _chunking_in_place(
+    store: QdrantStore, held: CollectionSchema, wanted: CollectionSchema, settings: Settings
+) -> None:
+    """A run re-chunks the documents of changed chunking settings in place, and the
+    collection records the new settings; with the gate on (`eval.questions`) such a
+    change goes through `ingest reindex` instead, which can keep the alias where it is."""
+    physical = store.resolve() or store.alias
+    if held.chunking_changed(wanted) and settings.eval.questions is not None:
+        raise ConfigError(
+            f"the chunking settings changed since collection {physical!r} was built and "
+            "eval.questions is set, so a run does not re-chunk it in place: run `ingest "
+            "reindex` to build a collection with the new chunking and move the alias to it "
+            "only if it is not worse on the questions",
+            setting="chunking",
+        )
+    store.record(physical, chunking_id=wanted.chunking_id)
 
 
 def batches(refs: Sequence[DocumentRef], size: int) -> list[tuple[DocumentRef, ...]]:

@@ -14,6 +14,7 @@ from prefect.client.schemas.objects import TaskRun
 from config.errors import ErrorCode, IngestError
 from config.settings import Settings
 from connectors.base import DocumentRef, Listing
+from indexing.reindex import Gate
 from tasks import native_memory, pipeline
 from tasks.pipeline import BatchOutcome, Failure, PreparedBatch, SourceSpec
 from tasks.resources import Resources
@@ -98,9 +99,12 @@ def reconcile_task(
 
 
 @task(name="reindex", cache_policy=NO_CACHE, retry_condition_fn=retry_when_transient)
-def reindex_task(settings: Settings, resources: Resources) -> dict[str, Any]:
-    """Move the alias to a collection of the current schema before the run (SPEC §4.2)."""
-    result = pipeline.reindex_collection(settings, resources)
+def reindex_task(
+    settings: Settings, resources: Resources, gate: Gate | None = None
+) -> dict[str, Any]:
+    """Move the alias to a collection of the current schema before the run, if `gate`
+    lets it (SPEC §4.2)."""
+    result = pipeline.reindex_collection(settings, resources, gate=gate)
     return dataclasses.asdict(result)
 
 

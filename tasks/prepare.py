@@ -202,6 +202,22 @@ def _normalize_key(source: SourceDocument, config: str) -> CacheKey:
     )
 
 
+def _normalized_entry_key(tenant_id: str, document_id: str) -> CacheKey:
+    """Where the stage cache records which normalize entry a document's last run made
+    (that entry is keyed by the source's bytes, which a reader of the index lacks)."""
+    return stage_key("normalized-of", "1", tenant_id, sha256_hex(document_id))
+
+
+def normalized_of(cache: StageCache, tenant_id: str, document_id: str) -> NormalizedDocument | None:
+    """The normalized document the last run of `document_id` made, from the stage cache;
+    None when the run predates this record or the cache was pruned."""
+    entry = cache.get_json(_normalized_entry_key(tenant_id, document_id))
+    if not isinstance(entry, dict):
+        return None
+    raw = cache.get(CacheKey("normalize", str(entry.get("normalize"))))
+    return None if raw is None else NORMALIZED.decode(raw)
+
+
 def _prepare_one(
     source: SourceDocument,
     normalize_key: CacheKey,
@@ -226,6 +242,10 @@ def _prepare_one(
     )
     if not normalize_hit:  # a cached document read its pictures in an earlier run
         outcome.pictures.add_document(normalized.metadata)
+    stages.cache.put_json(
+        _normalized_entry_key(settings.tenant_id, source.ref.document_id),
+        {"version": source.ref.version, "normalize": normalize_key.digest},
+    )
     outcome.warnings += [
         DocumentWarning(source.ref.document_id, w) for w in (*source.warnings, *normalized.warnings)
     ]

@@ -32,6 +32,7 @@ from normalizers.registry import supported_extensions
 from stage_cache.keys import config_hash, sha256_hex
 from tasks import native_memory
 from tasks.stages import run_pictures
+from tasks.state import chunking_fingerprint
 
 
 def in_secret_block(section: Any, name: str) -> bool:
@@ -165,6 +166,7 @@ class Resources:
             lexical_id=lexical.id if lexical else None,
             parts=parts is not None,
             parts_id=parts.id if parts else None,
+            chunking_id=chunking_fingerprint(self.settings),
         )
 
     def store(

@@ -45,6 +45,13 @@ def pipeline_fingerprint(settings: Settings) -> str:
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
 
 
+def chunking_fingerprint(settings: Settings) -> str:
+    """Changes whenever the chunker would cut the same normalized text otherwise (a
+    collection records it: `ingest reindex` rebuilds for a change of it)."""
+    parts = [CHUNK_STAGE_VERSION, config_hash(settings.chunking)]
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+
 @dataclass(frozen=True)
 class DocumentState:
     version: str

@@ -30,3 +30,16 @@ def run_python(code: str, env: dict[str, str] | None = None) -> subprocess.Compl
         check=False,
         env={**clean_environment(), "PYTHONPATH": str(ROOT), **(env or {})},
     )
+
+
+def run_ingest(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`ingest ARGS` as a user runs it: a fresh process of this checkout's command line."""
+    return subprocess.run(
+        [sys.executable, "-m", "flows.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=540,
+        check=False,
+    )

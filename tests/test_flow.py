@@ -1002,3 +1002,45 @@ def test_a_model_swap_goes_through_the_reindex_parameter_and_loses_nothing(
     (warning,) = summary["warnings"]
     assert "lexical weights of bm25-v1-" in warning["message"]
     assert "ingest reindex" in warning["message"]
+
+
+def test_a_chunking_change_goes_through_the_gated_reindex_and_the_summary_holds_the_comparison(
+    workspace: Callable[..., Workspace], tmp_path: Path
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "backup.md").write_text("# Backups\n\nThe nightly backup of the ledger runs at two.\n")
+    (docs / "queue.md").write_text("# Queues\n\nA worker stopping with ERR_CONN_RESET restarts.\n")
+    questions = tmp_path / "questions.yaml"
+    questions.write_text(
+        "- question: when does the nightly ledger backup run\n  target: backup.md\n"
+        "- question: ERR_CONN_RESET\n  target: queue.md\n"
+    )
+    space = workspace(INGEST_EVAL__QUESTIONS=str(questions))
+    state, _ = space.run(source="files", targets=[str(docs)])
+    assert state.is_completed()
+    before = space.store().resolve()
+
+    # Other budgets with the gate on: a plain run does not re-chunk in place...
+    space.env["INGEST_CHUNKING__MAX_TOKENS"] = "280"
+    state = space.run_state(source="files", targets=[str(docs)])
+    assert state.is_failed()
+    with pytest.raises(Exception, match=r"eval.questions is set.*run `ingest reindex`"):
+        state.result()
+    assert space.store().resolve() == before
+
+    # ...the reindex parameter builds the new collection and the gate moves the alias.
+    state, summary = space.run(source="files", targets=[str(docs)], reindex=True)
+    assert state.is_completed() and summary["status"] == "ok"
+    assert space.store().resolve() != before
+    with get_client(sync_client=True) as client:
+        (gate,) = client.read_artifacts(
+            artifact_filter=ArtifactFilter(
+                key=ArtifactFilterKey(any_=["ingest-summary"]),
+                flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id(state)]),
+            )
+        )
+    table = str(gate.data)
+    assert table.startswith("# Ingest") and "Re-index gate: the alias moved" in table, table
+    row = next(line for line in table.splitlines() if line.startswith("| recall@5 (2 questions)"))
+    assert row.split("|")[2] == row.split("|")[3], row  # the same budgets' worth of chunks

@@ -33,21 +33,13 @@ import pytest
 from config.settings import load_settings
 from connectors.files import root_label
 from query.api import Index
+from tests.process_helpers import run_ingest
 
 ROOT = Path(__file__).resolve().parents[1]
 NOISE = ("ERROR", "Traceback", "LOAD REPORT", "UNEXPECTED", "Warning", "warn(")
 
 
-def ingest(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "flows.cli", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=540,
-        check=False,
-    )
+ingest = run_ingest
 
 
 def in_terminal(
@@ -191,7 +183,7 @@ def test_the_readme_tour_commands_run_as_printed_and_show_what_the_index_holds(
 ) -> None:
     assert quickstart.code == 0, quickstart.output
     tour = tour_commands()
-    assert {command.split()[1] for command in tour} == {"chunk", "validate", "search"}, tour
+    assert {command.split()[1] for command in tour} == {"chunk", "validate", "search", "eval"}, tour
     settings = load_settings(
         config_file=ROOT / "samples" / "quickstart.yaml", environ=quickstart.env
     )
@@ -206,3 +198,5 @@ def test_the_readme_tour_commands_run_as_printed_and_show_what_the_index_holds(
             assert len(rows) == len(whole.span), (command, done.stdout)
         if " search " in command:
             assert "backup" in done.stdout, done.stdout
+        if " eval " in command:  # the quickstart's questions, each answered within the top 10
+            assert "recall@10 1.000" in done.stdout and " absent" not in done.stdout, done.stdout

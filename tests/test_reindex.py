@@ -9,13 +9,14 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from config.settings import QdrantSettings
+from config.settings import QdrantSettings, load_settings
 from indexing.embedders import BgeM3Embedder
 from indexing.qdrant_store import QdrantConnection, QdrantStore
 from indexing.reconcile import sync_documents
@@ -23,6 +24,7 @@ from indexing.reindex import build_name, drop_retired, reindex
 from indexing.search import search
 from indexing.store_schema import LEXICAL
 from stage_cache.store import StageCache
+from tasks.state import chunking_fingerprint
 from tests.index_helpers import (
     ENCODER,
     CountingEmbedder,
@@ -204,8 +206,12 @@ def test_reindex_killed_mid_way_keeps_the_old_collection_and_a_rerun_finishes(
     )
     assert killed.returncode == -9, killed.stderr
 
+    # the schema the killed process made (its settings' chunking recorded too)
+    chunking = chunking_fingerprint(load_settings(config_file=config, environ={}))
     with QdrantConnection(settings) as qdrant:
-        live = QdrantStore(qdrant, schema_of(tiny_embedder, lexical=True))
+        live = QdrantStore(
+            qdrant, replace(schema_of(tiny_embedder, lexical=True), chunking_id=chunking)
+        )
         old = live.resolve() or ""
         build = build_name(live.alias, live.schema)
         assert old != build and old.endswith("_initial")  # the alias did not move
