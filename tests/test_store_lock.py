@@ -7,6 +7,7 @@ once it is idle. The embedded store is one process's at a time (a lock file besi
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -175,6 +176,15 @@ def test_a_run_waits_for_a_holder_that_lets_go_within_lock_wait_s(
     assert done["code"] == 0, stderr
     assert done["seconds"] >= 2  # it waited
     assert json.loads(printed[-1])["status"] == "ok"
+    # and said so: one line as it started waiting, one with how long it waited
+    store = (tmp_path / "qdrant").resolve()
+    waiting, got = stderr.strip().splitlines()
+    assert waiting.startswith(f"the embedded Qdrant store at {store} is held by `python")
+    assert f"(pid {holder.process.pid}," in waiting
+    assert waiting.endswith("waiting up to 60 s for it (qdrant.lock_wait_s)")
+    waited = re.fullmatch(r"got the embedded Qdrant store at (.+) after waiting ([0-9.]+) s", got)
+    assert waited is not None and waited.group(1) == str(store), got
+    assert 0 < float(waited.group(2)) <= done["seconds"]
 
 
 @pytest.fixture(scope="module")
