@@ -231,7 +231,9 @@ def _document_html(
             f"<span>{escape(chunk.chunk_type)}</span>",
             f'<span class="tokens">{chunk.token_count} tokens</span>',
             f'<span class="where">{escape(where)}</span>' if where else "",
-            f"<span>{_count(len(spans), 'part')}</span>" if budgets.parts_max_tokens else "",
+            f'<span class="parts">{_count(len(spans), "part")}</span>'
+            if budgets.parts_max_tokens
+            else "",
             f'<span class="badge {status}">{status} budget</span>' if status != "within" else "",
             f'<span class="header">{escape(header)}</span>' if header else "",
         ]
