@@ -828,6 +828,7 @@ def test_the_readme_deployment_steps_end_in_a_completed_run(
         logs = _clean_failure_logs(server, processes, not_configured["id"])
         assert "Task run" not in logs, logs  # stopped before any task
         assert message in processes.log("worker")
+        assert "Traceback" not in unset.stdout + unset.stderr  # what `--watch` showed
 
         # A run while `ingest mcp` holds the embedded store (answering, or here with a
         # long idle time) fails the same clean way, at its start, after the bounded wait:
