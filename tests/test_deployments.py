@@ -394,10 +394,15 @@ class PrefectServer:
         self.http = httpx.Client(base_url=self.url, timeout=30)
 
     def run(
-        self, args: list[str], cwd: Path, env: dict[str, str] | None = None, stdin: str = ""
+        self,
+        args: list[str],
+        cwd: Path,
+        env: dict[str, str] | None = None,
+        stdin: str = "",
+        exit_code: int = 0,
     ) -> str:
         """Run a command to its end (in a session of its own: no terminal to prompt on);
-        its output, asserting it succeeded."""
+        its output, asserting it exited with `exit_code` (0: it succeeded)."""
         done = subprocess.run(
             args,
             env=env or self.env,
@@ -409,7 +414,9 @@ class PrefectServer:
             start_new_session=True,
         )
         output = done.stdout + done.stderr
-        assert done.returncode == 0, f"{shlex.join(args)} exited {done.returncode}:\n{output}"
+        assert done.returncode == exit_code, (
+            f"{shlex.join(args)} exited {done.returncode}:\n{output}"
+        )
         return output
 
     def cli(self, *args: str, cwd: Path, env: dict[str, str] | None = None) -> str:
@@ -808,17 +815,10 @@ def test_the_readme_deployment_steps_end_in_a_completed_run(
         # A run of a source this worker has no settings for (`files`: no files.paths, as
         # its schedule would start it) fails at once, in one line naming the setting to
         # add: its state's message, its log and the worker's, with no traceback.
-        unset = subprocess.run(
-            [PREFECT, "deployment", "run", "ingest/files", "--watch"],
-            env=env,
-            cwd=outside,
-            capture_output=True,
-            text=True,
-            timeout=240,
-            start_new_session=True,
+        watched = server.run(
+            [PREFECT, "deployment", "run", "ingest/files", "--watch"], outside, env, exit_code=1
         )
-        assert unset.returncode == 1, unset.stdout + unset.stderr
-        not_configured = server.wait_for_run(_run_id(unset.stdout))
+        not_configured = server.wait_for_run(_run_id(watched))
         assert not_configured["state_type"] == "FAILED", not_configured["state"]
         message = not_configured["state"]["message"]
         assert message == (
@@ -828,7 +828,7 @@ def test_the_readme_deployment_steps_end_in_a_completed_run(
         logs = _clean_failure_logs(server, processes, not_configured["id"])
         assert "Task run" not in logs, logs  # stopped before any task
         assert message in processes.log("worker")
-        assert "Traceback" not in unset.stdout + unset.stderr  # what `--watch` showed
+        assert "Traceback" not in watched
 
         # A run while `ingest mcp` holds the embedded store (answering, or here with a
         # long idle time) fails the same clean way, at its start, after the bounded wait:
