@@ -35,6 +35,12 @@ DEFAULT_CONFIG_PATH = Path(__file__).with_name("config.yaml")
 ENV_PREFIX = "INGEST_"
 CONFIG_FILE_ENV = "INGEST_CONFIG"
 
+
+def env_name(setting: str) -> str:
+    """The environment variable that sets `setting` (`files.paths` -> INGEST_FILES__PATHS)."""
+    return ENV_PREFIX + setting.replace(".", "__").upper()
+
+
 # ADR-002 environment names (seed 003), accepted beside the INGEST_ names.
 ADR_ENV_NAMES: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {

@@ -3,8 +3,9 @@ shows a document as it was chunked, for people tuning the chunk budgets.
 
 The document's text reads top to bottom with each chunk's span shaded (two alternating
 shades, a rule between chunks), and above each chunk its number, type, token count,
-context header (what heads its embed text) and, when it is outside the budgets, the
-reason its record gives and any validation finding. Inside a chunk the parts its
+where it is (pages of a PDF, a slide, a sheet), context header (what heads its embed
+text) and, when it is outside the budgets, the reason its record gives and any
+validation finding. Inside a chunk the parts its
 `dense_parts` vectors embed are underlined in alternating colours, each labelled. Text
 a chunk repeats from earlier (a heading or table header carried into it) is shown faded
 where it is repeated; document text no chunk holds is shown unshaded. A bar chart at the
@@ -223,12 +224,16 @@ def _document_html(
             else []
         )
         status = _status(chunk, config)
+        where = _where(chunk)
         header = context_header(chunk.document.get("title"), chunk.headings_path)
         meta = [
             f'<span class="ordinal">#{chunk.ordinal}</span>',
             f"<span>{escape(chunk.chunk_type)}</span>",
             f'<span class="tokens">{chunk.token_count} tokens</span>',
-            f"<span>{len(spans)} parts</span>" if budgets.parts_max_tokens else "",
+            f'<span class="where">{escape(where)}</span>' if where else "",
+            f'<span class="parts">{_count(len(spans), "part")}</span>'
+            if budgets.parts_max_tokens
+            else "",
             f'<span class="badge {status}">{status} budget</span>' if status != "within" else "",
             f'<span class="header">{escape(header)}</span>' if header else "",
         ]
@@ -248,6 +253,21 @@ def _document_html(
     if text[shown:].strip():
         out.append(f'<pre class="gap">{escape(text[shown:])}</pre>')
     return out
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
+def _where(chunk: Chunk) -> str:
+    """Where in its document the chunk is: its pages (PDF), slide or sheet; empty where
+    the document has none."""
+    if chunk.page_start is not None:
+        end = chunk.page_end if chunk.page_end is not None else chunk.page_start
+        return f"page {end}" if end == chunk.page_start else f"pages {chunk.page_start}–{end}"
+    if chunk.slide is not None:
+        return f"slide {chunk.slide}"
+    return f"sheet {chunk.sheet}" if chunk.sheet else ""
 
 
 def _chunk_text(chunk: Chunk, text: str, spans: Sequence[tuple[int, int]]) -> str:

@@ -19,7 +19,7 @@ _LOADED = time.monotonic()
 
 from config.errors import ConfigError, ErrorCode, IngestError  # noqa: E402
 from config.settings import Settings, load_settings  # noqa: E402
-from flows.local_run import ApiStartFailed, telemetry_off  # noqa: E402
+from flows.local_run import ApiStartFailed, own_prefect_database, telemetry_off  # noqa: E402
 from indexing.store_lock import name_this_process  # noqa: E402
 
 if TYPE_CHECKING:
@@ -892,6 +892,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
 
     if args.config:  # flow runs start in their own processes: they read it from the env
         os.environ["INGEST_CONFIG"] = str(Path(args.config).resolve())
+    own_prefect_database(settings)
     from flows.serve import serve
 
     serve()

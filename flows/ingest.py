@@ -158,10 +158,19 @@ def ingest(
     overrides: dict[str, Any] = {"tenant_id": tenant_id or None}
     if chunking.settings():
         overrides["chunking"] = chunking.settings()
-    settings = load_settings(overrides)
-    spec = SourceSpec.of(source, targets, settings)
+    try:
+        settings = load_settings(overrides)
+        spec = SourceSpec.of(source, targets, settings)
+    except ConfigError as exc:
+        return _not_configured(exc)
     resources = Resources(settings)
     try:
+        try:
+            # the source's own settings (confluence.url, a path of files.paths) are checked
+            # here, before any task: a task would log the error with a traceback
+            spec.connector(resources)
+        except ConfigError as exc:
+            return _not_configured(exc)
         busy = held_store_summary(spec, settings, resources, mode)
         if busy is not None:  # a clean Failed run: the summary says who holds the store
             return _report(busy)
@@ -269,16 +278,25 @@ def _report(summary: RunSummary, gate_table: str | None = None) -> dict[str, Any
     return result
 
 
+def _not_configured(error: ConfigError) -> State[Any]:
+    """A run whose settings are missing or wrong (a source the worker is not configured
+    for: `files.paths` unset) fails at once, its state's message the one line naming the
+    setting; the error is its result, so `ingest run` reports it as a configuration
+    error."""
+    return Failed(message=str(error), data=error)
+
+
 class _RunNotOkIsNoCrash(logging.Filter):
     """Prefect's engine re-raises the exception of every Failed run it executes for a
     worker and logs it as "Engine execution exited with unexpected exception" with a
-    traceback, which the UI shows. A run this flow failed on purpose is no crash: its
-    state's message says why and its result holds the summary, so that record is
-    dropped; any other exception is logged as Prefect logs it."""
+    traceback, which the UI shows. A run this flow failed on purpose (its status is not
+    `ok`, or its settings are wrong) is no crash: its state's message says why and its
+    result holds the summary or the error, so that record is dropped; any other
+    exception is logged as Prefect logs it."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
-        return not isinstance(error, RunNotOk)
+        return not isinstance(error, RunNotOk | ConfigError)
 
 
 # The engine's flow run logger (`prefect.logging.loggers.flow_run_logger`), configured

@@ -3,10 +3,11 @@ unless `PREFECT_API_URL` names a server.
 
 Before Prefect is imported the run's surroundings are made ready: the directories it
 writes (`PREFECT_HOME`, whose parents Prefect does not create, the cache and the local
-Qdrant directory), a generous start-up time for the ephemeral API (it imports Prefect's
-whole server, ~7 CPU-s, and a loaded machine took longer than Prefect's 20 s default) and
-warnings-only logs. Telemetry is off for every command (`telemetry_off`; an offline
-machine logged an ERROR for each attempt).
+Qdrant directory), the ephemeral API's own database (in the cache directory), a generous
+start-up time for the ephemeral API (it imports Prefect's whole server, ~7 CPU-s, and a
+loaded machine took longer than Prefect's 20 s default) and warnings-only logs.
+Telemetry is off for every command (`telemetry_off`; an offline machine logged an ERROR
+for each attempt).
 
 An unchanged source is the common case of a scheduled sync. The run first lists and plans
 in this process, with the same pipeline functions the flow's tasks call; when nothing
@@ -30,6 +31,11 @@ from config.errors import IngestError
 from config.settings import Settings, load_settings
 
 STARTUP_TIMEOUT_ENV = "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"
+# Prefect reads its database's URL from either name.
+DATABASE_URL_ENV = (
+    "PREFECT_API_DATABASE_CONNECTION_URL",
+    "PREFECT_SERVER_DATABASE_CONNECTION_URL",
+)
 DEFAULT_STARTUP_TIMEOUT_S = 180
 _EPHEMERAL_FAILURE = "Timed out while attempting to connect to ephemeral Prefect API server"
 
@@ -53,6 +59,7 @@ class ApiStartFailed(Exception):
 
 def prepare_environment(settings: Settings, *, verbose: bool) -> None:
     """Directories and Prefect settings for a local run (only what the user left unset)."""
+    own_prefect_database(settings)
     home = os.environ.get("PREFECT_HOME")
     for directory in (
         home,
@@ -64,6 +71,18 @@ def prepare_environment(settings: Settings, *, verbose: bool) -> None:
     os.environ.setdefault(STARTUP_TIMEOUT_ENV, str(DEFAULT_STARTUP_TIMEOUT_S))
     if not verbose:
         os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+
+
+def own_prefect_database(settings: Settings) -> None:
+    """The ephemeral API's database in the project's cache directory, not Prefect's
+    default `PREFECT_HOME/prefect.db`: that is a Prefect server's database too, and a
+    second process writing it makes the server fail with "database is locked". Left
+    alone where PREFECT_API_URL names a server or the user chose a database."""
+    if any(name in os.environ for name in ("PREFECT_API_URL", *DATABASE_URL_ENV)):
+        return
+    directory = Path(settings.cache.dir).expanduser().resolve() / "prefect"
+    directory.mkdir(parents=True, exist_ok=True)
+    os.environ[DATABASE_URL_ENV[0]] = f"sqlite+aiosqlite:///{directory / 'prefect.db'}"
 
 
 def telemetry_off() -> None:

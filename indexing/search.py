@@ -21,6 +21,7 @@ result, ranked where the best of them ranked.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -291,18 +292,101 @@ def joined_markdown(chunks: Sequence[dict[str, Any]]) -> str:
     """Chunks of one document in order as one Markdown text: where the headings path
     changes between two chunks, the new headings come back as heading lines (a chunk's
     own `md_text` holds none, §3.4); a table piece whose header stayed in the first piece
-    gets it back from `table_header`."""
+    gets it back from `table_header`. What a chunk repeats from the one before it is left
+    out: the heading lines it carries from before its own span (a split section's
+    heading), and the header of a table the text before it already holds (the table's
+    rows go on)."""
     parts: list[str] = []
     previous: list[str] | None = None
+    in_effect: dict[int, str] = {}  # heading level -> the heading line the text is under
     for chunk in chunks:
         path = list(chunk.get("headings_path") or [])
         if previous is not None and path != previous:
             same = 0
             while same < min(len(path), len(previous)) and path[same] == previous[same]:
                 same += 1
-            parts += [f"{'#' * (level + 1)} {path[level]}" for level in range(same, len(path))]
+            for level in range(same, len(path)):
+                line = f"{'#' * (level + 1)} {path[level]}"
+                if in_effect.get(level + 1) != line:  # not where a chunk's heading put it
+                    parts.append(line)
+                    _note_headings(in_effect, [line])
         previous = path
-        header = chunk.get("table_header")
         text = str(chunk.get("md_text", ""))
-        parts.append(f"{header}\n{text}" if header else text)
+        if parts:
+            text = _without_carried_headings(text, _carried_length(chunk), in_effect)
+        _note_headings(in_effect, text.split("\n"))
+        table = _table_piece(text, chunk.get("table_header"), parts[-1] if parts else "")
+        if table.continues:
+            parts[-1] += f"\n{table.rows}"
+        else:
+            parts.append(table.text)
     return "\n\n".join(parts)
+
+
+def _carried_length(chunk: dict[str, Any]) -> int:
+    """How much of the chunk's Markdown is text from before its own span of the document
+    (heading lines it repeats): its Markdown beyond the span's length."""
+    own = int(chunk.get("char_end") or 0) - int(chunk.get("char_start") or 0)
+    return max(0, len(str(chunk.get("md_text", ""))) - own) if own > 0 else 0
+
+
+def _heading_level(line: str) -> int:
+    marks = len(line) - len(line.lstrip("#"))
+    return marks if 0 < marks <= 6 and line[marks : marks + 1] == " " else 0
+
+
+def _note_headings(in_effect: dict[int, str], lines: Sequence[str]) -> None:
+    for line in lines:
+        level = _heading_level(line)
+        if level:
+            for deeper in [k for k in in_effect if k >= level]:
+                del in_effect[deeper]
+            in_effect[level] = line
+
+
+def _without_carried_headings(text: str, carried: int, in_effect: dict[int, str]) -> str:
+    """`text` without its leading heading lines, within its first `carried` characters,
+    that the text before it is already under."""
+    lines = text.split("\n")
+    cut = 0
+    for line in lines:
+        if cut + len(line) > carried:
+            break
+        if line.strip() and in_effect.get(_heading_level(line)) != line:
+            break
+        cut += len(line) + 1
+    return text[cut:] if cut else text
+
+
+_DELIMITER_ROW = re.compile(r"\|?(\s*:?-+:?\s*\|)+\s*(:?-+:?\s*)?")
+
+
+@dataclass(frozen=True)
+class _TablePiece:
+    text: str  # the chunk's text, its table header in full
+    rows: str  # the text without its header rows
+    continues: bool  # the text before it ends in the same table
+
+
+def _table_piece(text: str, recorded: str | None, before: str) -> _TablePiece:
+    """A table piece's text with the full header (`table_header` where it holds only a
+    shortened one, or none), and whether it continues the table `before` ends in."""
+    lines = text.split("\n")
+    own = "\n".join(lines[:2]) if len(lines) > 2 and _DELIMITER_ROW.fullmatch(lines[1]) else ""
+    rows = "\n".join(lines[2:]) if own else text
+    header = recorded or own
+    if header and header == _ending_table_header(before):
+        return _TablePiece(text, rows, continues=True)
+    return _TablePiece(f"{header}\n{rows}" if recorded else text, rows, continues=False)
+
+
+def _ending_table_header(text: str) -> str:
+    """The header and delimiter rows of the table `text` ends in, "" when it ends in none."""
+    lines = text.split("\n")
+    start = len(lines)
+    while start and lines[start - 1].startswith("|"):
+        start -= 1
+    table = lines[start:]
+    if len(table) < 2 or not _DELIMITER_ROW.fullmatch(table[1]):
+        return ""
+    return "\n".join(table[:2])

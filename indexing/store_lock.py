@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import sys
 import threading
@@ -26,6 +27,7 @@ from typing import IO
 from config.errors import ErrorCode, IngestError
 
 LOCK_FILE = "store.lock"
+log = logging.getLogger(__name__)
 # How often a waiting process tries the lock again.
 _POLL_S = 0.1
 
@@ -141,6 +143,7 @@ def acquire(directory: Path, wait_s: float) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         handle = open(directory / LOCK_FILE, "a+", encoding="utf-8")  # noqa: SIM115 (kept open while held)
         started = time.monotonic()
+        waiting = False
         while True:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -150,7 +153,23 @@ def acquire(directory: Path, wait_s: float) -> None:
                 if waited >= wait_s:
                     handle.close()
                     raise store_busy(directory, round(wait_s, 1)) from None
+                if not waiting:  # a command that seems to hang says why, once
+                    waiting = True
+                    holder = read_holder(directory)
+                    log.warning(
+                        "the embedded Qdrant store at %s is held by %s: waiting up to %g s "
+                        "for it (qdrant.lock_wait_s)",
+                        directory,
+                        holder.describe() if holder else "another process",
+                        wait_s,
+                    )
                 time.sleep(min(_POLL_S, wait_s - waited))
+        if waiting:
+            log.warning(
+                "got the embedded Qdrant store at %s after waiting %.1f s",
+                directory,
+                time.monotonic() - started,
+            )
         handle.seek(0)
         handle.truncate()
         since = datetime.now().astimezone().isoformat(timespec="seconds")

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from config.errors import ConfigError, ErrorCode
-from config.settings import Settings
+from config.settings import Settings, env_name
 from connectors.base import Connector, DocumentRef, IndexedCheck, LinkResolver, Listing
 from connectors.registry import connector_class
 from indexing.qdrant_store import QdrantStore
@@ -40,7 +40,11 @@ class SourceSpec:
         setting = connector_class(kind, settings.sources).targets_setting
         chosen = tuple(targets or settings.value(setting) or ())
         if not chosen:
-            raise ConfigError(f"no targets: pass targets or set {setting}", setting=setting)
+            raise ConfigError(
+                f"no targets: pass targets or set {setting} "
+                f"(in a worker's environment: {env_name(setting)})",
+                setting=setting,
+            )
         return cls(kind, chosen)
 
     def connector(self, resources: Resources) -> Connector:

@@ -55,6 +55,8 @@ _MEASURE = """(() => {
     }).length,
     texts: sections.map(s => s.querySelector('pre.text').textContent),
     parts: sections.map(s => s.querySelectorAll('.part.first').length),
+    partLabels: sections.map(s => s.querySelector('.meta .parts')?.textContent ?? null),
+    where: sections.map(s => s.querySelector('.meta .where')?.textContent ?? null),
     notes: sections.map(s => [...s.querySelectorAll('.notes li')].map(li => li.textContent)),
     bars: document.querySelectorAll('svg.histogram a rect').length,
     barLinks: [...document.querySelectorAll('svg.histogram a')].map(a => a.getAttribute('href')),
@@ -206,6 +208,10 @@ def test_every_chunk_is_drawn_with_its_text_parts_and_reasons(tmp_path: Path) ->
         len(part_spans(c["md_text"], PARTS.max_tokens, counter)) for c in chunks
     ]
     assert max(shown["parts"]) > 1
+    # each chunk's count of parts, in words: "1 part", "3 parts"
+    assert 1 in shown["parts"]
+    assert shown["partLabels"] == [f"{n} part" if n == 1 else f"{n} parts" for n in shown["parts"]]
+    assert shown["where"] == [None] * len(chunks)  # Markdown has no pages
     settings = ChunkingSettings()  # type: ignore[call-arg]
     under = [c["ordinal"] for c in chunks if c["token_count"] < settings.min_tokens]
     assert under, "the fixture has a chunk under min_tokens"
@@ -213,6 +219,20 @@ def test_every_chunk_is_drawn_with_its_text_parts_and_reasons(tmp_path: Path) ->
         reason = chunks[ordinal]["undersize_reason"]
         assert shown["notes"][ordinal] == [f"under min: {reason}"]
     assert (tmp_path / "chunk-page.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_pdf_chunk_shows_its_pages(tmp_path: Path) -> None:
+    source = ROOT / "samples/docs/architecture/storage-design.pdf"
+    page = tmp_path / "page.html"
+    assert main(["chunk", str(source), "--format", "html", "-o", str(page)]) == 0
+    chunks = records(source)
+    shown, tools = load(page, tmp_path)
+    assert tools.errors() == []
+    pages = [(c["page_start"], c["page_end"]) for c in chunks]
+    assert (1, 2) in pages and (1, 1) in pages  # one chunk across pages, one on one page
+    assert shown["where"] == [
+        f"page {start}" if start == end else f"pages {start}–{end}" for start, end in pages
+    ]
 
 
 def chunked(path: Path) -> ChunkedDocument:

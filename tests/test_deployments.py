@@ -134,8 +134,8 @@ def test_prefect_yaml_declares_the_three_deployments() -> None:
     assert confluence.parameters == {"source": "confluence", "mode": "incremental"}
     assert files.parameters == {"source": "files", "mode": "incremental"}
     assert backfill.parameters == {"source": "confluence", "mode": "full"}
-    # files ships off: a worker configured for Confluence only has no files.paths
-    assert [(s["cron"], s["active"]) for s in confluence.schedules] == [("0 * * * *", True)]
+    # both ship paused: a worker's sources are known on the worker only
+    assert [(s["cron"], s["active"]) for s in confluence.schedules] == [("0 * * * *", False)]
     assert [(s["cron"], s["active"]) for s in files.schedules] == [("30 * * * *", False)]
     assert backfill.schedules == ()
     assert confluence.collision_strategy == files.collision_strategy == "CANCEL_NEW"
@@ -178,7 +178,7 @@ def test_serve_builds_the_same_deployments() -> None:
     assert [
         (s.schedule.cron, s.schedule.timezone, s.active)  # type: ignore[union-attr]
         for s in confluence.schedules or []
-    ] == [("0 * * * *", "UTC", True)]
+    ] == [("0 * * * *", "UTC", False)]
     assert confluence.concurrency_options is not None
     assert confluence.concurrency_options.collision_strategy.value == "CANCEL_NEW"
     files = deployments["files"]
@@ -394,10 +394,15 @@ class PrefectServer:
         self.http = httpx.Client(base_url=self.url, timeout=30)
 
     def run(
-        self, args: list[str], cwd: Path, env: dict[str, str] | None = None, stdin: str = ""
+        self,
+        args: list[str],
+        cwd: Path,
+        env: dict[str, str] | None = None,
+        stdin: str = "",
+        exit_code: int = 0,
     ) -> str:
         """Run a command to its end (in a session of its own: no terminal to prompt on);
-        its output, asserting it succeeded."""
+        its output, asserting it exited with `exit_code` (0: it succeeded)."""
         done = subprocess.run(
             args,
             env=env or self.env,
@@ -409,7 +414,9 @@ class PrefectServer:
             start_new_session=True,
         )
         output = done.stdout + done.stderr
-        assert done.returncode == 0, f"{shlex.join(args)} exited {done.returncode}:\n{output}"
+        assert done.returncode == exit_code, (
+            f"{shlex.join(args)} exited {done.returncode}:\n{output}"
+        )
         return output
 
     def cli(self, *args: str, cwd: Path, env: dict[str, str] | None = None) -> str:
@@ -606,6 +613,23 @@ def _readme_worker_env(
     return {**server.env, **here, **also}
 
 
+def _clean_failure_logs(server: PrefectServer, processes: Processes, run_id: str) -> str:
+    """The logs of a run that failed on purpose, once they reached the server (a flow
+    run's logs come in batches, after its state may): no crash record or traceback there
+    or in the worker's log."""
+    _wait(
+        f"the logs of flow run {run_id}",
+        lambda: "Finished in state Failed" in "\n".join(server.logs_of(run_id)),
+        30,
+        lambda: "\n".join(server.logs_of(run_id)),
+    )
+    logs = "\n".join(server.logs_of(run_id))
+    for noise in ("Engine execution exited", "Traceback", "Encountered exception"):
+        assert noise not in logs, logs
+        assert noise not in processes.log("worker"), processes.log("worker")
+    return logs
+
+
 @pytest.mark.slow
 def test_the_readme_deployment_steps_end_in_a_completed_run(
     prefect_server: PrefectServer,
@@ -666,26 +690,14 @@ def test_the_readme_deployment_steps_end_in_a_completed_run(
             ]
             for name, d in deployments.items()
         }
+        # Nothing scheduled fails for want of a source's settings: every schedule ships
+        # paused, to be switched on where its source is configured (below).
         assert schedules == {
-            "confluence-space": [("0 * * * *", "UTC", True)],
+            "confluence-space": [("0 * * * *", "UTC", False)],
             "files": [("30 * * * *", "UTC", False)],
             "backfill": [],
         }
         assert deployments["backfill"]["parameters"] == {"source": "confluence", "mode": "full"}
-
-        # Nothing scheduled fails for want of the other source's settings: every source
-        # with a schedule switched on is configured in this environment.
-        targets_variable = {
-            "confluence": "INGEST_CONFLUENCE__SPACES",
-            "files": "INGEST_FILES__PATHS",
-        }
-        scheduled = {
-            d["parameters"]["source"]
-            for d in deployments.values()
-            if any(s["active"] for s in d["schedules"])
-        }
-        assert scheduled == {"confluence"}
-        assert all(targets_variable[source] in env for source in scheduled)
 
         _wait(
             "worker started",
@@ -750,13 +762,15 @@ def test_the_readme_deployment_steps_end_in_a_completed_run(
         # it runs, README's way to switch the files schedule on for a running server.
         backfill = readme_command(".venv/bin/prefect deployment run ingest/backfill", server.port)
         processes.start("backfill", backfill, env, outside)
-        listed = server.readme(".venv/bin/prefect deployment schedule ls ingest/files", outside)
-        (files_schedule,) = deployments["files"]["schedules"]
-        assert files_schedule["id"] in listed
+        listed = server.readme(
+            ".venv/bin/prefect deployment schedule ls ingest/confluence-space", outside
+        )
+        (hourly,) = confluence_space["schedules"]
+        assert hourly["id"] in listed
         resume = ".venv/bin/prefect deployment schedule resume"
-        server.readme(resume, outside, SCHEDULE_ID=files_schedule["id"])
-        files = server.deployment("files")
-        assert files is not None and [s["active"] for s in files["schedules"]] == [True]
+        server.readme(resume, outside, SCHEDULE_ID=hourly["id"])
+        resumed = server.deployment("confluence-space")
+        assert resumed is not None and [s["active"] for s in resumed["schedules"]] == [True]
 
         assert processes.started["backfill"].wait(240) == 0, processes.log("backfill")
         output = processes.log("backfill")
@@ -798,6 +812,24 @@ def test_the_readme_deployment_steps_end_in_a_completed_run(
             assert noise not in logs, logs
             assert noise not in processes.log("worker"), processes.log("worker")
 
+        # A run of a source this worker has no settings for (`files`: no files.paths, as
+        # its schedule would start it) fails at once, in one line naming the setting to
+        # add: its state's message, its log and the worker's, with no traceback.
+        watched = server.run(
+            [PREFECT, "deployment", "run", "ingest/files", "--watch"], outside, env, exit_code=1
+        )
+        not_configured = server.wait_for_run(_run_id(watched))
+        assert not_configured["state_type"] == "FAILED", not_configured["state"]
+        message = not_configured["state"]["message"]
+        assert message == (
+            "CONFIG_INVALID: files.paths: no targets: pass targets or set files.paths "
+            "(in a worker's environment: INGEST_FILES__PATHS)"
+        )
+        logs = _clean_failure_logs(server, processes, not_configured["id"])
+        assert "Task run" not in logs, logs  # stopped before any task
+        assert message in processes.log("worker")
+        assert "Traceback" not in watched
+
         # A run while `ingest mcp` holds the embedded store (answering, or here with a
         # long idle time) fails the same clean way, at its start, after the bounded wait:
         # its message says to stop or wait for the server, its summary is its result and
@@ -819,17 +851,8 @@ def test_the_readme_deployment_steps_end_in_a_completed_run(
         assert server.persisted_summary(busy["id"])["status"] == "store_busy"
         busy_summary = [a for a in server.artifacts_of(busy["id"]) if a["key"] == "ingest-summary"]
         assert "held by `ingest mcp`" in busy_summary[0]["data"]
-        _wait(
-            "the held-store run's logs",
-            lambda: "Finished in state Failed" in "\n".join(server.logs_of(busy["id"])),
-            30,
-            lambda: "\n".join(server.logs_of(busy["id"])),
-        )
-        logs = "\n".join(server.logs_of(busy["id"]))
+        logs = _clean_failure_logs(server, processes, busy["id"])
         assert "Task run" not in logs and "Retry" not in logs, logs
-        for noise in ("Engine execution exited", "Traceback"):
-            assert noise not in logs, logs
-            assert noise not in processes.log("worker"), processes.log("worker")
         processes.stop("mcp")
         processes.stop("worker")
 

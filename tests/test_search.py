@@ -335,6 +335,37 @@ def test_joined_text_puts_back_headings_and_a_table_header_kept_aside():
     )
 
 
+def test_joined_neighbours_repeat_no_heading_and_keep_one_table(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The quickstart's runbook as the quickstart chunks it: a section split over two
+    chunks (the second repeats its heading) and a table split over two (the second piece
+    under a shortened header, the full one in `table_header`). Joined, each heading and
+    the table's header appear once, and the table's rows stay one table."""
+    source = ROOT / "samples/docs/runbooks/restart-service.html"
+    config = ROOT / "samples/quickstart.yaml"
+    assert main(["chunk", str(source), "--config", str(config)]) == 0
+    chunks = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    split = [c for c in chunks if c["md_text"].startswith("## Before you start")]
+    assert split and "## Before you start" in chunks[split[0]["ordinal"] - 1]["md_text"]
+    piece = next(c for c in chunks if c["table_header"])
+    assert piece["md_text"].split("\n")[0] != piece["table_header"].split("\n")[0]
+
+    joined = joined_markdown(chunks)
+    headings = [line for line in joined.split("\n") if line.startswith("#")]
+    assert len(headings) == len(set(headings)), headings
+    assert joined.count(piece["table_header"]) == 1
+    table = [line for line in joined.split("\n") if line.startswith("| ")]
+    assert table[0] == piece["table_header"].split("\n")[0]
+    rows = "\n".join(table[2:])
+    assert f"{rows}\n" in joined or joined.endswith(rows)  # no blank line between the pieces
+    assert "| Service | Replicas | Typical | Notes |" not in joined  # the shortened header
+    for chunk in chunks:  # every row and sentence of every chunk is there
+        for line in chunk["md_text"].split("\n"):
+            if line.strip() and not line.startswith(("#", "| Service", "|-")):
+                assert line in joined, line
+
+
 def test_search_command_expands_and_does_not_repeat_the_title(
     tiny_model_dir: Path,
     tmp_path: Path,

@@ -7,6 +7,7 @@ once it is idle. The embedded store is one process's at a time (a lock file besi
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -169,12 +170,23 @@ def test_a_run_waits_for_a_holder_that_lets_go_within_lock_wait_s(
     docs.mkdir()
     env = run_env(tmp_path, tiny_model_dir, INGEST_QDRANT__LOCK_WAIT_S="60")
     run = start_run(env, "files", str(docs), "--json")
-    time.sleep(3)  # the run is waiting for the store by now
+    # the run says it waits, naming the store and its holder, as it starts waiting
+    assert run.stderr is not None
+    waiting = run.stderr.readline().strip()
+    store = (tmp_path / "qdrant").resolve()
+    assert waiting.startswith(f"the embedded Qdrant store at {store} is held by `python")
+    assert f"(pid {holder.process.pid}," in waiting
+    assert waiting.endswith("waiting up to 60 s for it (qdrant.lock_wait_s)")
+    time.sleep(1)
     holder.let_go()
     done, printed, stderr = finish_run(run)
     assert done["code"] == 0, stderr
-    assert done["seconds"] >= 2  # it waited
     assert json.loads(printed[-1])["status"] == "ok"
+    # and once it has the store, how long it waited
+    (got,) = stderr.strip().splitlines()
+    waited = re.fullmatch(r"got the embedded Qdrant store at (.+) after waiting ([0-9.]+) s", got)
+    assert waited is not None and waited.group(1) == str(store), got
+    assert 1 <= float(waited.group(2)) <= done["seconds"]
 
 
 @pytest.fixture(scope="module")
