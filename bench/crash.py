@@ -4,7 +4,7 @@
 
 A space (`build_fixture` plus `--pages` generated pages) is served by the local
 Confluence API. A child Python process runs the pipeline stages of the `ingest` flow
-(`tasks.pipeline`: discover, plan, prepare_batch + index_batch per batch, reconcile;
+(`tasks.pipeline`: discover, plan, prepare_isolated + index_isolated per batch, reconcile;
 the same code the flow's tasks call, without Prefect's ~10 s ephemeral start-up) and
 prints a line per phase it enters; with `--prefect` it runs the `ingest` flow itself on
 Prefect's ephemeral API (its own PREFECT_HOME), the pipeline functions wrapped to
@@ -100,8 +100,8 @@ def announce(phase, function):
         return function(*args, **kwargs)
     return announced
 
-for phase, name in (("listing", "discover"), ("preparing", "prepare_batch"),
-                    ("indexing", "index_batch"), ("reconcile", "reconcile")):
+for phase, name in (("listing", "discover"), ("preparing", "prepare_isolated"),
+                    ("indexing", "index_isolated"), ("reconcile", "reconcile")):
     setattr(pipeline, name, announce(phase, getattr(pipeline, name)))
 print("PHASE start", flush=True)
 from flows.ingest import ingest

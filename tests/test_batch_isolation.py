@@ -37,6 +37,7 @@ from tasks.links import LinkStore
 from tasks.pipeline import BatchOutcome, SourceSpec
 from tasks.resources import Resources
 from tests.test_flow import Workspace, prefect_api, workspace
+from tests.test_sync_safety import store_snapshot
 from tests.tiny_model import tiny_model_dir
 
 # fixtures used by name
@@ -100,26 +101,6 @@ def alone_code(name: str, data: bytes) -> str:
 Snapshot = dict[str, tuple[str, list[float]]]
 
 
-def snapshot(store: QdrantStore) -> Snapshot:
-    """point id -> (payload as canonical JSON, dense vector): the whole collection."""
-    name = store.resolve()
-    assert name is not None
-    found: Snapshot = {}
-    offset: Any = None
-    while True:
-        records, offset = store.client.scroll(
-            name, limit=256, offset=offset, with_payload=True, with_vectors=True
-        )
-        for record in records:
-            vector = record.vector
-            dense = vector.get("dense") if isinstance(vector, dict) else vector
-            assert isinstance(dense, list)
-            floats = [x for x in dense if isinstance(x, float)]
-            found[str(record.id)] = (json.dumps(record.payload, sort_keys=True), floats)
-        if offset is None:
-            return found
-
-
 def by_document(points: Snapshot) -> dict[str, Snapshot]:
     out: dict[str, Snapshot] = {}
     for point_id, (payload, vector) in points.items():
@@ -154,7 +135,7 @@ def run_batches(
             spec, settings, listing, total.gone, total.indexed, resources, force=True
         )
         total.failures += reconciled.failures
-        return snapshot(resources.store()), total
+        return store_snapshot(resources.store()), total
     finally:
         resources.close()
 
@@ -346,7 +327,7 @@ def test_a_fault_in_reconciling_one_document_costs_that_document_alone(
         indexed = sorted(ids.values())
     try:
         reconciled = pipeline.reconcile(spec, settings, listed, [], indexed, resources, force=True)
-        after = snapshot(resources.store())
+        after = store_snapshot(resources.store())
     finally:
         resources.close()
     [failure] = reconciled.failures

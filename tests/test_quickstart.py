@@ -21,10 +21,14 @@ import pty
 import re
 import shlex
 import shutil
+import socket
 import struct
 import subprocess
 import sys
 import termios
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -183,7 +187,14 @@ def test_the_readme_tour_commands_run_as_printed_and_show_what_the_index_holds(
 ) -> None:
     assert quickstart.code == 0, quickstart.output
     tour = tour_commands()
-    assert {command.split()[1] for command in tour} == {"chunk", "validate", "search", "eval"}, tour
+    assert {command.split()[1] for command in tour} == {
+        "chunk",
+        "validate",
+        "search",
+        "eval",
+        "mcp",
+    }, tour
+    servers = [command for command in tour if command.split()[1] == "mcp"]
     settings = load_settings(
         config_file=ROOT / "samples" / "quickstart.yaml", environ=quickstart.env
     )
@@ -191,6 +202,8 @@ def test_the_readme_tour_commands_run_as_printed_and_show_what_the_index_holds(
         whole = index.fetch(f"{root_label(quickstart.docs)}/runbooks/restart-service.html")
     assert whole is not None and whole.span
     for command in tour:
+        if command in servers:
+            continue
         done = as_printed(command, quickstart.env)
         assert done.returncode == 0, (command, done.stderr)
         if " chunk " in command:  # the chunks the index holds for that file
@@ -200,3 +213,41 @@ def test_the_readme_tour_commands_run_as_printed_and_show_what_the_index_holds(
             assert "backup" in done.stdout, done.stdout
         if " eval " in command:  # the quickstart's questions, each answered within the top 10
             assert "recall@10 1.000" in done.stdout and " absent" not in done.stdout, done.stdout
+    search = next(  # one a server answers: no --expand
+        command for command in tour if command.split()[1] == "search" and "--expand" not in command
+    )
+    alone = as_printed(search, quickstart.env)
+    for command in servers:  # a server, as printed: the tour's search is answered by it
+        with serving(command, quickstart.env):
+            served = as_printed(search, quickstart.env)
+        assert "answered by `ingest mcp`" in served.stderr, served.stderr
+        assert served.stdout == alone.stdout
+
+
+@contextmanager
+def serving(command: str, env: dict[str, str]) -> Iterator[None]:
+    """A README command that starts `ingest mcp --http HOST:PORT`, running until the
+    block ends, from the moment it takes connections."""
+    words = shlex.split(command)
+    host, port = words[words.index("--http") + 1].rsplit(":", 1)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "flows.cli", *words[1:]],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and process.poll() is None:
+            with socket.socket() as probe:
+                if probe.connect_ex((host, int(port))) == 0:
+                    break
+            time.sleep(0.2)
+        assert process.poll() is None, process.communicate()
+        yield
+    finally:
+        process.terminate()
+        _, err = process.communicate(timeout=30)
+        assert "Traceback" not in err, err

@@ -27,6 +27,7 @@ from flows.report import (
     EXIT_LISTING_INCOMPLETE,
     EXIT_OK,
 )
+from indexing.qdrant_store import QdrantStore
 from tests.confluence_api import FakeConfluence, Fixture, confluence_api
 from tests.fixtures_pdf import lines, new_doc, to_bytes
 from tests.test_flow import Workspace, eng, failures, prefect_api, workspace
@@ -67,7 +68,11 @@ NAMES = [f"note{i}.md" for i in range(10)]
 
 def snapshot(space: Workspace) -> dict[str, tuple[str, list[float]]]:
     """point id -> (payload as canonical JSON, dense vector): the whole collection."""
-    store = space.store()
+    return store_snapshot(space.store())
+
+
+def store_snapshot(store: QdrantStore) -> dict[str, tuple[str, list[float]]]:
+    """The same, of the collection `store` reads."""
     name = store.resolve()
     if name is None:
         return {}
