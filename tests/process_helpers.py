@@ -4,9 +4,11 @@ imports, prints or takes in memory (a test process has imported everything alrea
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,3 +45,16 @@ def run_ingest(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Co
         timeout=540,
         check=False,
     )
+
+
+def wait_for_port(process: subprocess.Popen[str], host: str, port: int) -> None:
+    """Returns once the server `process` started takes connections on `host:port`; fails
+    with its output where it ended first or took over two minutes."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
+        with socket.socket() as probe:
+            if probe.connect_ex((host, port)) == 0:
+                return
+        time.sleep(0.2)
+    assert process.poll() is None, process.communicate()
+    raise AssertionError(f"nothing answered on {host}:{port} within 120 s")

@@ -23,6 +23,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from tests.process_helpers import wait_for_port
 from tests.query_helpers import (
     QUESTION,
     RESTART,
@@ -257,13 +258,7 @@ def http_mcp(index: QueryIndex, *flags: str, **env: str) -> Iterator[str]:
         text=True,
     )
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and process.poll() is None:
-            with socket.socket() as probe:
-                if probe.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.2)
-        assert process.poll() is None, process.communicate()
+        wait_for_port(process, "127.0.0.1", port)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         process.terminate()

@@ -21,12 +21,10 @@ import pty
 import re
 import shlex
 import shutil
-import socket
 import struct
 import subprocess
 import sys
 import termios
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -37,7 +35,7 @@ import pytest
 from config.settings import load_settings
 from connectors.files import root_label
 from query.api import Index
-from tests.process_helpers import run_ingest
+from tests.process_helpers import run_ingest, wait_for_port
 
 ROOT = Path(__file__).resolve().parents[1]
 NOISE = ("ERROR", "Traceback", "LOAD REPORT", "UNEXPECTED", "Warning", "warn(")
@@ -239,13 +237,7 @@ def serving(command: str, env: dict[str, str]) -> Iterator[None]:
         text=True,
     )
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and process.poll() is None:
-            with socket.socket() as probe:
-                if probe.connect_ex((host, int(port))) == 0:
-                    break
-            time.sleep(0.2)
-        assert process.poll() is None, process.communicate()
+        wait_for_port(process, host, int(port))
         yield
     finally:
         process.terminate()
