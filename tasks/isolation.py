@@ -12,6 +12,7 @@ the points written answer for it.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
 
@@ -81,7 +82,9 @@ def index_isolated(
 ) -> BatchOutcome:
     """`index_batch`, with a failure of the whole batch kept to the document that caused
     it (an embedder or a write that broke on its texts); that document keeps its old
-    points and is retried by the next run. A transient failure is raised for retry."""
+    points and is retried by the next run. A transient failure is raised for retry; a
+    failure every document meets alone as well (a store or model that breaks on any
+    text) is reported transient for all of them, so the run says it failed."""
     try:
         return index_batch(spec, settings, documents, resources, force=force)
     except Exception as exc:
@@ -99,4 +102,6 @@ def index_isolated(
     merged = BatchOutcome()
     for document in documents:
         merged.merge(index_isolated(spec, settings, [document], resources, force=force))
+    if not merged.indexed:  # none indexed alone either: the cause is no one document's
+        merged.failures = [dataclasses.replace(f, transient=True) for f in merged.failures]
     return merged

@@ -302,6 +302,21 @@ def test_a_fault_in_indexing_one_document_costs_that_document_alone(
     assert "injected upsert fault" in failure.message or "broke on this text" in failure.message
 
 
+def test_a_fault_every_document_meets_alone_is_reported_transient_for_all(
+    workspace: Callable[..., Workspace], tmp_path: Path
+) -> None:
+    """A store that refuses every write is no document's fault: the run must fail (and
+    retry them), not call them permanently bad."""
+    folder = tmp_path / "notes"
+    notes(folder, 3, poisoned=-1)
+    settings = workspace().settings()
+    resources = FaultyResources(settings, "upsert", "")
+    resources.poisoned = set(listed_ids(settings, folder, resources).values())
+    _, outcome = run_batches(settings, folder, batch_size=3, resources=resources)
+    assert len(outcome.failures) == 3
+    assert all(f.transient and f.code == ErrorCode.UPSERT_FAILED for f in outcome.failures)
+
+
 @pytest.mark.parametrize("stage", ["delete", "fields"])
 def test_a_fault_in_reconciling_one_document_costs_that_document_alone(
     workspace: Callable[..., Workspace], tmp_path: Path, stage: str
