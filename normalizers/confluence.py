@@ -40,15 +40,7 @@ from lxml import etree
 from config.errors import ErrorCode, IngestError
 from markdown_text import decode_utf8
 from normalizers.diagrams import diagram_markdown
-from normalizers.html import (
-    Kind,
-    MarkdownWalker,
-    check_parser_limits,
-    escape_text,
-    plain_text,
-    starts_block_syntax,
-    task_item,
-)
+from normalizers.html import Kind, MarkdownWalker, check_parser_limits, plain_text
 from normalizers.links import (
     ANCHOR,
     ATTACHMENT,
@@ -60,6 +52,7 @@ from normalizers.links import (
     page_url,
     space_url,
 )
+from normalizers.markdown import escape_text, starts_block_syntax, task_item
 from normalizers.model import LinkRecord, NormalizeContext, NormalizedDocument
 
 NAMESPACES = MappingProxyType(

@@ -42,7 +42,8 @@ from dataclasses import dataclass, field, replace
 import lxml.html
 from lxml import etree
 
-from normalizers.html import escape_text, plain_text
+from normalizers.html import plain_text
+from normalizers.markdown import escape_text
 from normalizers.model import AnchoredMarkdown, NormalizedDocument
 from normalizers.tables import escape_block_start, gfm_table, one_line
 

@@ -25,7 +25,7 @@ from docx.text.paragraph import Paragraph
 from lxml import etree
 
 from normalizers.docx.package import XML_PARSER, body_paragraphs, paragraph_text, w
-from normalizers.html import escape_text, fenced_code
+from normalizers.markdown import escape_text, fenced_code
 from normalizers.tables import escape_block_start, flat_table, gfm_table, one_line
 
 _HEADING_STYLE = re.compile(r"^heading ([1-6])$", re.IGNORECASE)

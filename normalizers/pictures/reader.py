@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from config.settings import PicturesSettings
-from normalizers.html import escape_text
+from normalizers.markdown import escape_text
 from normalizers.pictures.images import (
     Picture,
     PictureTooLarge,
