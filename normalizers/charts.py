@@ -17,7 +17,6 @@ from normalizers.tables import format_number, gfm_table
 _C = "http://schemas.openxmlformats.org/drawingml/2006/chart"
 _A = "http://schemas.openxmlformats.org/drawingml/2006/main"
 _NS = MappingProxyType({"c": _C, "a": _A})
-_SAFE_XML = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=False)
 # Plot elements (`c:plotArea` children) by the kind of chart they draw.
 _KINDS = MappingProxyType(
     {
@@ -33,11 +32,6 @@ _KINDS = MappingProxyType(
         "stockChart": "stock",
     }
 )
-
-
-def parse_xml_part(data: bytes) -> etree._Element:
-    """An XML part of an OOXML package, parsed without entities or network access."""
-    return etree.fromstring(data, parser=_SAFE_XML)
 
 
 def chart_markdown(chart_space: etree._Element) -> str:

@@ -38,9 +38,10 @@ from types import MappingProxyType
 from lxml import etree
 
 from config.errors import ErrorCode, IngestError
+from config.safe_parsing import check_parser_limits, xml_parser
 from markdown_text import decode_utf8
 from normalizers.diagrams import diagram_markdown
-from normalizers.html import Kind, MarkdownWalker, check_parser_limits, plain_text
+from normalizers.html import Kind, MarkdownWalker, plain_text
 from normalizers.links import (
     ANCHOR,
     ATTACHMENT,
@@ -515,19 +516,17 @@ def parse_storage(text: str, ctx: NormalizeContext) -> tuple[etree._Element, lis
     """Strict XML first; malformed bodies (typically hand-written HTML: `<br>`,
     unclosed `<p>`) get their void elements closed and the recovering parser."""
     data = prepare_storage(text, ctx)
-    options = {"resolve_entities": False, "no_network": True, "huge_tree": False,
-               "load_dtd": False, "remove_comments": True, "remove_pis": True}  # fmt: skip
-    strict = etree.XMLParser(**options)
+    strict = xml_parser(markup_only=True)
     try:
         root = etree.fromstring(data, strict)
-        check_parser_limits(strict, ctx)
+        check_parser_limits(strict, ctx.fail)
         return root, []
     except etree.XMLSyntaxError as exc:
-        check_parser_limits(strict, ctx)
+        check_parser_limits(strict, ctx.fail)
         problem = str(exc).splitlines()[0]
-    recovering = etree.XMLParser(recover=True, **options)
+    recovering = xml_parser(recover=True, markup_only=True)
     root = etree.fromstring(prepare_storage(_OPEN_VOID.sub(r"<\1\2/>", text), ctx), recovering)
-    check_parser_limits(recovering, ctx)
+    check_parser_limits(recovering, ctx.fail)
     expected = len("".join(_TAG.sub(" ", _CDATA.sub(_cdata_text, text)).split()))
     kept = len("".join("".join(root.itertext()).split())) if root is not None else 0
     if root is None or kept * 2 < expected:

@@ -39,6 +39,7 @@ from typing import Any
 from lxml import etree
 
 from config.errors import ErrorCode
+from config.safe_parsing import check_parser_limits, html_parser
 from normalizers.boilerplate import drop_navigation, report_dropped
 from normalizers.links import classify_href
 from normalizers.markdown import (
@@ -118,8 +119,6 @@ _CHARSET_ALIASES = MappingProxyType({"iso8859-1": "cp1252", "ascii": "cp1252", "
 # HTML never needs an internal DTD subset; libxml2's HTML parser ignores its entity
 # declarations but would show the subset's tail as text, so it goes before parsing.
 _DTD_SUBSET = re.compile(r"<!DOCTYPE[^>\[]*\[.*?\]\s*>", re.IGNORECASE | re.DOTALL)
-
-PARSER_DEPTH_LIMIT = 256
 
 
 def _dropped_tag(node: etree._Element, tag: str) -> bool:
@@ -571,14 +570,7 @@ def _decode(data: bytes, encoding: str, ctx: NormalizeContext) -> str:
 
 
 def parse_html(text: str, ctx: NormalizeContext) -> etree._Element:
-    parser = etree.HTMLParser(
-        encoding="utf-8",
-        remove_comments=True,
-        remove_pis=True,
-        no_network=True,
-        huge_tree=False,
-        recover=True,
-    )
+    parser = html_parser()
     markup = _DTD_SUBSET.sub("", text)
     if _UNKNOWN_VOID_TAG.search(markup):
         markup = _VOID_START_TAG.sub(r"<\1\2/>", markup)
@@ -586,22 +578,10 @@ def parse_html(text: str, ctx: NormalizeContext) -> etree._Element:
         root = etree.fromstring(markup.encode("utf-8"), parser)
     except etree.XMLSyntaxError as exc:
         raise ctx.fail(ErrorCode.CORRUPT, f"not parseable as HTML: {exc}") from None
-    check_parser_limits(parser, ctx)
+    check_parser_limits(parser, ctx.fail)
     if root is None:
         raise ctx.fail(ErrorCode.CORRUPT, "not parseable as HTML: no element found")
     return root
-
-
-def check_parser_limits(parser: etree._FeedParser, ctx: NormalizeContext) -> None:
-    """libxml2 stops at its nesting limit and keeps only what came before: refuse
-    rather than index half a document."""
-    for entry in parser.error_log:
-        if entry.type_name == "ERR_RESOURCE_LIMIT" or "Excessive depth" in entry.message:
-            raise ctx.fail(
-                ErrorCode.TOO_LARGE,
-                f"elements nested deeper than {PARSER_DEPTH_LIMIT} levels (line {entry.line}); "
-                "the parser stops there and the rest would be lost",
-            )
 
 
 def visible_text(root: etree._Element) -> str:

@@ -23,6 +23,7 @@ from html import unescape
 from xml.sax.saxutils import escape
 
 from config.errors import ErrorCode
+from config.safe_parsing import inflated_pieces
 from normalizers.model import NormalizeContext
 
 _XML_SUFFIXES = (".xml", ".rels", ".vml")
@@ -101,7 +102,6 @@ def _without_doctype(blob: bytes) -> bytes:
 
 
 _LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, ..., name length, extra length
-_CHUNK = 1 << 20
 _SIZE_SLACK = 1 << 20  # what a damaged deflate stream may add before it looks crafted
 
 
@@ -130,13 +130,10 @@ def _inflated_size(data: bytes, info: zipfile.ZipInfo, cap: int) -> int:
         return len(raw)
     if info.compress_type != zipfile.ZIP_DEFLATED:
         return 0
-    inflater = zlib.decompressobj(-zlib.MAX_WBITS)
     size = 0
     try:
-        chunk = inflater.decompress(raw, _CHUNK)
-        while chunk and size <= cap:
-            size += len(chunk)
-            chunk = inflater.decompress(inflater.unconsumed_tail, _CHUNK)
+        for piece in inflated_pieces(raw, -zlib.MAX_WBITS, cap):
+            size += len(piece)
     except zlib.error:
         pass  # damaged data inflates no further than this
     return size
@@ -150,7 +147,7 @@ def _inflate(data: bytes, info: zipfile.ZipInfo, length: int) -> bytes:
     if info.compress_type != zipfile.ZIP_DEFLATED:
         return b""
     try:
-        return zlib.decompressobj(-zlib.MAX_WBITS).decompress(raw, length)
+        return next(inflated_pieces(raw, -zlib.MAX_WBITS, length, piece=length), b"")
     except zlib.error:
         return b""
 

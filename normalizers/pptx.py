@@ -37,7 +37,8 @@ from pptx.oxml.ns import qn
 from pptx.shapes.group import GroupShape
 from pptx.shapes.picture import Picture
 
-from normalizers.charts import chart_markdown, parse_xml_part
+from config.safe_parsing import xml_root
+from normalizers.charts import chart_markdown
 from normalizers.fallback import Reader, first_that_reads, office_round_trip
 from normalizers.legacy import PPTX_ROUND_TRIP
 from normalizers.model import (
@@ -223,7 +224,7 @@ def _shape(shape: Any, where: str, warnings: list[str], pictures: PictureText | 
     if getattr(shape, "has_table", False):
         return [_table(shape.table)]
     if getattr(shape, "has_chart", False):
-        chart = chart_markdown(parse_xml_part(shape.chart_part.blob))
+        chart = chart_markdown(xml_root(shape.chart_part.blob))
         return [chart] if chart else []
     if isinstance(shape, Picture):
         alt = _alt_text(shape)
@@ -243,7 +244,7 @@ def _diagram(shape: Any) -> str:
     """SmartArt: the text of its data model's nodes, as a list in model order (the
     layout python-pptx does not read lives in separate parts; the words live here)."""
     for rel_ids in shape.element.iter(_DIAGRAM_REL_IDS):
-        data = parse_xml_part(shape.part.related_part(rel_ids.get(_DATA_MODEL_ID)).blob)
+        data = xml_root(shape.part.related_part(rel_ids.get(_DATA_MODEL_ID)).blob)
         texts = [
             one_line(" ".join("".join(p.itertext()) for p in point.iter(_PARAGRAPH)))
             for point in data.iter(_DIAGRAM_POINT)
@@ -409,7 +410,7 @@ def _comment_authors(deck: Any) -> dict[str, str]:
     for rel in deck.part.rels.values():
         if rel.is_external or not rel.reltype.endswith(("/commentAuthors", "/authors")):
             continue
-        for author in parse_xml_part(rel.target_part.blob):
+        for author in xml_root(rel.target_part.blob):
             if author.get("id") is not None:
                 authors[author.get("id")] = author.get("name", "")
     return authors
@@ -421,7 +422,7 @@ def _comments(slide: Any, authors: dict[str, str]) -> str:
     for rel in slide.part.rels.values():
         if rel.is_external or not rel.reltype.endswith("/comments"):
             continue
-        root = parse_xml_part(rel.target_part.blob)
+        root = xml_root(rel.target_part.blob)
         for comment in root.iter(f"{{{_P_NS}}}cm"):  # legacy: replies name their parent
             kind = "Reply" if next(comment.iter(_PARENT_COMMENT), None) is not None else "Comment"
             author = authors.get(comment.get("authorId", ""), "")

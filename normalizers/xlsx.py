@@ -62,7 +62,8 @@ from openpyxl.utils import (
 from openpyxl.utils.datetime import from_excel, from_ISO8601
 
 from config.errors import ErrorCode
-from normalizers.charts import chart_markdown, parse_xml_part
+from config.safe_parsing import iterparse_xml, xml_root
+from normalizers.charts import chart_markdown
 from normalizers.fallback import Reader, first_that_reads, office_round_trip
 from normalizers.legacy import XLSX_ROUND_TRIP
 from normalizers.model import (
@@ -294,9 +295,7 @@ def _used_range(source: IO[bytes]) -> tuple[int, int]:
     low_row = low_col = 1 << 31
     high_row = high_col = 0
     row = column = 0
-    events = etree.iterparse(
-        source, events=("start", "end"), tag=(_ROW, _CELL), resolve_entities=False, no_network=True
-    )
+    events = iterparse_xml(source, ("start", "end"), (_ROW, _CELL))
     for event, element in events:
         if element.tag == _ROW:
             if event == "start":
@@ -345,7 +344,7 @@ def _links(book: _Book, part: str) -> list[_Link]:
         return []
     folder = posixpath.dirname(part)
     links = []
-    for rel in parse_xml_part(book.archive.read(rels_path)):
+    for rel in xml_root(book.archive.read(rels_path)):
         target = rel.get("Target", "")
         if rel.get("TargetMode") == "External" or not target:
             continue
@@ -376,7 +375,7 @@ def _anchors(book: _Book, links: list[_Link]) -> list[_Anchor]:
     anchors = []
     for drawing in _related(links, "/drawing"):
         targets = {link.id: link.target for link in _links(book, drawing)}
-        for element in parse_xml_part(book.archive.read(drawing)):
+        for element in xml_root(book.archive.read(drawing)):
             start = element.find(f"{_XDR}from")
             row = int(start.findtext(f"{_XDR}row") or 0) + 1 if start is not None else None
             col = int(start.findtext(f"{_XDR}col") or 0) + 1 if start is not None else None
@@ -391,7 +390,7 @@ def _sheet_charts(anchors: list[_Anchor], book: _Book) -> list[tuple[int, int, s
     for anchor in anchors:
         for reference in anchor.element.iter(_CHART_REF):
             chart = anchor.targets.get(reference.get(_REL_ID, ""))
-            text = chart_markdown(parse_xml_part(book.archive.read(chart))) if chart else ""
+            text = chart_markdown(xml_root(book.archive.read(chart))) if chart else ""
             if text:
                 charts.append((anchor.row or 1, anchor.col or 1, text))
     return charts
@@ -437,7 +436,7 @@ def _persons(book: _Book, parts: list[str]) -> dict[str, str]:
         person.get("id", ""): person.get("displayName", "")
         for part in parts
         if part in book.parts
-        for person in parse_xml_part(book.archive.read(part)).iter(f"{_THREADED}person")
+        for person in xml_root(book.archive.read(part)).iter(f"{_THREADED}person")
     }
 
 
@@ -448,7 +447,7 @@ def _sheet_comments(book: _Book, links: list[_Link], persons: dict[str, str]) ->
     found: list[tuple[tuple[int, int], str]] = []
     threaded: set[str] = set()
     for part in _related(links, "/threadedComment"):
-        root = parse_xml_part(book.archive.read(part))
+        root = xml_root(book.archive.read(part))
         for comment in root.iter(f"{_THREADED}threadedComment"):
             threaded.add(comment.get("id", ""))
             ref = comment.get("ref", "")
@@ -457,7 +456,7 @@ def _sheet_comments(book: _Book, links: list[_Link], persons: dict[str, str]) ->
             text = comment.findtext(f"{_THREADED}text") or ""
             found.append((_cell_position(ref), comment_line(kind, author, comment.get("dT"), text)))
     for part in _related(links, "/comments"):
-        root = parse_xml_part(book.archive.read(part))
+        root = xml_root(book.archive.read(part))
         authors = [a.text or "" for a in root.iter(f"{_MAIN}author")]
         for comment in root.iter(_COMMENT):
             if comment.get(_REVISION_UID) in threaded:
@@ -525,9 +524,7 @@ def _fill_merges(
 
 def _rows(source: IO[bytes], book: _Book, merges: list[Block]) -> Any:
     """Yield (row number, {column: value}) for each `<row>`; collect merged ranges."""
-    events = etree.iterparse(
-        source, events=("end",), tag=(_ROW, _MERGE), resolve_entities=False, no_network=True
-    )
+    events = iterparse_xml(source, ("end",), (_ROW, _MERGE))
     row_index = 0
     for _, element in events:
         if element.tag == _MERGE:

@@ -31,6 +31,8 @@ from types import MappingProxyType
 
 from lxml import etree
 
+from config.safe_parsing import xml_parser
+
 NAMESPACES = MappingProxyType(
     {"ac": "http://atlassian.com/content", "ri": "http://atlassian.com/resource/identifier"}
 )
@@ -188,10 +190,7 @@ def _parse(body: str) -> etree._Element | None:
     attachment references matter here (the normalizer reports malformed bodies)."""
     declarations = " ".join(f'xmlns:{p}="{uri}"' for p, uri in NAMESPACES.items())
     wrapped = f"<ac:body {declarations}>{body}</ac:body>".encode()
-    parser = etree.XMLParser(
-        recover=True, resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False
-    )
     try:
-        return etree.fromstring(wrapped, parser)
+        return etree.fromstring(wrapped, xml_parser(recover=True))
     except etree.XMLSyntaxError:
         return None

@@ -27,6 +27,7 @@ from urllib.parse import unquote
 from lxml import etree
 
 from config.errors import ErrorCode
+from config.safe_parsing import inflate, parse_xml
 from normalizers.diagrams.model import (
     Connection,
     Container,
@@ -48,7 +49,7 @@ def normalize_drawio(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
 
 def drawio_pages(data: bytes, ctx: NormalizeContext) -> list[DiagramPage]:
     """The diagram's pages, from the draw.io file, PNG or SVG in `data`."""
-    root = parse_xml(_mxfile_xml(data, ctx), ctx, "draw.io XML")
+    root = parse_xml(_mxfile_xml(data, ctx), ctx.fail, "draw.io XML")
     if root.tag == "mxGraphModel":
         return [_page("", root, ctx)]
     if root.tag != "mxfile":
@@ -62,38 +63,10 @@ def drawio_pages(data: bytes, ctx: NormalizeContext) -> list[DiagramPage]:
     return pages
 
 
-def parse_xml(data: bytes, ctx: NormalizeContext, what: str) -> etree._Element:
-    """The XML's root element, parsed without entities, DTDs or network (libxml2's own
-    size and depth limits stay on); unparseable XML is CORRUPT."""
-    parser = etree.XMLParser(
-        resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False
-    )
-    try:
-        return etree.fromstring(data, parser)
-    except etree.XMLSyntaxError as exc:
-        raise ctx.fail(ErrorCode.CORRUPT, f"{what} is not well-formed: {exc}") from None
-
-
-def inflate(raw: bytes, wbits: int, ctx: NormalizeContext, what: str) -> bytes:
-    """`raw` inflated, up to limits.max_decompressed_bytes (TOO_LARGE past it)."""
-    limit = ctx.limits.max_decompressed_bytes
-    inflater = zlib.decompressobj(wbits)
-    try:
-        out = inflater.decompress(raw, limit)
-    except zlib.error as exc:
-        raise ctx.fail(ErrorCode.CORRUPT, f"{what} does not inflate: {exc}") from None
-    if inflater.unconsumed_tail:
-        raise ctx.fail(
-            ErrorCode.TOO_LARGE,
-            f"{what} inflates past limits.max_decompressed_bytes ({limit:,} bytes)",
-        )
-    return out
-
-
 def _mxfile_xml(data: bytes, ctx: NormalizeContext) -> bytes:
     if data.startswith(PNG_MAGIC):
         return _png_xml(data, ctx)
-    root = parse_xml(data, ctx, "draw.io XML")
+    root = parse_xml(data, ctx.fail, "draw.io XML")
     if etree.QName(root).localname != "svg":
         return data
     content = root.get("content")
@@ -109,16 +82,20 @@ def _png_xml(data: bytes, ctx: NormalizeContext) -> bytes:
     kind, body = chunk
     what = f"the PNG's mxfile {kind.decode('ascii')} chunk"
     if kind == b"zTXt":  # compression method byte, then a zlib stream
-        text = inflate(body[1:], zlib.MAX_WBITS, ctx, what)
+        text = _inflate(body[1:], zlib.MAX_WBITS, ctx, what)
     elif kind == b"iTXt":  # compression flag and method, language\0, translated keyword\0
         compressed = body[:1] == b"\x01"
         parts = body[2:].split(b"\0", 2)
         if len(parts) < 3:
             raise ctx.fail(ErrorCode.CORRUPT, f"{what} is truncated")
-        text = inflate(parts[2], zlib.MAX_WBITS, ctx, what) if compressed else parts[2]
+        text = _inflate(parts[2], zlib.MAX_WBITS, ctx, what) if compressed else parts[2]
     else:
         text = body
     return _url_decoded(text, ctx, what)
+
+
+def _inflate(raw: bytes, wbits: int, ctx: NormalizeContext, what: str) -> bytes:
+    return inflate(raw, wbits, ctx.limits.max_decompressed_bytes, ctx.fail, what)
 
 
 def _url_decoded(text: bytes, ctx: NormalizeContext, what: str) -> bytes:
@@ -143,8 +120,8 @@ def _page_model(diagram: etree._Element, number: int, ctx: NormalizeContext) -> 
         raise ctx.fail(
             ErrorCode.CORRUPT, f"{what}: the compressed body is not base64: {exc}"
         ) from None
-    xml = _url_decoded(inflate(raw, -zlib.MAX_WBITS, ctx, f"{what}'s body"), ctx, what)
-    return parse_xml(xml, ctx, f"{what}'s XML")
+    xml = _url_decoded(_inflate(raw, -zlib.MAX_WBITS, ctx, f"{what}'s body"), ctx, what)
+    return parse_xml(xml, ctx.fail, f"{what}'s XML")
 
 
 @dataclass

@@ -28,7 +28,7 @@ from types import MappingProxyType
 from lxml import etree
 
 from config.errors import ErrorCode
-from normalizers.diagrams.drawio import parse_xml
+from config.safe_parsing import parse_xml
 from normalizers.diagrams.model import (
     Connection,
     Container,
@@ -62,7 +62,7 @@ def vsdx_pages(data: bytes, ctx: NormalizeContext) -> list[DiagramPage]:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             return [
-                _vsdx_page(name, parse_xml(archive.read(part), ctx, part), ctx)
+                _vsdx_page(name, parse_xml(archive.read(part), ctx.fail, part), ctx)
                 for name, part in _vsdx_page_parts(archive, ctx)
             ]
     except (zipfile.BadZipFile, KeyError, OSError, EOFError) as exc:
@@ -73,9 +73,9 @@ def _vsdx_page_parts(archive: zipfile.ZipFile, ctx: NormalizeContext) -> Iterato
     """(name, part) of each page in the order pages.xml lists them."""
     if _PAGES_PART not in archive.namelist():
         raise ctx.fail(ErrorCode.CORRUPT, f"a Visio package without {_PAGES_PART}")
-    pages = parse_xml(archive.read(_PAGES_PART), ctx, _PAGES_PART)
+    pages = parse_xml(archive.read(_PAGES_PART), ctx.fail, _PAGES_PART)
     rels_part = "visio/pages/_rels/pages.xml.rels"
-    rels = parse_xml(archive.read(rels_part), ctx, rels_part)
+    rels = parse_xml(archive.read(rels_part), ctx.fail, rels_part)
     targets = {
         rel.get("Id"): posixpath.normpath(posixpath.join("visio/pages", rel.get("Target", "")))
         for rel in rels.iter(f"{_PACKAGE_RELS}Relationship")
@@ -164,7 +164,9 @@ def _pin(shape: etree._Element, name: str) -> float:
 
 
 def vsd_pages(data: bytes, ctx: NormalizeContext) -> list[DiagramPage]:
-    flat = parse_xml(convert_with_libreoffice(data, VSD_TO_FODG, ctx), ctx, "LibreOffice's ODF")
+    flat = parse_xml(
+        convert_with_libreoffice(data, VSD_TO_FODG, ctx), ctx.fail, "LibreOffice's ODF"
+    )
     pages = []
     for draw_page in flat.iter(f"{_DRAW}page"):
         page = DiagramPage(draw_page.get(f"{_DRAW}name", ""))

@@ -27,9 +27,9 @@ from typing import Any
 from docx.opc.constants import RELATIONSHIP_TYPE as RT
 from docx.opc.coreprops import CoreProperties
 from docx.oxml import parse_xml as parse_docx_xml
-from lxml import etree
 
-from normalizers.docx.package import XML_PARSER, prepare_package, w
+from config.safe_parsing import xml_root
+from normalizers.docx.package import prepare_package, w
 from normalizers.docx.pandoc import pandoc_markdown
 from normalizers.docx.pictures import ReadOnce, ShownPictures
 from normalizers.docx.walk import walk_markdown
@@ -160,11 +160,11 @@ def _core_properties(data: bytes) -> _Properties:
                 if value:
                     props.extra[key] = value
         if "docProps/app.xml" in names:
-            app = etree.fromstring(archive.read("docProps/app.xml"), XML_PARSER)
+            app = xml_root(archive.read("docProps/app.xml"), huge_tree=True)
             pages = app.findtext("{*}Pages")
             props.pages = int(pages) if pages and pages.strip().isdigit() else None
         if props.language is None and "word/styles.xml" in names:
-            styles = etree.fromstring(archive.read("word/styles.xml"), XML_PARSER)
+            styles = xml_root(archive.read("word/styles.xml"), huge_tree=True)
             lang = styles.find(f"{w('docDefaults')}//{w('lang')}")
             props.language = lang.get(w("val")) if lang is not None else None
     return props
@@ -172,7 +172,7 @@ def _core_properties(data: bytes) -> _Properties:
 
 def _core_part(archive: zipfile.ZipFile) -> str | None:
     """The zip path of the core properties part, from the package relationships."""
-    rels = etree.fromstring(archive.read("_rels/.rels"), XML_PARSER)
+    rels = xml_root(archive.read("_rels/.rels"), huge_tree=True)
     for rel in rels:
         if rel.get("Type") == RT.CORE_PROPERTIES:
             target: str = rel.get("Target", "")

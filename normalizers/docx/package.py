@@ -25,6 +25,7 @@ from types import MappingProxyType
 from lxml import etree
 
 from config.errors import ErrorCode
+from config.safe_parsing import parse_xml
 from normalizers.model import NormalizeContext
 
 W_NS = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
@@ -110,14 +111,9 @@ class _StyleSheet:
         return style_id
 
 
-XML_PARSER = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True)
-
-
 def _parse_xml(blob: bytes, part: str, ctx: NormalizeContext) -> etree._Element:
-    try:
-        return etree.fromstring(blob, XML_PARSER)
-    except etree.XMLSyntaxError as exc:
-        raise ctx.fail(ErrorCode.CORRUPT, f"broken XML in {part}: {exc}") from None
+    """A part of the package; a DOCX body may hold text nodes past libxml2's size limit."""
+    return parse_xml(blob, ctx.fail, part, huge_tree=True)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,8 @@ from docx.table import Table, _Cell
 from docx.text.paragraph import Paragraph
 from lxml import etree
 
-from normalizers.docx.package import XML_PARSER, body_paragraphs, paragraph_text, w
+from config.safe_parsing import xml_root
+from normalizers.docx.package import body_paragraphs, paragraph_text, w
 from normalizers.markdown import escape_text, fenced_code
 from normalizers.tables import escape_block_start, flat_table, gfm_table, one_line
 
@@ -48,7 +49,7 @@ def walk_markdown(package: bytes, picture_text: Callable[[str], str] | None = No
     blocks = list(_blocks(document.iter_inner_content(), picture_text))
     for part in document.part.package.iter_parts():
         if str(part.partname) in _NOTE_PARTS:
-            blocks.extend(_notes(etree.fromstring(part.blob, XML_PARSER)))
+            blocks.extend(_notes(xml_root(part.blob, huge_tree=True)))
     return "\n\n".join(blocks) + "\n"
 
 
