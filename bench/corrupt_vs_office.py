@@ -6,7 +6,7 @@ Normalizes every file of the Docling corpus (`tests/corpus/docling/<format>/`) a
 seeded mutation set drawn with `bench.fuzz.cases` (the same byte flips, truncations and
 broken zip entries; `--mutations` cases spread evenly over the formats). Every file
 that ends `CORRUPT` is then handed to LibreOffice headless (`soffice --convert-to pdf`,
-the import filter forced as in `normalizers.legacy`, so a damaged file is not "opened"
+the import filter forced as in `normalizers.libreoffice`, so a damaged file is not "opened"
 as plain text): the target is that none of them converts, i.e. no file that a user's
 office suite opens is reported `CORRUPT`. The PDF LibreOffice writes also tells whether
 it showed any text (a damaged file may open as blank pages). Prints the outcome codes
@@ -27,7 +27,7 @@ from pathlib import Path
 
 from bench.fuzz import SEED_FILES, cases, run_case
 from bench.normalize import open_pdf
-from normalizers.legacy import find_soffice
+from normalizers.libreoffice import find_soffice
 from tests.corpus import DOCLING
 
 # What LibreOffice is asked to do with each format: its import filter and a PDF export.

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from config.errors import ErrorCode, IngestError
-from normalizers.legacy import Conversion, convert_with_libreoffice, find_soffice
+from normalizers.libreoffice import Conversion, convert_with_libreoffice, find_soffice
 from normalizers.model import NormalizeContext, NormalizedDocument, Normalizer
 from normalizers.ooxml import check_true_sizes, without_doctypes
 

@@ -30,14 +30,16 @@ from types import MappingProxyType, TracebackType
 from config.errors import IngestError
 from config.settings import LimitsSettings
 from normalizers.detection import detect_format
-from normalizers.diagrams.visio import VSD_TO_FODG
-from normalizers.legacy import (
+from normalizers.libreoffice import (
     DOC_TO_DOCX,
     PPT_TO_PPTX,
+    VSD_TO_FODG,
     XLS_TO_XLSX,
     Conversion,
+    converted_path,
     find_soffice,
     kill_soffice,
+    profile_dir,
     soffice_command,
     start_soffice,
 )
@@ -133,7 +135,7 @@ class LegacyBatch:
         ]
         for source, (_, data) in zip(sources, files, strict=True):
             source.write_bytes(data)
-        outputs = [workdir / "out" / f"{source.stem}.{conversion.target}" for source in sources]
+        outputs = [converted_path(workdir, source, conversion) for source in sources]
         with (workdir / "soffice.log").open("wb") as log:
             process = start_soffice(
                 soffice_command(soffice, workdir, conversion, sources), workdir, log
@@ -146,7 +148,7 @@ class LegacyBatch:
             self._converted[(files[position][0], conversion)] = outputs[position]
         for source in sources:
             source.unlink()
-        shutil.rmtree(workdir / "profile", ignore_errors=True)
+        shutil.rmtree(profile_dir(workdir), ignore_errors=True)
         return [] if ended else files[last + 2 :]
 
     def _wait(self, process: subprocess.Popen[bytes], outputs: list[Path]) -> bool:

@@ -99,7 +99,7 @@ class ConvertedAhead(Protocol):
     many files, `normalizers.legacy_batch`), looked up by content."""
 
     def get(self, data: bytes, conversion: Hashable) -> bytes | None:
-        """`data` converted by `conversion` (a `normalizers.legacy.Conversion`), or None
+        """`data` converted by `conversion` (a `normalizers.libreoffice.Conversion`), or None
         where it was not (not in the batch, or it failed there: converted alone then)."""
         ...
 

@@ -40,7 +40,7 @@ from pptx.shapes.picture import Picture
 from config.safe_parsing import xml_root
 from normalizers.charts import chart_markdown
 from normalizers.fallback import Reader, first_that_reads, office_round_trip
-from normalizers.legacy import PPTX_ROUND_TRIP
+from normalizers.libreoffice import PPTX_ROUND_TRIP
 from normalizers.model import (
     AnchoredMarkdown,
     NormalizeContext,

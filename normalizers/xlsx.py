@@ -65,7 +65,7 @@ from config.errors import ErrorCode
 from config.safe_parsing import iterparse_xml, xml_root
 from normalizers.charts import chart_markdown
 from normalizers.fallback import Reader, first_that_reads, office_round_trip
-from normalizers.legacy import XLSX_ROUND_TRIP
+from normalizers.libreoffice import XLSX_ROUND_TRIP
 from normalizers.model import (
     AnchoredMarkdown,
     NormalizeContext,

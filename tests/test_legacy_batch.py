@@ -20,8 +20,8 @@ import pytest
 from config.errors import ErrorCode, IngestError
 from config.settings import LimitsSettings, load_settings
 from normalizers.base import normalize_bytes
-from normalizers.legacy import find_soffice
 from normalizers.legacy_batch import LegacyBatch, Upcoming
+from normalizers.libreoffice import find_soffice
 from normalizers.model import NormalizedDocument
 from tasks import pipeline
 from tasks.pipeline import SourceSpec

@@ -26,7 +26,7 @@ from normalizers.base import normalize_bytes
 from normalizers.detection import detect_format
 from normalizers.diagrams import diagram_markdown
 from normalizers.diagrams.sniff import diagram_format
-from normalizers.legacy import LIBREOFFICE_APT_INSTALL
+from normalizers.libreoffice import LIBREOFFICE_APT_INSTALL
 from tests.corpus import DIAGRAMS
 from tests.word_recall import words
 

@@ -20,7 +20,7 @@ from config.errors import ErrorCode, IngestError
 from config.settings import LimitsSettings
 from normalizers.base import normalize_bytes
 from normalizers.detection import biff_version, detect_format
-from normalizers.legacy import LIBREOFFICE_APT_INSTALL, Conversion, convert_with_libreoffice
+from normalizers.libreoffice import LIBREOFFICE_APT_INSTALL, Conversion, convert_with_libreoffice
 from normalizers.model import NormalizeContext, NormalizedDocument
 from tests import fixtures_docx
 from tests.corpus import POI
@@ -233,3 +233,18 @@ def test_timeout_kills_the_conversion_and_cleans_up(
     assert "conversion_timeout_s" in caught.value.message
     assert time.perf_counter() - started < 5
     assert list(tmp_path.iterdir()) == []  # input, output and profile removed
+
+
+def test_what_libreoffice_needs_is_known_in_one_module() -> None:
+    """Conversions, finding soffice and its command line are normalizers/libreoffice.py's
+    alone: a normalizer that converts names a conversion from there."""
+    root = Path(__file__).resolve().parent.parent / "normalizers"
+    knowledge = ("Conversion(", "UserInstallation", "--convert-to", '"soffice"')
+    elsewhere = [
+        f"{path.relative_to(root)}: {needle}"
+        for path in sorted(root.rglob("*.py"))
+        if path.name != "libreoffice.py"
+        for needle in knowledge
+        if needle in path.read_text()
+    ]
+    assert elsewhere == []

@@ -19,7 +19,7 @@ from config.errors import ErrorCode, IngestError
 from config.settings import LimitsSettings
 from markdown_text import Anchor
 from normalizers.base import normalize_bytes
-from normalizers.legacy import find_soffice
+from normalizers.libreoffice import find_soffice
 from tests.corpus import DOCLING
 from tests.word_recall import word_recall
 

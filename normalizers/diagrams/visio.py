@@ -36,7 +36,7 @@ from normalizers.diagrams.model import (
     Label,
     diagram_document,
 )
-from normalizers.legacy import Conversion, convert_with_libreoffice
+from normalizers.libreoffice import VSD_TO_FODG, convert_with_libreoffice
 from normalizers.model import NormalizeContext, NormalizedDocument
 from normalizers.ooxml import check_true_sizes, check_zip_limits
 
@@ -46,7 +46,6 @@ _PACKAGE_RELS = "{http://schemas.openxmlformats.org/package/2006/relationships}"
 _PIXELS_PER_INCH = 96.0
 _PAGES_PART = "visio/pages/pages.xml"
 
-VSD_TO_FODG = Conversion(".vsd", "Visio Document", "fodg", "fodg:OpenDocument Drawing Flat XML")
 _DRAW = "{urn:oasis:names:tc:opendocument:xmlns:drawing:1.0}"
 _TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
 _SVG = "{urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0}"

@@ -34,7 +34,7 @@ from normalizers.docx.pandoc import pandoc_markdown
 from normalizers.docx.pictures import ReadOnce, ShownPictures
 from normalizers.docx.walk import walk_markdown
 from normalizers.fallback import Reader, first_that_reads, office_round_trip
-from normalizers.legacy import DOCX_ROUND_TRIP
+from normalizers.libreoffice import DOCX_ROUND_TRIP
 from normalizers.model import NormalizeContext, NormalizedDocument
 from normalizers.ooxml import check_zip_limits, iso_datetime, without_doctypes
 from normalizers.selfcheck import loss_warning, word_loss
