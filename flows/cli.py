@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from chunking import ChunkedDocument
     from connectors.base import SourceDocument
-    from normalizers.pictures import PictureSetup
+    from normalizers import PictureSetup
     from query.api import Hit, Index
     from query.evaluate import Question, Search
     from query.identity import Identity

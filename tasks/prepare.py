@@ -25,9 +25,7 @@ from connectors.base import (
     SourceDocument,
     fetch_many,
 )
-from normalizers.legacy_batch import LegacyBatch, Upcoming
-from normalizers.model import NormalizedDocument
-from normalizers.pictures import PictureSetup, settled
+from normalizers import LegacyBatch, NormalizedDocument, PictureSetup, Upcoming, settled
 from stage_cache.cached import JSON, Codec, cached
 from stage_cache.keys import CacheKey, config_hash, sha256_hex, stage_key
 from stage_cache.store import StageCache, json_bytes

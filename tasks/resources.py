@@ -27,8 +27,7 @@ from indexing.embedders import Embedder, make_embedder
 from indexing.lexical import LexicalEncoder
 from indexing.qdrant_store import QdrantConnection, QdrantStore, StoreSeconds
 from indexing.store_schema import CollectionSchema
-from normalizers.pictures import PictureSetup
-from normalizers.registry import supported_extensions
+from normalizers import PictureSetup, supported_extensions
 from stage_cache.keys import config_hash, sha256_hex
 from tasks import native_memory
 from tasks.stages import run_pictures

@@ -15,10 +15,15 @@ from chunking import ChunkedDocument, DocumentInfo, chunk_document
 from chunking.record import CONTAINER_FIELD, LOCATOR_FIELD
 from config.settings import ChunkingSettings, LimitsSettings, Settings
 from connectors.base import DocumentRef, HeadingCitation, SourceDocument
-from normalizers.base import normalize_bytes
-from normalizers.model import ConvertedAhead, NormalizedDocument
-from normalizers.pictures import PictureSetup, ocr_languages, picture_setup
-from normalizers.pictures.captions import VisionCaptioner
+from normalizers import (
+    ConvertedAhead,
+    NormalizedDocument,
+    PictureSetup,
+    VisionCaptioner,
+    normalize_bytes,
+    ocr_languages,
+    picture_setup,
+)
 from stage_cache.keys import CacheKey
 from stage_cache.store import StageCache
 from tasks.citations import cite
