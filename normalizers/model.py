@@ -85,12 +85,30 @@ class NormalizedDocument:
         )
 
 
+@dataclass(frozen=True)
+class PictureSkipped:
+    """Why a picture reader read nothing of a picture: one of
+    `normalizers.pictures.SKIP_REASONS` ("small", "unreadable", "timeout", ...)."""
+
+    reason: str
+
+
 class PictureText(Protocol):
     """Reads what a picture shows for the normalizer that found it, one per document (it
     counts what it read and skips repeats of a picture)."""
 
+    @property
+    def languages(self) -> str | None:
+        """The languages text is read in (tesseract's `-l`); None: no OCR."""
+        ...
+
     def text(self, data: bytes, name: str) -> str:
         """The Markdown to put where the picture stands ("" for nothing: skipped, no text)."""
+        ...
+
+    def plain(self, data: bytes) -> str | PictureSkipped:
+        """The picture's caption and text as Markdown paragraphs (an image file's body),
+        or why nothing was read."""
         ...
 
 

@@ -16,7 +16,8 @@ from config.errors import ConfigError
 from config.settings import PicturesSettings, load_settings
 from flows.report import RunSummary, pictures_line, summary_markdown
 from markdown_text import normalize_markdown
-from normalizers.pictures import PictureReader, picture_setup
+from normalizers.model import PictureSkipped
+from normalizers.pictures import PictureReader, PictureReading, picture_setup
 from normalizers.pictures.ocr import installed_languages
 from stage_cache.store import StageCache
 from tasks.outcome import PictureTally
@@ -147,7 +148,7 @@ def test_words_below_the_confidence_threshold_are_dropped() -> None:
     picture = text_picture(["Quarterly revenue grew"], blurred=["smudged ledger entries"])
     everything = reader(min_confidence=0).read(picture)
     confident = reader(min_confidence=60).read(picture)
-    assert everything is not None and confident is not None
+    assert isinstance(everything, PictureReading) and isinstance(confident, PictureReading)
     every_word = " ".join(" ".join(p) for p in everything.paragraphs).split()
     sure_words = " ".join(" ".join(p) for p in confident.paragraphs).split()
     assert {"Quarterly", "revenue", "grew"} <= set(sure_words)
@@ -158,6 +159,16 @@ def test_a_timeout_is_counted_not_raised() -> None:
     pictures = reader(timeout_s=0.001)
     assert pictures.text(text_picture(["too slow"]), "slow.png") == ""
     assert pictures.counts.skipped == {"timeout": 1}
+
+
+def test_a_skipped_picture_says_why_and_each_skip_is_counted() -> None:
+    pictures = reader(timeout_s=0.001)
+    tiny = io.BytesIO()
+    Image.new("RGB", (10, 10), "white").save(tiny, format="PNG")
+    assert pictures.read(tiny.getvalue()) == PictureSkipped("small")
+    assert pictures.read(b"not a picture at all") == PictureSkipped("unreadable")
+    assert pictures.plain(text_picture(["too slow"])) == PictureSkipped("timeout")
+    assert pictures.counts.skipped == {"small": 1, "unreadable": 1, "timeout": 1}
 
 
 def test_a_picture_over_pillows_pixel_limit_is_skipped_as_large_not_unreadable() -> None:

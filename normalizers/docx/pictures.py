@@ -14,7 +14,7 @@ import io
 import posixpath
 import zipfile
 
-from normalizers.model import PictureText
+from normalizers.model import PictureSkipped, PictureText
 from normalizers.ooxml import media_part
 
 
@@ -26,6 +26,13 @@ class ReadOnce:
     def __init__(self, pictures: PictureText) -> None:
         self._pictures = pictures
         self._read: dict[str, str] = {}
+
+    @property
+    def languages(self) -> str | None:
+        return self._pictures.languages
+
+    def plain(self, data: bytes) -> str | PictureSkipped:
+        return self._pictures.plain(data)
 
     def text(self, data: bytes, name: str) -> str:
         key = hashlib.sha256(data).hexdigest()

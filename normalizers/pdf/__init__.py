@@ -27,7 +27,6 @@ from normalizers.model import NormalizeContext, NormalizedDocument, PictureText
 from normalizers.pdf.extraction import PYMUPDF, TEXT_FLAGS, Item, Page, extract_page
 from normalizers.pdf.layout import document_styles, drop_running_lines
 from normalizers.pdf.rendering import render
-from normalizers.pictures import PictureReader
 
 
 def normalize_pdf(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
@@ -54,8 +53,7 @@ def normalize_pdf(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
         pages = [extract_page(page, textpage=None) for page in doc]
         # pages with a text layer: their pictures are read; the others are scans, OCR'd whole
         layered = [p for p in pages if p.lines or p.tables]
-        reader = ctx.pictures if isinstance(ctx.pictures, PictureReader) else None
-        languages = reader.languages if reader is not None else None
+        languages = ctx.pictures.languages if ctx.pictures is not None else None
         if languages is not None:
             pages = [
                 p if p.lines or p.tables else _ocr_page(doc[p.number - 1], ctx, languages)

@@ -7,14 +7,13 @@ from pathlib import PurePath
 from config.errors import ErrorCode
 from normalizers.model import NormalizeContext, NormalizedDocument
 from normalizers.pictures.images import PictureTooLarge, UnreadablePicture, probe
-from normalizers.pictures.reader import PictureReader
 
 
 def normalize_image(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
     """The picture's caption and text as paragraphs, titled by the file name; a picture
     without text (or too small to hold any) is an empty document."""
     reader = ctx.pictures
-    if not isinstance(reader, PictureReader) or reader.languages is None:
+    if reader is None or reader.languages is None:
         raise ctx.fail(
             ErrorCode.UNSUPPORTED_FORMAT,
             "an image: its text is read by OCR, which needs pictures.ocr: true and tesseract "
@@ -26,13 +25,11 @@ def normalize_image(data: bytes, ctx: NormalizeContext) -> NormalizedDocument:
         raise ctx.fail(ErrorCode.TOO_LARGE, str(exc)) from None
     except UnreadablePicture:
         pass  # the reader counts it, below
-    skipped = dict(reader.counts.skipped)
-    result = reader.read(data)
+    result = reader.plain(data)
     title = PurePath(ctx.filename).name
-    if result is not None:
-        return NormalizedDocument(markdown=result.plain(), title=title)
-    (reason,) = (r for r, n in reader.counts.skipped.items() if n != skipped.get(r, 0))
-    if reason == "unreadable":
+    if isinstance(result, str):
+        return NormalizedDocument(markdown=result, title=title)
+    if result.reason == "unreadable":
         raise ctx.fail(ErrorCode.CORRUPT, "not a readable image (truncated or damaged)")
-    why = {"small": "too small to hold text", "timeout": "OCR ran out of time"}[reason]
+    why = {"small": "too small to hold text", "timeout": "OCR ran out of time"}[result.reason]
     return NormalizedDocument(markdown="", title=title, warnings=(f"no text read: {why}",))

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from config.settings import PicturesSettings
 from normalizers.markdown import escape_text
+from normalizers.model import PictureSkipped
 from normalizers.pictures.images import (
     Picture,
     PictureTooLarge,
@@ -130,10 +131,14 @@ class PictureReader:
     def text(self, data: bytes, name: str) -> str:
         """The picture as Markdown where the document shows it ("" for nothing)."""
         result = self.read(data)
-        return result.quoted(name) if result is not None else ""
+        return result.quoted(name) if isinstance(result, PictureReading) else ""
 
-    def read(self, data: bytes) -> PictureReading | None:
-        """The picture's caption and text; None where it was skipped (counted)."""
+    def plain(self, data: bytes) -> str | PictureSkipped:
+        result = self.read(data)
+        return result.plain() if isinstance(result, PictureReading) else result
+
+    def read(self, data: bytes) -> PictureReading | PictureSkipped:
+        """The picture's caption and text, or why it was skipped (counted)."""
         try:
             picture = probe(data)
         except PictureTooLarge:
@@ -165,10 +170,10 @@ class PictureReader:
             self.counts.captioned += 1
         return PictureReading(caption, paragraphs)
 
-    def _skip(self, reason: str) -> PictureReading | None:
+    def _skip(self, reason: str) -> PictureSkipped:
         """Nothing read: `reason` counted."""
         self.counts.skipped[reason] += 1
-        return None
+        return PictureSkipped(reason)
 
     def _words(self, data: bytes, digest: str, picture: Picture, languages: str) -> list[Word]:
         key = hashlib.sha256(
