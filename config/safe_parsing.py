@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Iterator
+from types import MappingProxyType
 from typing import IO
 
 from lxml import etree
@@ -23,6 +24,8 @@ from config.errors import ErrorCode, IngestError
 # How a reader reports a refused input: `NormalizeContext.fail` in the normalizers.
 Fail = Callable[[ErrorCode, str], IngestError]
 
+# What no parser of untrusted bytes does: resolve an entity, load a DTD, reach the network.
+_UNTRUSTED = MappingProxyType({"resolve_entities": False, "load_dtd": False, "no_network": True})
 PARSER_DEPTH_LIMIT = 256  # libxml2's nesting limit without huge_tree
 _PIECE = 1 << 20
 
@@ -32,15 +35,8 @@ def xml_parser(
 ) -> etree.XMLParser:
     """A parser for untrusted XML; `recover` keeps what malformed XML allows,
     `markup_only` drops comments and processing instructions."""
-    return etree.XMLParser(
-        resolve_entities=False,
-        no_network=True,
-        load_dtd=False,
-        huge_tree=huge_tree,
-        recover=recover,
-        remove_comments=markup_only,
-        remove_pis=markup_only,
-    )
+    options = {**_UNTRUSTED, "huge_tree": huge_tree, "recover": recover}
+    return etree.XMLParser(**options, remove_comments=markup_only, remove_pis=markup_only)
 
 
 def html_parser() -> etree.HTMLParser:
@@ -60,9 +56,7 @@ def iterparse_xml(
     source: IO[bytes], events: tuple[str, ...], tag: tuple[str, ...]
 ) -> etree.iterparse:
     """`source` streamed as (event, element) pairs of the elements tagged `tag`."""
-    return etree.iterparse(
-        source, events=events, tag=tag, resolve_entities=False, no_network=True, load_dtd=False
-    )
+    return etree.iterparse(source, events=events, tag=tag, **_UNTRUSTED)
 
 
 def xml_root(data: bytes, *, huge_tree: bool = False) -> etree._Element:
