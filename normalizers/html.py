@@ -17,10 +17,11 @@ its words. Converters' navigation boilerplate (Prev/Up/Next bars, tables of cont
 repeated page footers) goes before rendering; `normalizers.boilerplate` says which and
 the document's metadata how much.
 
-Safety: parsers never resolve entities or touch the network, and libxml2's own limits
-stay on (`huge_tree=False`), so billion-laughs and external-entity payloads expand to
-nothing. libxml2 stops parsing at 256 levels of nesting; input that hits this limit
-fails as TOO_LARGE instead of being silently cut. Below it, the walker flattens
+Safety: the parser (`config.safe_parsing`) never resolves entities or touches the
+network, and libxml2's own limits stay on (`huge_tree=False`), so billion-laughs and
+external-entity payloads expand to nothing. libxml2 stops parsing at 256 levels of
+nesting; input that hits this limit fails as TOO_LARGE instead of being silently cut.
+Below it, the walker flattens
 anything deeper than `max_depth` elements to plain text, lists nested deeper than
 `max_nesting` containers to one line of `; `-separated items, and deeper quotes to
 unquoted blocks, so recursion and the Markdown parser downstream both stay bounded.
