@@ -2,12 +2,12 @@
 the settings make now (another model or vector size, the `lexical` vector added, BGE-M3's
 sparse added), check it against the old one, then move the alias in one atomic step.
 
-Nothing is fetched or normalized again. Where only the vectors change, the chunk records
+Where only the vectors change, nothing is fetched or normalized again: the chunk records
 are the old points' payloads (`embed_text` put back from their own fields), and only the
 vectors the new schema lacks are computed. Where the chunking settings changed (the
 collection records them), each document's chunks are made anew by the caller's
-`rechunk` (from the normalized text of the stage cache), and the check before the move
-is by documents rather than point ids. A `gate` may keep the alias where it is: the
+`rechunk` (from the normalized text of the stage cache, or from the source where the
+cache lost it), and the check before the move is by documents rather than point ids. A `gate` may keep the alias where it is: the
 build then stays, recorded `building`, for inspection or a forced move.
 
 A dense vector is copied from the old point when the old collection records the same
