@@ -210,3 +210,31 @@ def test_a_document_pruned_from_the_stage_cache_is_fetched_again_and_the_rebuild
     assert set(rebuilt) == set(documents)
     assert sum(map(len, rebuilt.values())) > sum(map(len, documents.values()))
     assert all(p["token_count"] <= SMALL["max_tokens"] or p["oversize"] for p in sample.values())
+
+
+def test_a_collection_that_does_not_record_its_chunking_counts_as_changed(state: State) -> None:
+    """A collection an earlier version made records no chunking settings: with the gate
+    on, a run with other budgets refuses to re-chunk it in place, and `ingest reindex`
+    rebuilds it by chunks, where it used to find nothing to do."""
+    gated = state.config(
+        "smaller-gated", chunking=SMALL, questions=str(ROOT / "samples" / "questions.yaml")
+    )
+    settings = load_settings(config_file=gated, environ=state.env)
+    with Index(settings) as index:
+        store = index.store()
+        current = store.resolve()
+        assert current is not None and store.recorded(current)["chunking_id"]
+        store.record(current, chunking_id=None)  # as an earlier version left it
+
+    run = state.ingest("run", "files", state.docs, "--config", gated)
+    assert run.returncode != 0
+    assert "does not record the chunking settings" in run.stdout + run.stderr, run.stderr
+    assert state.alias_target(gated) == current
+
+    done = state.ingest("reindex", "--config", state.config("smaller", chunking=SMALL))
+    assert done.returncode == 0, done.stderr
+    assert "chunked anew" in done.stdout, done.stdout
+    moved = state.alias_target(gated)
+    assert moved not in (None, current)
+    with Index(settings) as index:
+        assert index.store().recorded(moved or "")["chunking_id"]
