@@ -208,7 +208,7 @@ def rechunked(
     old = chunk_of_payload(payloads[0])
     normalized = normalized_of(cache, old.tenant_id, old.document_id)
     if normalized is None:
-        return refetch.chunks(old.document_id)
+        return refetch.chunks(old.tenant_id, old.document_id)
     info = DocumentInfo(
         old.document_id,
         old.tenant_id,

@@ -21,16 +21,18 @@ from tasks.state import SourceLog, SyncState
 
 @dataclass
 class Refetch:
-    """Prepares documents again, one at a time; each source is listed once."""
+    """Prepares documents again, one at a time; each source is listed once (for each
+    tenant)."""
 
     settings: Settings
     resources: Resources
     listings: dict[str, dict[str, DocumentRef]] = field(default_factory=dict)
 
-    def chunks(self, document_id: str) -> list[Chunk]:
-        """The document's chunks as a run would make them now, from its source."""
-        spec, ref = self._find(document_id)
-        prepared = prepare_batch(spec, self.settings, [ref], self.resources)
+    def chunks(self, tenant_id: str, document_id: str) -> list[Chunk]:
+        """The tenant's document's chunks as a run would make them now, from its source."""
+        settings = self.settings.model_copy(update={"tenant_id": tenant_id})
+        spec, ref = self._find(settings, document_id)
+        prepared = prepare_batch(spec, settings, [ref], self.resources)
         if not prepared.documents:
             failures = prepared.outcome.failures
             why = failures[0].message if failures else "it is gone from its source"
@@ -42,19 +44,21 @@ class Refetch:
                 transient=bool(failures) and failures[0].transient,
             )
         key = CacheKey("chunk", prepared.documents[0].chunk_key)
-        records = handoff_cache(self.settings).get_json(key) or []
+        records = handoff_cache(settings).get_json(key) or []
         return [Chunk.from_record(record) for record in records]
 
-    def _find(self, document_id: str) -> tuple[SourceSpec, DocumentRef]:
-        """The source scope whose sync state holds the document, and its listing's ref."""
-        for sync in SourceLog.for_settings(self.settings).read(self.settings.tenant_id):
+    def _find(self, settings: Settings, document_id: str) -> tuple[SourceSpec, DocumentRef]:
+        """The source scope whose sync state (of `settings`' tenant) holds the document,
+        and its listing's ref."""
+        for sync in SourceLog.for_settings(settings).read(settings.tenant_id):
             spec = SourceSpec(sync.scope.split(":", 1)[0], sync.targets)
-            if SyncState.for_scope(self.settings, spec.scope).get(document_id) is None:
+            if SyncState.for_scope(settings, spec.scope).get(document_id) is None:
                 continue
-            if spec.scope not in self.listings:
-                refs = discover(spec, self.settings, self.resources).refs
-                self.listings[spec.scope] = {ref.document_id: ref for ref in refs}
-            ref = self.listings[spec.scope].get(document_id)
+            listed = f"{settings.tenant_id}|{spec.scope}"
+            if listed not in self.listings:
+                refs = discover(spec, settings, self.resources).refs
+                self.listings[listed] = {ref.document_id: ref for ref in refs}
+            ref = self.listings[listed].get(document_id)
             if ref is not None:
                 return spec, ref
         raise IngestError(
