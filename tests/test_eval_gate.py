@@ -3,7 +3,8 @@
 collection from the stage cache; with `eval.questions` set, a change that loses the
 questions' targets is refused (the alias stays, the new collection is kept, `--force`
 moves it anyway), an unchanged build moves it, and a plain run refuses to re-chunk in
-place."""
+place; normalized texts pruned from the stage cache are fetched again, and a collection
+that records no chunking settings counts as changed."""
 
 from __future__ import annotations
 
