@@ -56,7 +56,8 @@ from indexing.reconcile import DocumentChunks, sync_documents
 from indexing.search import SearchMode, search
 from indexing.store_schema import CollectionSchema
 from markdown_text import Anchor
-from query.paired import paired
+from query.evaluate import measures
+from query.paired import hit_at, paired
 from stage_cache.store import StageCache
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -248,13 +249,10 @@ def ranks(
 
 
 def metrics(found: Sequence[int | None], questions: Sequence[Question]) -> dict[str, Any]:
-    count = len(found)
-    at5 = [r is not None and r <= 5 for r in found]
+    """`ingest eval`'s measures (recall@1/5/10, MRR@10) and recall@5 by question kind."""
+    at5 = [hit_at(r, 5) for r in found]
     return {
-        "recall@1": round(sum(1 for r in found if r == 1) / count, 3),
-        "recall@5": round(sum(at5) / count, 3),
-        "recall@10": round(sum(1 for r in found if r is not None) / count, 3),
-        "mrr@10": round(sum(1 / r for r in found if r is not None) / count, 3),
+        **measures(found),
         **{
             f"r@5 {kind}": round(
                 statistics.mean(

@@ -2,13 +2,14 @@
 the settings make now (another model or vector size, the `lexical` vector added, BGE-M3's
 sparse added), check it against the old one, then move the alias in one atomic step.
 
-Nothing is fetched or normalized again. Where only the vectors change, the chunk records
+Where only the vectors change, nothing is fetched or normalized again: the chunk records
 are the old points' payloads (`embed_text` put back from their own fields), and only the
 vectors the new schema lacks are computed. Where the chunking settings changed (the
 collection records them), each document's chunks are made anew by the caller's
-`rechunk` (from the normalized text of the stage cache), and the check before the move
-is by documents rather than point ids. A `gate` may keep the alias where it is: the
-build then stays, recorded `building`, for inspection or a forced move.
+`rechunk` (from the normalized text of the stage cache, or from the source where the
+cache lost it), and the check before the move is by documents rather than point ids. A
+`gate` may keep the alias where it is: the build then stays, recorded `building`, for
+inspection or a forced move.
 
 A dense vector is copied from the old point when the old collection records the same
 model, else read from the embedding cache (a text embedded before by this model) or
@@ -161,7 +162,8 @@ def _reindex(
     source, held = old.collection, old.holds
     name = target or build_name(live.alias, live.schema)
     moving = old.connection is not live.connection
-    rechunked = held.chunking_changed(live.schema)
+    # A move between engines copies the chunks as they are.
+    rechunked = not moving and held.chunking_changed(live.schema)
     needed = moving or rechunked or held.conflicts(live.schema) or held.lacks(live.schema)
     if name == source or (target is None and not needed):
         dropped = drop_retired(live, keep_old_days)

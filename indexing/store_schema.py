@@ -107,7 +107,10 @@ class CollectionSchema:
     chunking_id: str | None = None
 
     def chunking_changed(self, wanted: CollectionSchema) -> bool:
-        return _differ(self.chunking_id, wanted.chunking_id)
+        """Whether `wanted` cuts chunks otherwise. A collection made before the chunking
+        was recorded counts as changed: nothing tells what cut its chunks, and taking it
+        for unchanged would let a change go live ungated."""
+        return wanted.chunking_id is not None and self.chunking_id != wanted.chunking_id
 
     def conflicts(self, wanted: CollectionSchema) -> list[str]:
         """Vectors of `wanted` this collection cannot take beside its own, in words."""

@@ -29,6 +29,7 @@ from tasks.outcome import (
 )
 from tasks.plan import SourceSpec
 from tasks.prepare import normalized_of
+from tasks.refetch import Refetch
 from tasks.resources import Resources
 from tasks.stages import handoff_cache
 from tasks.state import DocumentState, SyncState, pipeline_fingerprint
@@ -173,12 +174,13 @@ def reindex_collection(
     gate: Gate | None = None,
 ) -> ReindexResult:
     """Build the collection the settings make now from the one behind the alias and move
-    the alias to it, if `gate` lets it (SPEC §4.2). Nothing is fetched: the chunks are
-    the old points' payloads, or, where the chunking settings changed, made anew from the
-    normalized documents of the stage cache. Nothing to do when the collection already
-    holds what the settings make."""
+    the alias to it, if `gate` lets it (SPEC §4.2). The chunks are the old points'
+    payloads, or, where the chunking settings changed, made anew from the normalized
+    documents of the stage cache (a document it no longer holds is fetched again).
+    Nothing to do when the collection already holds what the settings make."""
     embedder = resources.embedder()
     cache = handoff_cache(settings)
+    refetch = Refetch(settings, resources)
     try:
         return reindex(
             resources.store(embedder, check=False),
@@ -190,26 +192,23 @@ def reindex_collection(
             keep_old_days=settings.qdrant.keep_old_days,
             progress=progress,
             parts=resources.parts(),
-            rechunk=lambda payloads: rechunked(settings, cache, payloads),
+            rechunk=lambda payloads: rechunked(settings, cache, payloads, refetch),
             gate=gate,
         )
     except OSError as exc:
         raise cache_unwritable(settings, exc, code=ErrorCode.EMBED_FAILED) from exc
 
 
-def rechunked(settings: Settings, cache: StageCache, payloads: list[dict[str, Any]]) -> list[Chunk]:
+def rechunked(
+    settings: Settings, cache: StageCache, payloads: list[dict[str, Any]], refetch: Refetch
+) -> list[Chunk]:
     """A document's chunks under the current chunking settings, from its normalized text
-    in the stage cache and what its old chunks (`payloads`) hold of the document."""
+    in the stage cache and what its old chunks (`payloads`) hold of the document; where
+    the cache no longer holds that text, from its source (`refetch`)."""
     old = chunk_of_payload(payloads[0])
     normalized = normalized_of(cache, old.tenant_id, old.document_id)
     if normalized is None:
-        raise IngestError(
-            ErrorCode.CHUNKING_FAILED,
-            "its normalized text is not in the stage cache (pruned, or indexed before the "
-            "cache recorded it): run `ingest run --force` on its source, then `ingest "
-            "reindex` again",
-            subject=old.document_id,
-        )
+        return refetch.chunks(old.tenant_id, old.document_id)
     info = DocumentInfo(
         old.document_id,
         old.tenant_id,

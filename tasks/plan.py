@@ -167,11 +167,16 @@ def _chunking_in_place(
     change goes through `ingest reindex` instead, which can keep the alias where it is."""
     physical = store.resolve() or store.alias
     if held.chunking_changed(wanted) and settings.eval.questions is not None:
+        what = (
+            f"collection {physical!r} does not record the chunking settings it was built "
+            "with (an earlier version made it)"
+            if held.chunking_id is None
+            else f"the chunking settings changed since collection {physical!r} was built"
+        )
         raise ConfigError(
-            f"the chunking settings changed since collection {physical!r} was built and "
-            "eval.questions is set, so a run does not re-chunk it in place: run `ingest "
-            "reindex` to build a collection with the new chunking and move the alias to it "
-            "only if it is not worse on the questions",
+            f"{what} and eval.questions is set, so a run does not re-chunk it in place: "
+            "run `ingest reindex` to build a collection with the current chunking and move "
+            "the alias to it only if it is not worse on the questions",
             setting="chunking",
         )
     store.record(physical, chunking_id=wanted.chunking_id)

@@ -13,13 +13,18 @@ test_flow_faults.py, which run on the same Cloud layout.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from flows.cli import main
+from stage_cache.store import StageCache
+from tasks.pipeline import reindex_collection
+from tasks.resources import Resources
 from tests.confluence_api import FakeConfluence, Fixture, build_fixture, confluence_api
 from tests.test_flow import ENG_DOCUMENTS, Workspace, eng, prefect_api, workspace
 from tests.tiny_model import tiny_model_dir
@@ -225,3 +230,32 @@ def test_a_whiteboard_is_found_by_its_name_and_removed_once_deleted(
     assert state.is_completed() and summary["deleted"] == 1
     assert board not in space.documents()
     assert all(hit["document_id"] != board for hit in found("Quokka"))
+
+
+def test_a_page_pruned_from_the_stage_cache_is_fetched_again_by_a_chunking_reindex(
+    workspace: Callable[..., Workspace], eng: tuple[FakeConfluence, Fixture]
+) -> None:
+    """Every normalized text pruned from the stage cache: a re-index for other budgets
+    lists the space once, fetches its documents again through the connector and goes on."""
+    api, _, space = indexed(workspace, eng)
+    before = space.documents()
+    cache = Path(space.activate().cache.dir)
+    normalized = [path for path in (cache / "normalize").rglob("*") if path.is_file()]
+    assert normalized
+    for path in normalized:
+        os.utime(path, (0, 0))
+    StageCache(cache).prune(max_age_s=86_400)  # what `ingest cache prune` calls
+    assert not any(path.exists() for path in normalized)
+
+    api.requests.clear()
+    space.env["INGEST_CHUNKING__MAX_TOKENS"] = "280"
+    settings = space.activate()
+    resources = Resources(settings)
+    try:
+        result = reindex_collection(settings, resources)
+    finally:
+        resources.close()
+    assert result.moved and result.rechunked
+    assert api.requests["pages"] > 0  # the bodies, fetched again
+    assert all(path.exists() for path in normalized)  # normalized again, by the same keys
+    assert set(space.documents()) == set(before)

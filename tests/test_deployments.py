@@ -955,3 +955,94 @@ def test_ingest_serve_runs_the_deployments_without_a_pool(
         assert any("serving process" in p["md_text"] for p in points)
     finally:
         processes.stop_all()
+
+
+def _alias_target(config: Path, env: dict[str, str]) -> str | None:
+    """The collection the alias names; waits for the flow-run process that last held
+    the embedded store to let go of it."""
+    from config.settings import load_settings
+    from query.api import Index
+
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with Index(load_settings(config_file=config, environ=env)) as index:
+                return index.store().resolve()
+        except IngestError as exc:  # still locked by the exiting flow-run process
+            if not exc.transient or time.monotonic() > deadline:
+                raise
+        time.sleep(0.5)
+
+
+@pytest.mark.slow
+def test_a_deployment_run_with_reindex_goes_through_the_gate(
+    prefect_server: PrefectServer, tmp_path: Path
+) -> None:
+    """A `files` deployment run by a process worker whose settings set `eval.questions`:
+    `reindex: true` with budgets that cut the questions' passages apart is refused by the
+    gate (the run fails, the alias stays, the comparison is the run's
+    `ingest-reindex-gate` artifact); with budgets that keep them whole the alias moves and
+    the run's summary artifact holds the comparison."""
+    from tests.test_eval_gate import PASSAGES, QUICKSTART, SMALL
+
+    server = prefect_server
+    processes = Processes(tmp_path)
+    docs = tmp_path / "docs"
+    for name, _, _ in PASSAGES:
+        (docs / name).parent.mkdir(parents=True, exist_ok=True)
+        (docs / name).write_bytes((PROJECT_ROOT / "samples" / "docs" / name).read_bytes())
+    questions = tmp_path / "passages.yaml"
+    questions.write_text(
+        yaml.safe_dump([{"question": q, "target": t, "phrase": p} for t, q, p in PASSAGES])
+    )
+    settings = yaml.safe_load(QUICKSTART.read_text())
+    settings |= {"eval": {"questions": str(questions)}, "files": {"paths": [str(docs)]}}
+    config = tmp_path / "gated.yaml"
+    config.write_text(yaml.safe_dump(settings))
+    env = {
+        **server.env,
+        "INGEST_CONFIG": str(config),
+        "INGEST_QDRANT__PATH": str(tmp_path / "qdrant"),
+        "INGEST_CACHE__DIR": str(tmp_path / "cache"),
+    }
+    outside = tmp_path / "worker-cwd"
+    outside.mkdir()
+    try:
+        server.run([INGEST, "run", "files", "--json"], outside, env)
+        current = _alias_target(config, env)
+        assert current is not None
+        if server.http.get(f"/work_pools/{POOL}").status_code == 404:
+            server.readme(".venv/bin/prefect work-pool create", PROJECT_ROOT)
+        server.readme(".venv/bin/prefect deploy ", PROJECT_ROOT)
+        worker = readme_command(".venv/bin/prefect worker start", server.port)
+        processes.start("worker", worker, env, outside)
+        _wait("worker started", lambda: "started" in processes.log("worker"), 60, lambda: "")
+
+        def reindexed(chunking: dict[str, int]) -> dict[str, Any]:
+            """A deployment run with `reindex: true` and these budgets, to its end."""
+            budgets = f"chunking={json.dumps(chunking)}"
+            started = server.cli(
+                "deployment", "run", "ingest/files", "--param", "reindex=true", "--param",
+                budgets, cwd=outside,
+            )  # fmt: skip
+            return server.wait_for_run(_run_id(started), timeout=300)
+
+        refused = reindexed(SMALL)
+        assert refused["state_type"] == "FAILED", refused["state"]
+        assert "answers eval.questions worse" in refused["state"]["message"]
+        artifacts = server.artifacts_of(refused["id"])
+        (table,) = [a for a in artifacts if a["key"] == "ingest-reindex-gate"]
+        assert "Re-index gate: the alias kept where it was" in table["data"]
+        assert "| recall@5 (2 questions) | 1.000 | 0.000 |" in table["data"], table["data"]
+        for question in (q for _, q, _ in PASSAGES):
+            assert question in table["data"]
+        assert _alias_target(config, env) == current
+
+        moved = reindexed({"overlap_tokens": 20})  # the passages stay whole
+        assert moved["state_type"] == "COMPLETED", moved["state"]
+        (summary,) = [a for a in server.artifacts_of(moved["id"]) if a["key"] == "ingest-summary"]
+        assert "Re-index gate: the alias moved" in summary["data"], summary["data"]
+        assert "| recall@5 (2 questions) | 1.000 | 1.000 |" in summary["data"]
+        assert _alias_target(config, env) not in (None, current)
+    finally:
+        processes.stop_all()

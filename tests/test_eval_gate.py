@@ -3,7 +3,8 @@
 collection from the stage cache; with `eval.questions` set, a change that loses the
 questions' targets is refused (the alias stays, the new collection is kept, `--force`
 moves it anyway), an unchanged build moves it, and a plain run refuses to re-chunk in
-place."""
+place; normalized texts pruned from the stage cache are fetched again, and a collection
+that records no chunking settings counts as changed."""
 
 from __future__ import annotations
 
@@ -180,3 +181,61 @@ def test_an_unchanged_build_passes_the_gate_and_moves_the_alias(state: State) ->
     assert "Re-index gate: the alias moved" in done.stdout, done.stdout
     assert "hit@5 won/lost 0/0" in done.stdout
     assert state.alias_target(gated) == "quickstart_copy" != current
+
+
+def test_a_document_pruned_from_the_stage_cache_is_fetched_again_and_the_rebuild_goes_on(
+    state: State,
+) -> None:
+    """Every normalized text aged and pruned by `ingest cache prune`: the rebuild fetches
+    and normalizes the documents again from the files source that synced them."""
+    cache = Path(state.env["INGEST_CACHE__DIR"])
+    normalized = [path for path in (cache / "normalize").rglob("*") if path.is_file()]
+    assert len(normalized) == len(SAMPLES)
+    for path in normalized:
+        os.utime(path, (0, 0))
+    pruned = state.ingest("cache", "prune", "--max-age-days", "1", "--config", QUICKSTART)
+    assert pruned.returncode == 0, pruned.stderr
+    assert not any(path.exists() for path in normalized)
+
+    smaller = state.config("smaller", chunking=SMALL)
+    settings = load_settings(config_file=smaller, environ=state.env)
+    with Index(settings) as index:
+        documents = index.store().document_points()
+    done = state.ingest("reindex", "--config", smaller)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert "chunked anew" in done.stdout, done.stdout
+    assert all(path.exists() for path in normalized)  # normalized again, by the same keys
+    with Index(settings) as index:
+        rebuilt = index.store().document_points()
+        sample = index.store().payloads(sorted(rebuilt[min(rebuilt)]))
+    assert set(rebuilt) == set(documents)
+    assert sum(map(len, rebuilt.values())) > sum(map(len, documents.values()))
+    assert all(p["token_count"] <= SMALL["max_tokens"] or p["oversize"] for p in sample.values())
+
+
+def test_a_collection_that_does_not_record_its_chunking_counts_as_changed(state: State) -> None:
+    """A collection an earlier version made records no chunking settings: with the gate
+    on, a run with other budgets refuses to re-chunk it in place, and `ingest reindex`
+    rebuilds it by chunks, where it used to find nothing to do."""
+    gated = state.config(
+        "smaller-gated", chunking=SMALL, questions=str(ROOT / "samples" / "questions.yaml")
+    )
+    settings = load_settings(config_file=gated, environ=state.env)
+    with Index(settings) as index:
+        store = index.store()
+        current = store.resolve()
+        assert current is not None and store.recorded(current)["chunking_id"]
+        store.record(current, chunking_id=None)  # as an earlier version left it
+
+    run = state.ingest("run", "files", state.docs, "--config", gated)
+    assert run.returncode != 0
+    assert "does not record the chunking settings" in run.stdout + run.stderr, run.stderr
+    assert state.alias_target(gated) == current
+
+    done = state.ingest("reindex", "--config", state.config("smaller", chunking=SMALL))
+    assert done.returncode == 0, done.stderr
+    assert "chunked anew" in done.stdout, done.stdout
+    moved = state.alias_target(gated)
+    assert moved not in (None, current)
+    with Index(settings) as index:
+        assert index.store().recorded(moved or "")["chunking_id"]

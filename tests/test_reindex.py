@@ -201,13 +201,17 @@ def test_reindex_killed_mid_way_keeps_the_old_collection_and_a_rerun_finishes(
             }
         )
     )
+    # made with the settings' chunking (a collection that records none is re-chunked)
+    chunking = chunking_fingerprint(load_settings(config_file=config, environ={}))
+    with QdrantConnection(settings) as qdrant:
+        made = QdrantStore(qdrant, schema_of(tiny_embedder))
+        made.record(made.resolve() or "", chunking_id=chunking)
     killed = subprocess.run(
         [sys.executable, "-c", KILLER, str(config)], cwd=ROOT, capture_output=True, text=True
     )
     assert killed.returncode == -9, killed.stderr
 
     # the schema the killed process made (its settings' chunking recorded too)
-    chunking = chunking_fingerprint(load_settings(config_file=config, environ={}))
     with QdrantConnection(settings) as qdrant:
         live = QdrantStore(
             qdrant, replace(schema_of(tiny_embedder, lexical=True), chunking_id=chunking)
