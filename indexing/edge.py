@@ -404,7 +404,6 @@ class EdgeClient:
         collection_name: str,
         query: Any = None,
         using: str | None = None,
-        prefetch: Sequence[models.Prefetch] | None = None,
         query_filter: models.Filter | None = None,
         limit: int = 10,
         with_payload: bool = True,
@@ -420,7 +419,6 @@ class EdgeClient:
         request = edge.QueryRequest(
             limit=limit,
             query=_scoring(query, using),
-            prefetches=[_prefetch(p) for p in prefetch or ()] or None,
             filter=_filter(query_filter),
             with_payload=with_payload,
             with_vector=False,
@@ -437,6 +435,23 @@ class EdgeClient:
                 for point in found
             ]
         )
+
+    def query_batch_points(
+        self, collection_name: str, requests: Sequence[models.QueryRequest]
+    ) -> list[http_models.QueryResponse]:
+        """The requests one after another: a shard answers in this process, so a batch
+        saves no round trip."""
+        return [
+            self.query_points(
+                collection_name,
+                query=request.query,
+                using=request.using,
+                query_filter=request.filter,
+                limit=request.limit or 10,
+                with_payload=bool(request.with_payload),
+            )
+            for request in requests
+        ]
 
     def optimize(self, collection_name: str) -> bool:
         """Let Edge's optimizers run (HNSW for segments past the threshold, merges,
@@ -639,30 +654,16 @@ def _range(found: Any) -> Any:
 
 
 def _scoring(query: Any, using: str | None) -> Any:
-    """A query of qdrant-client's Query API as Edge scores it: a fusion, or the nearest
-    points to a dense, multi- or sparse vector of the named vector `using`."""
+    """A query of qdrant-client's Query API as Edge scores it: the nearest points to a
+    dense, multi- or sparse vector of the named vector `using` (fusion is the caller's,
+    indexing/search.py)."""
     if query is None:
         return None
-    if isinstance(query, models.RrfQuery):
-        if query.rrf.k is None:
-            raise _failed("reciprocal rank fusion needs its k")
-        return edge.Fusion.Rrf(k=query.rrf.k, weights=query.rrf.weights)
     if isinstance(query, models.SparseVector):
         return edge.Query.Nearest(sparse_in(query), using=using)
     if isinstance(query, list):
         return edge.Query.Nearest(query, using=using)
     raise _failed(f"query {type(query).__name__} is not supported by the embedded store")
-
-
-def _prefetch(prefetch: models.Prefetch) -> edge.Prefetch:
-    nested = prefetch.prefetch
-    inner = nested if isinstance(nested, list) else ([nested] if nested else [])
-    return edge.Prefetch(
-        limit=prefetch.limit or 10,
-        query=_scoring(prefetch.query, prefetch.using),
-        prefetches=[_prefetch(p) for p in inner] or None,
-        filter=_filter(prefetch.filter),
-    )
 
 
 # --- files and failures ----------------------------------------------------------------

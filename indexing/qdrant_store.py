@@ -56,8 +56,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-RRF_K = 2  # Qdrant's and qdrant-client's default
-FIRST_PREFETCH_WEIGHT = 1.0001  # see _rrf
 _SCROLL_PAGE = 1024
 
 # Payload = the chunk record without `embed_text` (header + overlap + md_text, all of
@@ -301,17 +299,6 @@ def _query_of(
     if vector and not isinstance(vector[0], float | int):
         return [[float(x) for x in row] for row in vector]  # type: ignore[union-attr]
     return [float(x) for x in vector]  # type: ignore[arg-type]
-
-
-def _rrf(prefetches: int) -> models.RrfQuery:
-    """Reciprocal rank fusion with Qdrant's own k. Its scores tie often (one point first in
-    one ranking, another first in the other); Edge and a server order ties by a hash that
-    changes from one process to the next, local mode by prefetch. A first prefetch (the
-    model's ranking) heavier by 0.01% breaks every tie its way on every engine, the same
-    each time, and moves no score by more than that."""
-    return models.RrfQuery(
-        rrf=models.Rrf(k=RRF_K, weights=[FIRST_PREFETCH_WEIGHT] + [1.0] * (prefetches - 1))
-    )
 
 
 class QdrantStore:
@@ -969,67 +956,53 @@ class QdrantStore:
             changed = client.optimize(physical)
         return time.perf_counter() - started if changed else None
 
-    def query(
+    def nearest(
         self,
-        vectors: Mapping[str, Sequence[float] | SparseWeights | PartVectors],
+        queries: Sequence[VectorQuery],
         *,
-        limit: int,
         filters: SearchFilters | None = None,
-        prefetch_limit: int = 40,
-    ) -> list[ScoredPayload]:
-        """Search by one named vector (`dense`, `dense_parts`, `sparse`, `lexical`), or by
-        several fused with reciprocal rank fusion (Query API), each prefetch contributing
-        `prefetch_limit` candidates (`limit` when larger): the candidates do not follow the
-        limit, which only cuts the fused list, so the first k results are the same for
-        every limit from k to `prefetch_limit`. A chunk's own vector and its parts' are two
-        views of one model: beside other vectors they are fused first and count as one
-        ranking, so the model does not outvote the lexical ranking two to one. The parts
-        have no graph of their own: they rank, exactly by MaxSim, the candidates the other
-        vectors found, a few dozen points, never the collection. The filters
-        go into every prefetch: local mode ignores a fusion query's top-level filter
-        (qdrant-client issue 1372)."""
+        with_payload: bool = False,
+    ) -> list[list[ScoredPayload]]:
+        """Each query's nearest points by its one named vector (`dense`, `dense_parts`,
+        `sparse`, `lexical`) that pass the filters, best first, in one call (one request
+        to a server). A query `among` point ids ranks only those: exactly, by a scan of
+        them. Payloads are empty unless `with_payload`."""
         selection = search_filter(filters) if filters else None
-        candidates = max(prefetch_limit, limit)
-
-        def prefetch(using: str) -> models.Prefetch:
-            vector = _query_of(vectors[using])
-            return models.Prefetch(query=vector, using=using, limit=candidates, filter=selection)
-
-        if not vectors:
-            raise ValueError("a query needs at least one vector")
-        if len(vectors) == 1:
-            (using,) = vectors
-            request: dict[str, Any] = {"query": _query_of(vectors[using]), "using": using}
-        else:
-            ranked = {using: prefetch(using) for using in vectors if using != DENSE_PARTS}
-            if DENSE_PARTS in vectors:
-                ranked[DENSE_PARTS] = models.Prefetch(
-                    prefetch=list(ranked.values()),
-                    query=_query_of(vectors[DENSE_PARTS]),
-                    using=DENSE_PARTS,
-                    limit=candidates,
-                    filter=selection,
-                )
-            views = [ranked[name] for name in (DENSE, DENSE_PARTS) if name in ranked]
-            others = [ranked[using] for using in ranked if using not in (DENSE, DENSE_PARTS)]
-            if len(views) > 1 and others:
-                fused = models.Prefetch(
-                    prefetch=views, query=_rrf(len(views)), limit=candidates, filter=selection
-                )
-                prefetches = [fused, *others]
-            else:
-                prefetches = list(ranked.values())
-            request = {
-                "prefetch": prefetches,
-                "query": _rrf(len(prefetches)),
-            }
-        response = self._call(
-            "query",
-            lambda: self.client.query_points(
-                self.collection, query_filter=selection, limit=limit, with_payload=True, **request
-            ),
+        requests = [
+            models.QueryRequest(
+                query=_query_of(query.vector),
+                using=query.using,
+                limit=query.limit,
+                filter=_among(selection, query.among),
+                with_payload=with_payload,
+            )
+            for query in queries
+        ]
+        responses = self._call(
+            "query", lambda: self.client.query_batch_points(self.collection, requests=requests)
         )
         return [
-            ScoredPayload(point_id=str(p.id), score=float(p.score), payload=p.payload or {})
-            for p in response.points
+            [
+                ScoredPayload(point_id=str(p.id), score=float(p.score), payload=p.payload or {})
+                for p in response.points
+            ]
+            for response in responses
         ]
+
+
+@dataclass(frozen=True)
+class VectorQuery:
+    """One named vector's query: its `limit` nearest points, or, given `among`, the
+    nearest of those point ids."""
+
+    using: str
+    vector: Sequence[float] | SparseWeights | PartVectors
+    limit: int
+    among: Sequence[str] | None = None
+
+
+def _among(selection: models.Filter | None, among: Sequence[str] | None) -> models.Filter | None:
+    if among is None:
+        return selection
+    restricted: list[models.Condition] = [models.HasIdCondition(has_id=list(among))]
+    return models.Filter(must=[*restricted, *([selection] if selection else [])])

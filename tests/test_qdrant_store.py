@@ -21,6 +21,7 @@ from indexing.reconcile import (
     delete_missing_documents,
     sync_documents,
 )
+from indexing.search import find_points
 from indexing.store_schema import DENSE, PAYLOAD_INDEXES
 from stage_cache.store import StageCache
 from tests.index_helpers import (
@@ -69,7 +70,7 @@ def test_first_load_writes_every_chunk_with_a_lean_payload(store, embedder, cach
     # embed_text carries the document title, so the two documents' chunks all differ.
     assert (result.points_upserted, result.embedded, result.documents_written) == (6, 6, 2)
     assert store.upserted == 6 and len(embedder.texts) == 6
-    hit = store.query({DENSE: embedder.embed(["backups"])[0].dense}, limit=1)[0]
+    hit = find_points(store, {DENSE: embedder.embed(["backups"])[0].dense}, limit=1)[0]
     assert "embed_text" not in hit.payload
     assert hit.payload["tenant_id"] == "acme"
     assert hit.payload["md_text"] in PARAGRAPHS
