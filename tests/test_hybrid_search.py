@@ -214,7 +214,7 @@ def test_auto_fuses_dense_lexical_and_sparse_with_the_filter_in_every_prefetch(
         hybrid_store.client.query_batch_points = real  # type: ignore[method-assign]
     # one request to the engine, each vector searched once
     (requests,) = asked
-    assert sorted(r.using for r in requests) == ["dense", "lexical", "sparse"]
+    assert sorted(str(r.using) for r in requests) == ["dense", "lexical", "sparse"]
     # the candidates are the prefetch limit's, not a multiple of the limit asked
     assert all(r.filter is not None and r.limit == 30 for r in requests)
 
