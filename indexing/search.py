@@ -242,6 +242,8 @@ def find_points(
     else:
         rankings = list(ranked.values())
     fused = _rrf(rankings, limit)
+    if not fused:
+        return []
     payloads = store.payloads([point for point, _ in fused])
     return [
         ScoredPayload(point, score, payloads[point]) for point, score in fused if point in payloads
