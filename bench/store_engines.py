@@ -106,6 +106,7 @@ def measure(engine: str, points: int, data: Path, root: Path) -> dict[str, Any]:
     from config.settings import QdrantSettings
     from indexing.embedders import Embedding
     from indexing.qdrant_store import QdrantConnection, QdrantStore, SearchFilters
+    from indexing.search import find_points
     from indexing.store_schema import DENSE, DENSE_PARTS, LEXICAL, CollectionSchema
 
     loaded: dict[str, Any] = pickle.loads(data.read_bytes())
@@ -131,7 +132,7 @@ def measure(engine: str, points: int, data: Path, root: Path) -> dict[str, Any]:
             views: dict[str, Any] = {DENSE: dense, DENSE_PARTS: [dense]}
             for mode, vectors in (("dense", views), ("hybrid", {**views, LEXICAL: terms})):
                 started = time.perf_counter()
-                hits = store.query(vectors, limit=10, filters=filters)
+                hits = find_points(store, vectors, limit=10, filters=filters)
                 timings[mode].append(time.perf_counter() - started)
                 found[mode].append({hit.point_id for hit in hits})
         return timings, found
@@ -172,7 +173,7 @@ def measure(engine: str, points: int, data: Path, root: Path) -> dict[str, Any]:
         documents = [_acl(i // len(chunks)) for i in range(points)]
         result["visible %"] = round(100 * sum(map(_visible, documents)) / points)
         warm_up = {DENSE: dense_queries[0], DENSE_PARTS: [dense_queries[0]]}
-        store.query({**warm_up, LEXICAL: questions[0]}, limit=10, filters=filters)
+        find_points(store, {**warm_up, LEXICAL: questions[0]}, limit=10, filters=filters)
         timings, exact = asked(store)  # before the build every segment is scanned
         record(timings)
         optimized = store.optimize()
@@ -188,8 +189,11 @@ def measure(engine: str, points: int, data: Path, root: Path) -> dict[str, Any]:
         store = QdrantStore(qdrant, schema)
         store.ensure_collection()
         dense = dense_queries[0]
-        store.query(
-            {DENSE: dense, DENSE_PARTS: [dense], LEXICAL: questions[0]}, limit=10, filters=filters
+        find_points(
+            store,
+            {DENSE: dense, DENSE_PARTS: [dense], LEXICAL: questions[0]},
+            limit=10,
+            filters=filters,
         )
         result["reopen s"] = round(time.perf_counter() - started, 2)
     result["peak rss mib"] = _peak_rss_mib()

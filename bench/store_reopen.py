@@ -25,7 +25,7 @@ from typing import Any
 from qdrant_client import models
 
 from config.settings import QdrantSettings
-from indexing.qdrant_store import QdrantConnection, QdrantStore
+from indexing.qdrant_store import QdrantConnection, QdrantStore, SearchFilters, VectorQuery
 from indexing.store_schema import CollectionSchema
 
 DIMENSIONS = 1024
@@ -57,14 +57,10 @@ def _query(connection: QdrantConnection, vector: list[float]) -> float:
     """Milliseconds of one filtered dense query, opening the store where it is closed."""
     started = time.perf_counter()
     store = QdrantStore(connection, CollectionSchema(DIMENSIONS, False, False))
-    name = store.resolve()
-    assert name is not None
-    tenant = models.Filter(
-        must=[models.FieldCondition(key="tenant_id", match=models.MatchValue(value=TENANT))]
+    assert store.resolve() is not None
+    (hits,) = store.nearest(
+        [VectorQuery("dense", vector, 10)], filters=SearchFilters(tenant_id=TENANT)
     )
-    hits = store.client.query_points(
-        name, query=vector, using="dense", query_filter=tenant, limit=10
-    ).points
     assert len(hits) == 10
     return (time.perf_counter() - started) * 1000
 

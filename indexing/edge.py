@@ -1,5 +1,6 @@
-"""Qdrant Edge, the embedded store: the part of qdrant-client's API that
-indexing/qdrant_store.py calls, answered by Qdrant Edge shards in one directory.
+"""Qdrant Edge, the embedded store, as an engine of the store (indexing/engine.py): the
+client calls the store makes, answered by Qdrant Edge shards in one directory, and the
+catalog of their collections and aliases.
 
 Edge is Qdrant's engine in-process (`qdrant-edge-py`): one shard is one directory with
 its segments and write-ahead log, and it has no collections, aliases or collection
@@ -11,11 +12,11 @@ metadata. Here, under `<qdrant.path>/edge/`:
 - the aliases are `aliases.json`, replaced atomically (written beside, fsynced, renamed
   over, the directory fsynced): a crash leaves every alias where it was.
 
-Requests and results are qdrant-client's `models`, translated here, so the store above
-has one code path for a server, local mode and Edge. A shard holds the GIL while it
-works: callers keep each call short (batches), and the HNSW build (`optimize`) runs only
-when the store asks for it at the end of a run. One process at a time opens a shard (a
-lock on its write-ahead log; indexing/store_lock.py says which).
+Requests and results are qdrant-client's `models`, translated by indexing/edge_models.py,
+so the store above has one code path for a server, local mode and Edge. A shard holds the
+GIL while it works: callers keep each call short (batches), and the HNSW build
+(`optimize`) runs only when the store asks for it at the end of a run. One process at a
+time opens a shard (a lock on its write-ahead log; indexing/store_lock.py says which).
 """
 
 from __future__ import annotations
@@ -24,19 +25,34 @@ import json
 import math
 import os
 import shutil
-import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from threading import RLock
-from types import MappingProxyType
 from typing import Any
 
-import numpy
 import qdrant_edge as edge
 from qdrant_client import models
 from qdrant_client.http import models as http_models
 
-from config.errors import ErrorCode, IngestError
+from config.errors import IngestError
+from config.settings import QdrantSettings
+from indexing.edge_models import (
+    SCHEMA_NAMES,
+    failed,
+    filter_in,
+    hnsw_in,
+    ids_in,
+    index_schema_in,
+    payload_fields,
+    quantization_in,
+    query_in,
+    record_out,
+    required_filter,
+    vectors_in,
+    vectors_of,
+)
+from indexing.engine import EngineName, StoreClient, TenantPoints, storage_path
+from indexing.local_mode import stored_collections
 from indexing.store_lock import store_busy
 from indexing.store_schema import PayloadIndexSchema
 from stage_cache.store import write_atomic
@@ -45,9 +61,8 @@ EDGE_DIR = "edge"
 _ALIASES = "aliases.json"
 # Bytes of one dense float32 component, to state the indexing threshold in Edge's unit.
 _FLOAT_BYTES = 4
-# Qdrant's own HNSW defaults (a collection's `hnsw_config`), for a vector that overrides
-# some of them.
-_HNSW_DEFAULTS = MappingProxyType({"m": 16, "ef_construct": 100, "full_scan_threshold": 10_000})
+# Points a scroll asks for at once: Edge filters by its payload indexes.
+_SCROLL_PAGE = 1024
 
 
 def edge_root(path: str | Path) -> Path:
@@ -59,6 +74,11 @@ class EdgeClient:
     more than `index_after_vectors` vectors of one name (a multivector counts each of
     its vectors) gets its HNSW index when `optimize` runs: Edge's indexing threshold,
     which it states in kilobytes of the segment's largest vector storage."""
+
+    payload_indexes = True
+    scroll_page = _SCROLL_PAGE
+    unavailable: tuple[type[Exception], ...] = ()
+    tenant_points: TenantPoints | None = None
 
     def __init__(self, path: str | Path, *, index_after_vectors: int) -> None:
         self.root = edge_root(path)
@@ -115,7 +135,7 @@ class EdgeClient:
         `replication_factor` mean nothing in one process and are not kept."""
         with self._lock:
             if self.collection_exists(collection_name):
-                raise _failed(f"collection {collection_name!r} already exists")
+                raise failed(f"collection {collection_name!r} already exists")
             directory = self.root / collection_name
             shutil.rmtree(directory, ignore_errors=True)  # a creation that did not finish
             record = {
@@ -138,7 +158,7 @@ class EdgeClient:
         return True
 
     def _config(self, record: Mapping[str, Any]) -> edge.EdgeConfig:
-        dense, sparse_params = _vectors_of(record)
+        dense, sparse_params = vectors_of(record)
         vectors = {
             name: edge.EdgeVectorParams(
                 size=params.size,
@@ -149,8 +169,8 @@ class EdgeClient:
                     if params.multivector_config is None
                     else edge.MultiVectorConfig(comparator=edge.MultiVectorComparator.MaxSim)
                 ),
-                hnsw_config=_hnsw(params.hnsw_config),
-                quantization_config=_quantization(params.quantization_config),
+                hnsw_config=hnsw_in(params.hnsw_config),
+                quantization_config=quantization_in(params.quantization_config),
             )
             for name, params in dense.items()
         }
@@ -186,17 +206,17 @@ class EdgeClient:
                 except Exception as exc:  # Edge raises plain Exception
                     if "WouldBlock" in str(exc):  # held by a process without the lock file
                         raise store_busy(self.root.parent, 0) from None
-                    raise _failed(f"cannot open {directory}: {exc}") from None
+                    raise failed(f"cannot open {directory}: {exc}") from None
                 self._shards[name] = shard
             return shard
 
     def get_collection(self, collection_name: str) -> http_models.CollectionInfo:
         record = self._record(collection_name)
         info = self._shard(collection_name).info()
-        vectors, sparse = _vectors_of(record)
+        vectors, sparse = vectors_of(record)
         schema = {
             field: http_models.PayloadIndexInfo(
-                data_type=_SCHEMA_NAMES[index.data_type], points=index.points
+                data_type=SCHEMA_NAMES[index.data_type], points=index.points
             )
             for field, index in info.payload_schema.items()
         }
@@ -266,7 +286,7 @@ class EdgeClient:
                         raise _missing(created.collection_name)
                     aliases[created.alias_name] = created.collection_name
                 else:
-                    raise _failed(f"alias operation {type(operation).__name__} is not supported")
+                    raise failed(f"alias operation {type(operation).__name__} is not supported")
             _write_json(self.root / _ALIASES, aliases)
         return True
 
@@ -279,7 +299,7 @@ class EdgeClient:
     ) -> None:
         self._update(
             collection_name,
-            edge.UpdateOperation.create_field_index(field_name, _index_schema(field_schema)),
+            edge.UpdateOperation.create_field_index(field_name, index_schema_in(field_schema)),
         )
 
     def delete_payload_index(
@@ -297,7 +317,7 @@ class EdgeClient:
         self, collection_name: str, points: Sequence[models.PointStruct], wait: bool = True
     ) -> None:
         converted = [
-            edge.Point(str(point.id), _vectors_in(point.vector), point.payload or {})
+            edge.Point(str(point.id), vectors_in(point.vector), point.payload or {})
             for point in points
         ]
         self._update(collection_name, edge.UpdateOperation.upsert_points(converted))
@@ -310,10 +330,10 @@ class EdgeClient:
     ) -> None:
         if isinstance(points_selector, models.FilterSelector):
             operation = edge.UpdateOperation.delete_points_by_filter(
-                _required(_filter(points_selector.filter))
+                required_filter(filter_in(points_selector.filter))
             )
         else:
-            operation = edge.UpdateOperation.delete_points(_ids(points_selector.points))
+            operation = edge.UpdateOperation.delete_points(ids_in(points_selector.points))
         self._update(collection_name, operation)
         self._deleted.add(self._physical(collection_name))
 
@@ -326,16 +346,18 @@ class EdgeClient:
     ) -> None:
         if isinstance(points, models.FilterSelector):
             operation = edge.UpdateOperation.set_payload_by_filter(
-                _required(_filter(points.filter)), dict(payload)
+                required_filter(filter_in(points.filter)), dict(payload)
             )
         else:
-            operation = edge.UpdateOperation.set_payload(_ids(points.points), dict(payload))
+            operation = edge.UpdateOperation.set_payload(ids_in(points.points), dict(payload))
         self._update(collection_name, operation)
 
     def delete_payload(
         self, collection_name: str, keys: Sequence[str], points: Sequence[str], wait: bool = True
     ) -> None:
-        self._update(collection_name, edge.UpdateOperation.delete_payload(_ids(points), list(keys)))
+        self._update(
+            collection_name, edge.UpdateOperation.delete_payload(ids_in(points), list(keys))
+        )
 
     def retrieve(
         self,
@@ -346,9 +368,9 @@ class EdgeClient:
     ) -> list[models.Record]:
         shard = self._shard(collection_name)
         records = _call(
-            collection_name, shard.retrieve, _ids(ids), _with_payload(with_payload), with_vectors
+            collection_name, shard.retrieve, ids_in(ids), payload_fields(with_payload), with_vectors
         )
-        return [_record_out(record) for record in records]
+        return [record_out(record) for record in records]
 
     def scroll(
         self,
@@ -363,13 +385,13 @@ class EdgeClient:
         request = edge.ScrollRequest(
             offset=None if offset is None else str(offset),
             limit=limit,
-            filter=_filter(scroll_filter),
-            with_payload=_with_payload(with_payload),
+            filter=filter_in(scroll_filter),
+            with_payload=payload_fields(with_payload),
             with_vector=with_vectors,
         )
         records, next_offset = _call(collection_name, shard.scroll, request)
         return (
-            [_record_out(record) for record in records],
+            [record_out(record) for record in records],
             None if next_offset is None else str(next_offset),
         )
 
@@ -380,7 +402,7 @@ class EdgeClient:
         found = _call(
             collection_name,
             shard.count,
-            edge.CountRequest(filter=_filter(count_filter), exact=exact),
+            edge.CountRequest(filter=filter_in(count_filter), exact=exact),
         )
         return http_models.CountResult(count=found)
 
@@ -393,7 +415,9 @@ class EdgeClient:
         exact: bool = False,
     ) -> http_models.FacetResponse:
         shard = self._shard(collection_name)
-        request = edge.FacetRequest(key=key, limit=limit, exact=exact, filter=_filter(facet_filter))
+        request = edge.FacetRequest(
+            key=key, limit=limit, exact=exact, filter=filter_in(facet_filter)
+        )
         response = _call(collection_name, shard.facet, request)
         return http_models.FacetResponse(
             hits=[http_models.FacetValueHit(value=hit.value, count=hit.count) for hit in response]
@@ -404,7 +428,6 @@ class EdgeClient:
         collection_name: str,
         query: Any = None,
         using: str | None = None,
-        prefetch: Sequence[models.Prefetch] | None = None,
         query_filter: models.Filter | None = None,
         limit: int = 10,
         with_payload: bool = True,
@@ -419,9 +442,8 @@ class EdgeClient:
             shard = self._shard(physical)
         request = edge.QueryRequest(
             limit=limit,
-            query=_scoring(query, using),
-            prefetches=[_prefetch(p) for p in prefetch or ()] or None,
-            filter=_filter(query_filter),
+            query=query_in(query, using),
+            filter=filter_in(query_filter),
             with_payload=with_payload,
             with_vector=False,
         )
@@ -438,11 +460,31 @@ class EdgeClient:
             ]
         )
 
+    def query_batch_points(
+        self, collection_name: str, requests: Sequence[models.QueryRequest]
+    ) -> list[http_models.QueryResponse]:
+        """The requests one after another: a shard answers in this process, so a batch
+        saves no round trip."""
+        return [
+            self.query_points(
+                collection_name,
+                query=request.query,
+                using=request.using,
+                query_filter=request.filter,
+                limit=request.limit or 10,
+                with_payload=bool(request.with_payload),
+            )
+            for request in requests
+        ]
+
     def optimize(self, collection_name: str) -> bool:
         """Let Edge's optimizers run (HNSW for segments past the threshold, merges,
         vacuum); blocks. True when anything changed."""
         shard = self._shard(collection_name)
         return bool(_call(collection_name, shard.optimize))
+
+    def tune(self, collection_name: str) -> None:
+        """A shard needs no tuning."""
 
     def close(self) -> None:
         with self._lock:
@@ -452,217 +494,20 @@ class EdgeClient:
             shard.close()
 
 
-# --- translation ---------------------------------------------------------------------
+class EdgeEngine:
+    name: EngineName = "edge"
+    serialized = True  # a shard holds the GIL while it works anyway
+    embedded = True
 
+    def open(self, settings: QdrantSettings) -> StoreClient:
+        return EdgeClient(storage_path(settings), index_after_vectors=settings.optimize_threshold)
 
-def _vectors_of(
-    record: Mapping[str, Any],
-) -> tuple[dict[str, models.VectorParams], dict[str, models.SparseVectorParams]]:
-    """The vectors a collection was created with, as its record keeps them."""
-    return (
-        {
-            name: models.VectorParams.model_validate(spec)
-            for name, spec in record["vectors"].items()
-        },
-        {
-            name: models.SparseVectorParams.model_validate(spec)
-            for name, spec in record["sparse_vectors"].items()
-        },
-    )
-
-
-_SCHEMA_NAMES = MappingProxyType(
-    {
-        edge.PayloadSchemaType.Keyword: models.PayloadSchemaType.KEYWORD,
-        edge.PayloadSchemaType.Integer: models.PayloadSchemaType.INTEGER,
-        edge.PayloadSchemaType.Float: models.PayloadSchemaType.FLOAT,
-        edge.PayloadSchemaType.Geo: models.PayloadSchemaType.GEO,
-        edge.PayloadSchemaType.Text: models.PayloadSchemaType.TEXT,
-        edge.PayloadSchemaType.Bool: models.PayloadSchemaType.BOOL,
-        edge.PayloadSchemaType.Datetime: models.PayloadSchemaType.DATETIME,
-        edge.PayloadSchemaType.Uuid: models.PayloadSchemaType.UUID,
-    }
-)
-_SCHEMA_TYPES = MappingProxyType({name: edge_type for edge_type, name in _SCHEMA_NAMES.items()})
-
-
-def _hnsw(diff: models.HnswConfigDiff | None) -> edge.HnswIndexConfig | None:
-    """A vector's own HNSW settings as Edge takes them: whole, Qdrant's defaults where the
-    collection left a field unset."""
-    if diff is None:
+    def earlier_store(self, settings: QdrantSettings) -> QdrantSettings | None:
+        """A qdrant-client local-mode store at the same path: the embedded store before
+        Edge was the default, which `ingest reindex` moves into Edge."""
+        if stored_collections(settings.path):
+            return settings.model_copy(update={"engine": "local"})
         return None
-    asked = diff.model_dump(include=set(_HNSW_DEFAULTS), exclude_none=True)
-    return edge.HnswIndexConfig(**{**_HNSW_DEFAULTS, **asked}, payload_m=diff.payload_m)
-
-
-def _quantization(config: models.QuantizationConfig | None) -> edge.ScalarQuantizationConfig | None:
-    """A vector's quantization as Edge takes it; the store asks for scalar int8 only."""
-    if config is None:
-        return None
-    if not isinstance(config, models.ScalarQuantization):
-        raise _failed(f"this store keeps scalar quantization only, not {type(config).__name__}")
-    scalar = config.scalar
-    return edge.ScalarQuantizationConfig(
-        type=edge.ScalarType.Int8, quantile=scalar.quantile, always_ram=scalar.always_ram
-    )
-
-
-def _index_schema(
-    schema: PayloadIndexSchema,
-) -> (
-    edge.PayloadSchemaType
-    | edge.KeywordIndexParams
-    | edge.IntegerIndexParams
-    | edge.DatetimeIndexParams
-):
-    if isinstance(schema, models.KeywordIndexParams):
-        return edge.KeywordIndexParams(is_tenant=schema.is_tenant, enable_hnsw=schema.enable_hnsw)
-    if isinstance(schema, models.IntegerIndexParams):
-        return edge.IntegerIndexParams(
-            lookup=schema.lookup, range=schema.range, enable_hnsw=schema.enable_hnsw
-        )
-    if isinstance(schema, models.DatetimeIndexParams):
-        return edge.DatetimeIndexParams(enable_hnsw=schema.enable_hnsw)
-    return _SCHEMA_TYPES[models.PayloadSchemaType(schema)]
-
-
-def sparse_in(vector: models.SparseVector) -> edge.SparseVector:
-    """A sparse vector as Edge takes it. Edge stores duplicate indices without complaint
-    (a server refuses them) and scores them twice, so they are refused here."""
-    pairs = sorted(zip(vector.indices, vector.values, strict=True))
-    indices = [index for index, _ in pairs]
-    if len(set(indices)) != len(indices):
-        raise ValueError("a sparse vector repeats an index: each term id must appear once")
-    return edge.SparseVector(indices, [float(value) for _, value in pairs])
-
-
-def _vectors_in(vector: Any) -> dict[str, Any]:
-    if not isinstance(vector, Mapping):
-        raise ValueError("points carry named vectors")
-    return {
-        name: sparse_in(value) if isinstance(value, models.SparseVector) else value
-        for name, value in vector.items()
-    }
-
-
-def _vectors_out(vector: Any) -> Any:
-    if not isinstance(vector, Mapping):
-        return vector
-    return {
-        name: (
-            models.SparseVector(indices=list(value.indices), values=list(value.values))
-            if isinstance(value, edge.SparseVector)
-            else value
-        )
-        for name, value in vector.items()
-    }
-
-
-def _record_out(record: edge.Record) -> models.Record:
-    return models.Record(
-        id=str(record.id), payload=record.payload, vector=_vectors_out(record.vector)
-    )
-
-
-def _ids(ids: Iterable[Any]) -> list[Any]:
-    """Point ids as Edge matches them: UUIDs (this project's ids) as UUID objects."""
-    return [_id(point) for point in ids]
-
-
-def _id(point: Any) -> Any:
-    if isinstance(point, int):
-        return point
-    return uuid.UUID(str(point))
-
-
-def _with_payload(fields: bool | Sequence[str]) -> bool | list[str]:
-    return fields if isinstance(fields, bool) else list(fields)
-
-
-def _conditions(found: Any) -> list[Any] | None:
-    if found is None:
-        return None
-    items = found if isinstance(found, list) else [found]
-    return [_condition(item) for item in items]
-
-
-def _filter(selection: models.Filter | None) -> edge.Filter | None:
-    if selection is None:
-        return None
-    if selection.min_should is not None:
-        raise _failed("min_should filters are not supported by the embedded store")
-    return edge.Filter(
-        must=_conditions(selection.must),
-        should=_conditions(selection.should),
-        must_not=_conditions(selection.must_not),
-    )
-
-
-def _required(selection: edge.Filter | None) -> edge.Filter:
-    """Edge's filter of a selector: an empty one would select every point."""
-    if selection is None:
-        raise _failed("a selection by filter needs a filter")
-    return selection
-
-
-def _condition(condition: Any) -> Any:
-    if isinstance(condition, models.Filter):
-        return _filter(condition)
-    if isinstance(condition, models.HasIdCondition):
-        return edge.HasIdCondition(set(_ids(condition.has_id)))
-    if isinstance(condition, models.FieldCondition):
-        return edge.FieldCondition(
-            key=condition.key, match=_match(condition.match), range=_range(condition.range)
-        )
-    raise _failed(f"filter condition {type(condition).__name__} is not supported")
-
-
-def _match(match: Any) -> Any:
-    if match is None:
-        return None
-    if isinstance(match, models.MatchValue):
-        value = match.value
-        # Edge 0.9's binding reads a Python bool as the integer 1 or 0, which matches no
-        # boolean payload; numpy's bool it reads as a bool.
-        return edge.MatchValue(numpy.bool_(value) if isinstance(value, bool) else value)  # type: ignore[arg-type]
-    if isinstance(match, models.MatchAny):
-        return edge.MatchAny(list(match.any))  # type: ignore[arg-type]  # str or int, never mixed
-    raise _failed(f"match {type(match).__name__} is not supported")
-
-
-def _range(found: Any) -> Any:
-    if found is None:
-        return None
-    if isinstance(found, models.Range):
-        return edge.RangeFloat(gte=found.gte, gt=found.gt, lte=found.lte, lt=found.lt)
-    raise _failed(f"range {type(found).__name__} is not supported")
-
-
-def _scoring(query: Any, using: str | None) -> Any:
-    """A query of qdrant-client's Query API as Edge scores it: a fusion, or the nearest
-    points to a dense, multi- or sparse vector of the named vector `using`."""
-    if query is None:
-        return None
-    if isinstance(query, models.RrfQuery):
-        if query.rrf.k is None:
-            raise _failed("reciprocal rank fusion needs its k")
-        return edge.Fusion.Rrf(k=query.rrf.k, weights=query.rrf.weights)
-    if isinstance(query, models.SparseVector):
-        return edge.Query.Nearest(sparse_in(query), using=using)
-    if isinstance(query, list):
-        return edge.Query.Nearest(query, using=using)
-    raise _failed(f"query {type(query).__name__} is not supported by the embedded store")
-
-
-def _prefetch(prefetch: models.Prefetch) -> edge.Prefetch:
-    nested = prefetch.prefetch
-    inner = nested if isinstance(nested, list) else ([nested] if nested else [])
-    return edge.Prefetch(
-        limit=prefetch.limit or 10,
-        query=_scoring(prefetch.query, prefetch.using),
-        prefetches=[_prefetch(p) for p in inner] or None,
-        filter=_filter(prefetch.filter),
-    )
 
 
 # --- files and failures ----------------------------------------------------------------
@@ -685,12 +530,8 @@ def _call(name: str, operation: Any, *args: Any) -> Any:
     except IngestError:
         raise
     except Exception as exc:  # Edge raises plain Exception for everything
-        raise _failed(f"{name}: {exc}") from None
-
-
-def _failed(message: str) -> IngestError:
-    return IngestError(ErrorCode.UPSERT_FAILED, f"Qdrant Edge: {message}", subject="qdrant")
+        raise failed(f"{name}: {exc}") from None
 
 
 def _missing(name: str) -> IngestError:
-    return _failed(f"collection {name!r} does not exist")
+    return failed(f"collection {name!r} does not exist")

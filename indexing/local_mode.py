@@ -1,11 +1,10 @@
-"""What only qdrant-client's local mode (`qdrant.engine: local`) needs, kept apart from the
-store (indexing/qdrant_store.py), which calls it only when that engine runs: Edge and a
-server take none of this path.
+"""qdrant-client's local mode (`qdrant.engine: local`) as an engine of the store
+(indexing/engine.py): its client, and what only it needs.
 
 Local mode keeps a collection's points in memory, persists each in SQLite and has no
 payload indexes: a filter is a Python scan over every point. So the store reads a
 tenant's points from a map kept beside the collection (`LocalPoints`), scrolls in large
-pages (`SCROLL_PAGE`) and tunes the SQLite file for many small writes (`tune_storage`).
+pages (`SCROLL_PAGE`) and tunes the SQLite file for many small writes (`LocalClient.tune`).
 Before Edge was the embedded default a store at `qdrant.path` was local mode's, which
 `stored_collections` finds.
 """
@@ -20,14 +19,13 @@ from pathlib import Path
 from qdrant_client import QdrantClient
 
 from chunking.record import Chunk
+from config.settings import QdrantSettings
+from indexing.engine import EngineName, PointMap, StoreClient, TenantPoints, storage_path
 from indexing.store_lock import store_busy
 
 # Local mode sorts every id and filters every point for each scroll page, so a scan
 # costs pages x points: fewer, larger pages keep it linear (its records are in memory).
 SCROLL_PAGE = 100_000
-
-# document -> {point id: version}
-PointMap = dict[str, dict[str, str]]
 
 
 class LocalPoints:
@@ -76,26 +74,51 @@ class LocalPoints:
         self._collections.clear()
 
 
-def open_client(path: Path) -> QdrantClient:
-    """qdrant-client's local mode on the storage at `path`."""
-    try:
-        return QdrantClient(path=str(path))
-    except RuntimeError:  # a process without the store's lock file holds the storage
-        raise store_busy(path, 0) from None
+class LocalClient(QdrantClient):
+    """qdrant-client's local mode on one directory."""
+
+    payload_indexes = False
+    scroll_page = SCROLL_PAGE
+    # The storage closed under a call (the process let go of it, another run took it):
+    # a later attempt opens it again.
+    unavailable: tuple[type[Exception], ...] = (RuntimeError,)
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path=str(path))
+        self.tenant_points: TenantPoints | None = LocalPoints()
+
+    def tune(self, collection_name: str) -> None:
+        """Local mode persists each point in its own SQLite transaction; with the default
+        rollback journal every one is an fsync (about 120 points/s on this machine's
+        disk). WAL with synchronous=NORMAL stays consistent after a process crash and at
+        worst loses the last writes on power loss, which the next run re-upserts (points
+        are compared by id). No-op if qdrant-client's layout changes."""
+        local = getattr(self, "_client", None)
+        collection = getattr(local, "collections", {}).get(collection_name)
+        connection = getattr(getattr(collection, "storage", None), "storage", None)
+        if isinstance(connection, sqlite3.Connection):
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute("PRAGMA synchronous=NORMAL")
+
+    def optimize(self, collection_name: str) -> bool:
+        """Local mode has no index to build."""
+        return False
 
 
-def tune_storage(client: object, physical: str) -> None:
-    """Local mode persists each point in its own SQLite transaction; with the default
-    rollback journal every one is an fsync (about 120 points/s on this machine's disk).
-    WAL with synchronous=NORMAL stays consistent after a process crash and at worst
-    loses the last writes on power loss, which the next run re-upserts (points are
-    compared by id). No-op if qdrant-client's layout changes."""
-    local = getattr(client, "_client", None)
-    collection = getattr(local, "collections", {}).get(physical)
-    connection = getattr(getattr(collection, "storage", None), "storage", None)
-    if isinstance(connection, sqlite3.Connection):
-        connection.execute("PRAGMA journal_mode=WAL")
-        connection.execute("PRAGMA synchronous=NORMAL")
+class LocalEngine:
+    name: EngineName = "local"
+    serialized = True  # the client is not thread-safe
+    embedded = True
+
+    def open(self, settings: QdrantSettings) -> StoreClient:
+        path = storage_path(settings)
+        try:
+            return LocalClient(path)
+        except RuntimeError:  # a process without the store's lock file holds the storage
+            raise store_busy(path, 0) from None
+
+    def earlier_store(self, settings: QdrantSettings) -> QdrantSettings | None:
+        return None
 
 
 def stored_collections(path: str | Path) -> list[str]:

@@ -47,7 +47,6 @@ from config.errors import ConfigError, ErrorCode, IngestError
 from indexing.embed_cache import embed_with_cache, lexical_with_cache, parts_with_cache
 from indexing.embedders import Embedder, Embedding
 from indexing.lexical import LexicalEncoder
-from indexing.local_mode import stored_collections
 from indexing.qdrant_store import QdrantConnection, QdrantStore, chunk_payload
 from indexing.store_schema import DENSE, SPARSE, CollectionSchema
 from stage_cache.store import StageCache
@@ -133,8 +132,9 @@ def _source(live: QdrantStore) -> QdrantStore:
     source = live.resolve()
     if source is not None and source != live.alias:
         return QdrantStore(live.connection, live.describe(source), collection=source)
-    if live.connection.engine == "edge" and stored_collections(live.settings.path):
-        local = QdrantConnection(live.settings.model_copy(update={"engine": "local"}))
+    earlier = live.connection.earlier_store()
+    if earlier is not None:
+        local = QdrantConnection(earlier)
         reader = QdrantStore(local, live.schema)
         found = reader.resolve()
         if found is not None and found != live.alias:

@@ -22,13 +22,21 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+import numpy
+
 from indexing.embedders import Embedder
 from indexing.lexical import LexicalEncoder, SparseWeights
-from indexing.qdrant_store import PartVectors, QdrantStore, SearchFilters
+from indexing.qdrant_store import (
+    PartVectors,
+    QdrantStore,
+    ScoredPayload,
+    SearchFilters,
+    VectorQuery,
+)
 from indexing.store_schema import (
     DENSE,
     DENSE_PARTS,
@@ -38,13 +46,17 @@ from indexing.store_schema import (
     CollectionSchema,
 )
 
-__all__ = ["SearchFilters", "SearchHit", "expand_hits", "search"]
+__all__ = ["SearchFilters", "SearchHit", "expand_hits", "find_points", "search"]
 
 log = logging.getLogger(__name__)
 
 SearchMode = Literal["auto", "hybrid", "dense", "lexical", "sparse"]
 Expand = Literal["none", "neighbours", "section"]
 DEFAULT_EXPAND_TOKENS = 1024
+RRF_K = 2  # Qdrant's and qdrant-client's default
+FIRST_RANKING_WEIGHT = 1.0001  # see _rrf
+
+QueryVectors = Mapping[str, Sequence[float] | SparseWeights | PartVectors]
 
 
 @dataclass(frozen=True)
@@ -122,7 +134,9 @@ def search(
             "the query has no terms the lexical index can match (only stop words or "
             "punctuation): rephrase it, or search with --mode dense"
         )
-    points = store.query(vectors, limit=limit, filters=filters, prefetch_limit=prefetch_limit)
+    points = find_points(
+        store, vectors, limit=limit, filters=filters, prefetch_limit=prefetch_limit
+    )
     hits = [SearchHit.of(point.payload, point.score) for point in points]
     return hits if expand == "none" else expand_hits(store, hits, expand, expand_tokens)
 
@@ -178,6 +192,94 @@ def _query_vectors(
         if terms:
             vectors[LEXICAL] = terms
     return vectors
+
+
+# --- fusion ---------------------------------------------------------------------------
+
+
+def find_points(
+    store: QdrantStore,
+    vectors: QueryVectors,
+    *,
+    limit: int,
+    filters: SearchFilters | None = None,
+    prefetch_limit: int = 40,
+) -> list[ScoredPayload]:
+    """Search by one named vector (`dense`, `dense_parts`, `sparse`, `lexical`), or by
+    several fused with reciprocal rank fusion, each ranking `prefetch_limit` candidates
+    (`limit` when larger): the candidates do not follow the limit, which only cuts the
+    fused list, so the first k results are the same for every limit from k to
+    `prefetch_limit`. A chunk's own vector and its parts' are two views of one model:
+    beside other vectors they are fused first and count as one ranking, so the model does
+    not outvote the lexical ranking two to one. The parts have no graph of their own: they
+    rank, exactly by MaxSim, the candidates the other vectors found, a few dozen points,
+    never the collection. Every vector is searched once, the filters inside each search;
+    the payloads of the fused results are read by id."""
+    if not vectors:
+        raise ValueError("a query needs at least one vector")
+    if len(vectors) == 1:
+        ((using, vector),) = vectors.items()
+        (alone,) = store.nearest(
+            [VectorQuery(using, vector, limit)], filters=filters, with_payload=True
+        )
+        return alone
+    candidates = max(prefetch_limit, limit)
+    searched = [using for using in vectors if using != DENSE_PARTS]
+    found = store.nearest(
+        [VectorQuery(using, vectors[using], candidates) for using in searched], filters=filters
+    )
+    ranked = {
+        using: [p.point_id for p in points] for using, points in zip(searched, found, strict=True)
+    }
+    if DENSE_PARTS in vectors:
+        ranked[DENSE_PARTS] = _parts_ranking(
+            store, vectors[DENSE_PARTS], ranked, candidates, filters
+        )
+    views = [ranked[name] for name in (DENSE, DENSE_PARTS) if name in ranked]
+    others = [ranked[using] for using in ranked if using not in (DENSE, DENSE_PARTS)]
+    if len(views) > 1 and others:
+        rankings = [[p for p, _ in _rrf(views, candidates)], *others]
+    else:
+        rankings = list(ranked.values())
+    fused = _rrf(rankings, limit)
+    if not fused:
+        return []
+    payloads = store.payloads([point for point, _ in fused])
+    return [
+        ScoredPayload(point, score, payloads[point]) for point, score in fused if point in payloads
+    ]
+
+
+def _parts_ranking(
+    store: QdrantStore,
+    parts: Sequence[float] | SparseWeights | PartVectors,
+    ranked: Mapping[str, Sequence[str]],
+    candidates: int,
+    filters: SearchFilters | None,
+) -> list[str]:
+    """The other vectors' candidates ranked by the parts' MaxSim."""
+    among = list(dict.fromkeys(point for points in ranked.values() for point in points))
+    if not among:
+        return []
+    (found,) = store.nearest([VectorQuery(DENSE_PARTS, parts, candidates, among)], filters=filters)
+    return [point.point_id for point in found]
+
+
+def _rrf(rankings: Sequence[Sequence[str]], limit: int) -> list[tuple[str, float]]:
+    """Reciprocal rank fusion with Qdrant's own k and formula, in its single precision,
+    so the scores are the ones the engine's fusion gives. Its scores tie often (one point
+    first in one ranking, another first in the other): the first ranking (the model's)
+    heavier by 0.01% breaks every tie its way and moves no score by more than that; the
+    ties left keep the order the points were first ranked in."""
+    one, k = numpy.float32(1.0), numpy.float32(RRF_K)
+    scores: dict[str, numpy.float32] = {}
+    for index, ranking in enumerate(rankings):
+        weight = numpy.float32(FIRST_RANKING_WEIGHT if index == 0 else 1.0)
+        for position, point in enumerate(ranking):
+            score = one / (numpy.float32(position + 1) / weight + k - one)
+            scores[point] = scores.get(point, numpy.float32(0.0)) + score
+    ordered = sorted(scores.items(), key=lambda item: -item[1])
+    return [(point, float(score)) for point, score in ordered[:limit]]
 
 
 # --- expansion ------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from indexing.embedders import BgeM3Embedder
 from indexing.lexical import LexicalEncoder, term_id
 from indexing.qdrant_store import QdrantConnection, QdrantStore, SearchFilters
 from indexing.reconcile import DocumentChunks, sync_documents
-from indexing.search import SearchUnavailable, search
+from indexing.search import SearchUnavailable, find_points, search
 from indexing.store_schema import LEXICAL
 from stage_cache.store import StageCache
 from tests.index_helpers import CountingStore, make_document, store_factory
@@ -197,26 +197,26 @@ def test_auto_fuses_dense_lexical_and_sparse_with_the_filter_in_every_prefetch(
     hybrid_store: CountingStore, tiny_embedder: BgeM3Embedder, cache: StageCache
 ) -> None:
     index(hybrid_store, tiny_embedder, cache, [make_document("acme", "d", "v1", [FILLER])])
-    asked: list[dict[str, Any]] = []
-    real = hybrid_store.client.query_points
+    asked: list[list[models.QueryRequest]] = []
+    real = hybrid_store.client.query_batch_points
 
     def spy(*args: Any, **kwargs: Any) -> Any:
-        asked.append(kwargs)
+        asked.append(list(kwargs["requests"]))
         return real(*args, **kwargs)
 
-    hybrid_store.client.query_points = spy  # type: ignore[method-assign]
+    hybrid_store.client.query_batch_points = spy  # type: ignore[method-assign]
     try:
         search(
             hybrid_store, tiny_embedder, "service dashboards", limit=2,
             filters=SearchFilters(tenant_id="acme"), lexical=ENCODER, prefetch_limit=30,
         )  # fmt: skip
     finally:
-        hybrid_store.client.query_points = real  # type: ignore[method-assign]
-    (request,) = asked
-    assert sorted(p.using for p in request["prefetch"]) == ["dense", "lexical", "sparse"]
+        hybrid_store.client.query_batch_points = real  # type: ignore[method-assign]
+    # one request to the engine, each vector searched once
+    (requests,) = asked
+    assert sorted(str(r.using) for r in requests) == ["dense", "lexical", "sparse"]
     # the candidates are the prefetch limit's, not a multiple of the limit asked
-    assert all(p.filter is not None and p.limit == 30 for p in request["prefetch"])
-    assert request["query"].rrf.k == 2 and request["query"].rrf.weights[0] > 1.0
+    assert all(r.filter is not None and r.limit == 30 for r in requests)
 
 
 def test_a_tie_of_the_fusion_goes_to_the_models_ranking_every_time(store_factory: Any) -> None:
@@ -243,7 +243,7 @@ def test_a_tie_of_the_fusion_goes_to_the_models_ranking_every_time(store_factory
         LEXICAL: {7: 1.0},
     }
     firsts = {
-        store.query(query, limit=1, prefetch_limit=1, filters=SearchFilters(tenant_id="t"))[
+        find_points(store, query, limit=1, prefetch_limit=1, filters=SearchFilters(tenant_id="t"))[
             0
         ].payload["name"]
         for _ in range(30)

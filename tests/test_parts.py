@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from qdrant_client import models
 
 from chunking.parts import PartSplitter, chunk_parts
 from chunking.tokens import get_token_counter
@@ -18,7 +19,7 @@ from indexing.lexical import LexicalEncoder
 from indexing.qdrant_store import QdrantConnection, QdrantStore, SearchFilters
 from indexing.reconcile import sync_documents
 from indexing.reindex import reindex
-from indexing.search import search
+from indexing.search import find_points, search
 from indexing.store_schema import DENSE, DENSE_PARTS, LEXICAL, CollectionSchema
 from stage_cache.store import StageCache
 from tests.index_helpers import CountingEmbedder, make_document, qdrant_settings
@@ -145,32 +146,32 @@ def test_a_chunk_is_found_by_its_best_part_and_hybrid_prefetches_parts_with_filt
         # MaxSim: a query that is one part's own vector scores that chunk 1.0.
         part = splitter.texts(documents[1].chunks[0])[2]
         vector = tiny_embedder.embed([part])[0].dense
-        best = store.query({DENSE_PARTS: [vector]}, limit=3)
+        best = find_points(store, {DENSE_PARTS: [vector]}, limit=3)
         assert best[0].payload["document_id"] == "doc1"
         assert best[0].score == pytest.approx(1.0, abs=1e-4)
 
-        asked: list[dict[str, Any]] = []
-        real = store.client.query_points
+        asked: list[list[models.QueryRequest]] = []
+        real = store.client.query_batch_points
 
         def spy(*args: Any, **kwargs: Any) -> Any:
-            asked.append(kwargs)
+            asked.append(list(kwargs["requests"]))
             return real(*args, **kwargs)
 
-        store.client.query_points = spy  # type: ignore[method-assign]
+        store.client.query_batch_points = spy  # type: ignore[method-assign]
         filters = SearchFilters(tenant_id="acme", labels=("cli",))
         hits = search(store, tiny_embedder, "backupctl volume add", 3, filters, lexical=ENCODER)
         assert {h.document_id for h in hits} == {"doc2"}
-        # The model's two views fused first, one ranking beside the lexical one; the
-        # parts (no graph) rank the candidates of the chunk's vector and the lexical one.
-        views, lexical = asked[-1]["prefetch"]
-        dense, parts = views.prefetch
-        assert (lexical.using, dense.using, parts.using) == (LEXICAL, DENSE, DENSE_PARTS)
-        assert [p.using for p in parts.prefetch] == [DENSE, LEXICAL]
-        assert all(p.filter is not None for p in (views, lexical, dense, parts))
+        # Each vector searched once, the filters in every search; the parts (no graph)
+        # rank the candidates of the chunk's vector and the lexical one.
+        searched, (parts,) = asked[-2:]
+        assert [r.using for r in searched] == [DENSE, LEXICAL] and parts.using == DENSE_PARTS
+        assert all(r.filter is not None for r in (*searched, parts))
+        assert parts.filter is not None and isinstance(parts.filter.must, list)
+        (among, _) = parts.filter.must
+        assert isinstance(among, models.HasIdCondition) and among.has_id
         search(store, tiny_embedder, "backup", 3, filters, mode="dense")
-        dense, parts = asked[-1]["prefetch"]
+        (dense,), (parts,) = asked[-2:]
         assert (dense.using, parts.using) == (DENSE, DENSE_PARTS)
-        assert [p.using for p in parts.prefetch] == [DENSE]
 
 
 def test_parts_rank_the_other_vectors_candidates_never_the_whole_collection(
@@ -190,11 +191,11 @@ def test_parts_rank_the_other_vectors_candidates_never_the_whole_collection(
         store.ensure_collection()
         sync_documents(store, tiny_embedder, cache, "acme", documents, ENCODER, splitter)
         part = tiny_embedder.embed([splitter.texts(documents[1].chunks[0])[2]])[0].dense
-        alone = store.query({DENSE_PARTS: [part]}, limit=2)
+        alone = find_points(store, {DENSE_PARTS: [part]}, limit=2)
         assert alone[0].payload["document_id"] == "doc1"
         # Words of doc0 alone: the lexical vector's one candidate.
         terms = ENCODER.encode_query("console archive")
-        found = store.query({LEXICAL: terms, DENSE_PARTS: [part]}, limit=2)
+        found = find_points(store, {LEXICAL: terms, DENSE_PARTS: [part]}, limit=2)
         assert [p.payload["document_id"] for p in found] == ["doc0"]
 
 

@@ -21,6 +21,7 @@ from indexing.reconcile import (
     delete_missing_documents,
     sync_documents,
 )
+from indexing.search import find_points
 from indexing.store_schema import DENSE, PAYLOAD_INDEXES
 from stage_cache.store import StageCache
 from tests.index_helpers import (
@@ -69,7 +70,7 @@ def test_first_load_writes_every_chunk_with_a_lean_payload(store, embedder, cach
     # embed_text carries the document title, so the two documents' chunks all differ.
     assert (result.points_upserted, result.embedded, result.documents_written) == (6, 6, 2)
     assert store.upserted == 6 and len(embedder.texts) == 6
-    hit = store.query({DENSE: embedder.embed(["backups"])[0].dense}, limit=1)[0]
+    hit = find_points(store, {DENSE: embedder.embed(["backups"])[0].dense}, limit=1)[0]
     assert "embed_text" not in hit.payload
     assert hit.payload["tenant_id"] == "acme"
     assert hit.payload["md_text"] in PARAGRAPHS
@@ -314,7 +315,7 @@ def test_collection_has_named_vectors_and_payload_indexes(tmp_path, tiny_embedde
     settings = qdrant_settings(tmp_path)
     store = QdrantStore(QdrantConnection(settings), schema(tiny_embedder.vector_size, True))
     recording = RecordingClient(store.client)
-    store.client = recording  # type: ignore[assignment]
+    store.client = recording
     try:
         physical = store.ensure_collection()
         info = recording.inner.get_collection(physical)
@@ -329,7 +330,7 @@ def test_collection_has_named_vectors_and_payload_indexes(tmp_path, tiny_embedde
         assert recording.indexes["section_id"].enable_hnsw is False
         assert recording.indexes["ordinal"].type == "integer"
         assert recording.indexes["ordinal"].range is True
-        if not store.connection.local:  # Edge and a server report indexes; local mode keeps none
+        if store.client.payload_indexes:  # Edge and a server report indexes; local mode keeps none
             indexed = store.payload_schema()
             assert set(PAYLOAD_INDEXES) <= set(indexed)
             assert indexed["updated_at"] == "datetime"
