@@ -9,7 +9,10 @@ one final full stop; the exact text, else the same words whatever the whitespace
 ignored); a question's recall is the share of its excerpts' characters that the retrieved
 pieces of its corpus cover. Beside it, the bench's own placement ("in order": windows at
 their true offsets, other pieces searched for from where the previous piece stands),
-which credits a repeated passage only where the piece really is.
+which credits a repeated passage only where the piece really is; and a departure that sets
+piece boundaries aside ("boundaries aside": each piece at its first copy with its final
+full stop kept, and the excerpts' whitespace not counted), since a piece that ends on a
+sentence loses that full stop and the space after it, which no stripped piece holds.
 
 Methods, in one run, with one embedder (the quickstart's all-MiniLM-L6-v2 through the
 project's embedder: a text over its window is embedded window by window, as a run does):
@@ -46,7 +49,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -80,11 +83,15 @@ STOP_WORDS = frozenset(
 )
 
 
+Span = tuple[int, int]
+
+
 @dataclass(frozen=True)
 class Question:
     text: str
     corpus: str
-    references: tuple[tuple[int, int], ...]
+    references: tuple[Span, ...]
+    solid: tuple[Span, ...]  # the references less their whitespace (boundaries aside)
 
     @property
     def key(self) -> str:
@@ -92,22 +99,35 @@ class Question:
         return f"{self.corpus}/{self.text}"
 
 
-Span = tuple[int, int]
 NOWHERE: Span = (-1, -1)  # a piece not found: covers nothing, still takes its room
-FIRST_COPY, IN_ORDER = "first copy", "in order"
+FIRST_COPY, IN_ORDER, BOUNDARIES_ASIDE = "first copy", "in order", "boundaries aside"
 
 
 @dataclass(frozen=True)
 class Piece:
     corpus: str
     first_copy: Span  # where the benchmark places it: the first copy of its text
+    stop_kept: Span  # the first copy with the full stop the benchmark drops
     in_order: Span  # where it really stands (windows) or is found searching on in order
     text: str  # what a reader gets back
     embed_text: str  # what the embedder sees
     tokens: int
 
+    @classmethod
+    def placed(
+        cls, name: str, corpus: str, in_order: Span, text: str, embed_text: str, tokens: int
+    ) -> Piece:
+        """A piece of `corpus` (named `name`) with its first copy found."""
+        start, end = first_copy(corpus, text)
+        kept = (
+            end + 1 if start >= 0 and text.endswith(".") and corpus[end : end + 1] == "." else end
+        )
+        return cls(name, (start, end), (start, kept), in_order, text, embed_text, tokens)
+
     def span(self, placement: str) -> Span:
-        return self.first_copy if placement == FIRST_COPY else self.in_order
+        return {FIRST_COPY: self.first_copy, BOUNDARIES_ASIDE: self.stop_kept}.get(
+            placement, self.in_order
+        )
 
 
 @dataclass(frozen=True)
@@ -143,18 +163,21 @@ def _progress(message: str) -> None:
 
 
 def load_questions() -> list[Question]:
+    corpora = load_corpora()
+    questions = []
     with (DATA / "questions_df.csv").open(encoding="utf-8", newline="") as handle:
-        return [
-            Question(
-                row["question"],
-                row["corpus_id"],
-                tuple(
-                    (int(r["start_index"]), int(r["end_index"]))
-                    for r in json.loads(row["references"])
-                ),
+        for row in csv.DictReader(handle):
+            references = tuple(
+                (int(r["start_index"]), int(r["end_index"])) for r in json.loads(row["references"])
             )
-            for row in csv.DictReader(handle)
-        ]
+            corpus = corpora[row["corpus_id"]]
+            solid = tuple(
+                (start + match.start(), start + match.end())
+                for start, end in references
+                for match in re.finditer(r"\S+", corpus[start:end])
+            )
+            questions.append(Question(row["question"], row["corpus_id"], references, solid))
+    return questions
 
 
 def load_corpora() -> dict[str, str]:
@@ -249,9 +272,9 @@ def located_pieces(
         if span is not None:
             after[chunk.document_id] = span[0]
         pieces.append(
-            Piece(
+            Piece.placed(
                 chunk.document_id,
-                first_copy(corpus, chunk.md_text),
+                corpus,
                 span or NOWHERE,
                 chunk.md_text,
                 chunk.embed_text,
@@ -269,9 +292,9 @@ def window_pieces(corpora: dict[str, str], count: Callable[[str], int]) -> list[
             window = text[start : start + size]
             if window.strip():
                 pieces.append(
-                    Piece(
+                    Piece.placed(
                         name,
-                        first_copy(text, window),
+                        text,
                         (start, start + len(window)),
                         window,
                         window,
@@ -347,7 +370,7 @@ def token_chunker_pieces(
             if span is None:
                 raise ValueError(f"a {size}-token piece of {name} is not in it: {chunk[:80]!r}")
             after = span[0]
-            pieces.append(Piece(name, first_copy(text, chunk), span, chunk, chunk, count(chunk)))
+            pieces.append(Piece.placed(name, text, span, chunk, chunk, count(chunk)))
     return pieces
 
 
@@ -512,8 +535,8 @@ def scores(question: Question, retrieved: Sequence[Retrieved]) -> dict[str, floa
 
 
 MEASURES = ("recall@5", *(f"within {c}" for c in CONTEXTS))
-# Each measure by the benchmark's placement under its own name, by the bench's beside it.
-PLACEMENTS = {FIRST_COPY: "", IN_ORDER: " in order"}
+# Each measure by the benchmark's placement under its own name, the others beside it.
+PLACEMENTS = {FIRST_COPY: "", IN_ORDER: " in order", BOUNDARIES_ASIDE: " boundaries aside"}
 
 
 def scored(question: Question, pieces: Sequence[Piece], order: Sequence[int]) -> dict[str, float]:
@@ -522,7 +545,9 @@ def scored(question: Question, pieces: Sequence[Piece], order: Sequence[int]) ->
         f"{measure}{suffix}": value
         for placement, suffix in PLACEMENTS.items()
         for measure, value in scores(
-            question,
+            replace(question, references=question.solid)
+            if placement == BOUNDARIES_ASIDE
+            else question,
             [
                 Retrieved(pieces[i].corpus, *pieces[i].span(placement), pieces[i].tokens)
                 for i in order
@@ -649,6 +674,7 @@ def _row(
         "mean_tokens": round(statistics.mean(p.tokens for p in pieces), 1),
         **{m: mean(m) for m in MEASURES},
         "in order": {m: mean(f"{m}{PLACEMENTS[IN_ORDER]}") for m in MEASURES},
+        BOUNDARIES_ASIDE: {m: mean(f"{m}{PLACEMENTS[BOUNDARIES_ASIDE]}") for m in MEASURES},
         "placed at an earlier copy": sum(1 for p in pieces if p.first_copy[0] < p.in_order[0]),
         "recall@5 by corpus": _by_corpus("recall@5", questions, results),
         "within 1000 by corpus": _by_corpus("within 1000", questions, results),
@@ -663,12 +689,21 @@ def _paired(
     """The product's default search against every other method and mode, and each method
     and mode against itself in the `--against` run, per reported question."""
 
+    aside = PLACEMENTS[BOUNDARIES_ASIDE]
+
     def compared(a: str, b: str, now: Sequence[Any], then: Sequence[Any]) -> dict[str, Any]:
         now, then = [now[i] for i in reported], [then[i] for i in reported]
         return {
             "a": a,
             "b": b,
             **{m: sign_test([x[m] for x in now], [y[m] for y in then]) for m in MEASURES},
+            # A run saved before the departure was scored has no figures for it.
+            BOUNDARIES_ASIDE: {
+                m: sign_test([x[f"{m}{aside}"] for x in now], [y[f"{m}{aside}"] for y in then])
+                for m in MEASURES
+            }
+            if f"recall@5{aside}" in then[0]
+            else None,
         }
 
     default = per_question["product", "hybrid"]
@@ -691,26 +726,35 @@ def _print(report: dict[str, Any]) -> None:
         f"product pieces located: {report['product located']}, {report['seconds']} s"
     )
     print(f"embedding cost with parts: {report['embedding cost with parts']}")
-    print("by the benchmark's placement (first copy); in order: the bench's own")
+    print(
+        "by the benchmark's placement (first copy); in order: the bench's own; "
+        "boundaries aside: first copy, final full stop kept, whitespace not counted"
+    )
+    departures = ("in order", BOUNDARIES_ASIDE)
     print(
         " | ".join(
-            ("method", "mode", "pieces", "mean tokens", *MEASURES, "in order", "at earlier copy")
+            ("method", "mode", "pieces", "mean tokens", *MEASURES, *departures, "at earlier copy")
         )
     )
     for row in report["results"]:
         cells = [str(row[k]) for k in ("method", "mode", "pieces", "mean_tokens", *MEASURES)]
-        in_order = " / ".join(str(row["in order"][m]) for m in MEASURES)
-        print(" | ".join((*cells, in_order, str(row["placed at an earlier copy"]))))
+        cells += [" / ".join(str(row[d][m]) for m in MEASURES) for d in departures]
+        print(" | ".join((*cells, str(row["placed at an earlier copy"]))))
     for measure in ("recall@5", "within 1000"):
         print(f"\n{measure} by corpus")
         for row in report["results"]:
             print(f"{row['method']} {row['mode']}: {row[f'{measure} by corpus']}")
     print("\npaired per question, sign test (diff, won/lost, p)")
     for row in report["paired"]:
-        cells = [
-            f"{m} {row[m]['diff']:+.3f} {row[m]['won/lost']} p={row[m]['p']}" for m in MEASURES
-        ]
-        print(f"{row['a']} vs {row['b']}: " + "; ".join(cells))
+        print(f"{row['a']} vs {row['b']}: {_tests(row)}")
+        if row[BOUNDARIES_ASIDE]:
+            print(f"  {BOUNDARIES_ASIDE}: {_tests(row[BOUNDARIES_ASIDE])}")
+
+
+def _tests(row: dict[str, Any]) -> str:
+    return "; ".join(
+        f"{m} {row[m]['diff']:+.3f} {row[m]['won/lost']} p={row[m]['p']}" for m in MEASURES
+    )
 
 
 if __name__ == "__main__":

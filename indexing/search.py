@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -134,11 +134,33 @@ def search(
             "the query has no terms the lexical index can match (only stop words or "
             "punctuation): rephrase it, or search with --mode dense"
         )
+    # Twice the limit from the candidates the limit asked for would have, so that the
+    # results left out as copies are made up for and the first results stay the same.
     points = find_points(
-        store, vectors, limit=limit, filters=filters, prefetch_limit=prefetch_limit
+        store,
+        vectors,
+        limit=2 * limit,
+        filters=filters,
+        prefetch_limit=max(prefetch_limit, limit),
     )
-    hits = [SearchHit.of(point.payload, point.score) for point in points]
+    hits = _first_copies(SearchHit.of(point.payload, point.score) for point in points)[:limit]
     return hits if expand == "none" else expand_hits(store, hits, expand, expand_tokens)
+
+
+def _first_copies(hits: Iterable[SearchHit]) -> list[SearchHit]:
+    """The hits less each whose text is, whitespace and case aside, a better hit's of the
+    same document: a passage a document repeats (a disclaimer, a report's recurring note)
+    would spend a caller's results and context twice on the same words. Copies in other
+    documents stay: each is a source of its own, and may be readable by other people."""
+    seen: set[tuple[str, str, str]] = set()
+    kept = []
+    for hit in hits:
+        text = " ".join(hit.md_text.split()).casefold()
+        key = (str(hit.payload.get("tenant_id", "")), hit.document_id, text)
+        if key not in seen:
+            seen.add(key)
+            kept.append(hit)
+    return kept
 
 
 def _vectors_for(

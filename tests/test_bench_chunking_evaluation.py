@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from bench import halves
 from bench.chunking_evaluation import (
+    BOUNDARIES_ASIDE,
     IN_ORDER,
+    NOWHERE,
     Piece,
-    first_copy,
     load_corpora,
     load_questions,
     scored,
@@ -40,12 +41,37 @@ def test_a_reference_is_credited_to_a_piece_holding_a_later_copy_of_it() -> None
     else:
         raise AssertionError("no question's reference is repeated later in its corpus")
     text = corpus[later : later + end - start]
-    piece = Piece(
-        question.corpus, first_copy(corpus, text), (later, later + len(text)), text, text, 10
-    )
+    piece = Piece.placed(question.corpus, corpus, (later, later + len(text)), text, text, 10)
     measures = scored(question, [piece], [0])
     assert measures["recall@5"] > 0.99 and measures["within 1000"] > 0.99
     assert measures[f"recall@5 {IN_ORDER}"] == 0.0
+
+
+def test_boundaries_aside_credit_two_sentences_that_hold_a_reference_between_them() -> None:
+    corpora = load_corpora()
+    for question in load_questions():
+        corpus = corpora[question.corpus]
+        start, end = question.references[0]
+        stop = corpus.find(". ", start, end - 2)
+        first, second = corpus[start : stop + 1], corpus[stop + 2 : end]
+        if (
+            len(question.references) == 1
+            and stop > start
+            and corpus.find(first[:-1]) == start
+            and corpus.find(second) == stop + 2
+            and not second[0].isspace()
+        ):
+            break
+    else:
+        raise AssertionError("no question's reference spans two sentences")
+    pieces = [
+        Piece.placed(question.corpus, corpus, NOWHERE, text, text, 10) for text in (first, second)
+    ]
+    measures = scored(question, pieces, [0, 1])
+    # The benchmark's placement drops the first piece's full stop (and the second's, where
+    # the excerpt keeps it), and the space after it is in neither piece.
+    assert end - start - 3 <= round(measures["recall@5"] * (end - start)) < end - start
+    assert measures[f"recall@5 {BOUNDARIES_ASIDE}"] == 1.0
 
 
 def test_each_bench_splits_its_questions_into_two_fixed_halves() -> None:

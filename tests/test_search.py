@@ -118,6 +118,27 @@ def test_dense_search_returns_records_with_their_source(indexed, tiny_embedder):
     assert exact.md_text == TARGET
 
 
+def test_a_copy_of_a_better_hits_text_in_its_document_is_left_out_and_made_up_for(
+    store_factory: Any, tiny_embedder: BgeM3Embedder, tmp_path: Path
+) -> None:
+    store: CountingStore = store_factory(tiny_embedder.vector_size, sparse=True)
+    # A document that repeats the target, its spacing changed; another that holds it once.
+    copy = TARGET.replace(" office ", "  office\n")
+    documents = [
+        make_document("acme", "handbook", "v1", [TARGET, OTHERS[0], copy, OTHERS[1]]),
+        make_document("acme", "copied", "v1", [TARGET, OTHERS[2]]),
+        make_document("acme", "finance", "v1", OTHERS[3:]),
+    ]
+    sync_documents(store, tiny_embedder, StageCache(tmp_path / "cache"), "acme", documents)
+    acme = SearchFilters(tenant_id="acme")
+    for mode in ("sparse", "hybrid"):
+        hits = search(store, tiny_embedder, KEYWORD, limit=5, filters=acme, mode=mode)
+        found = [hit.document_id for hit in hits if " ".join(hit.md_text.split()) == TARGET]
+        assert sorted(found) == ["copied", "handbook"], (mode, found)
+    hits = search(store, tiny_embedder, KEYWORD, limit=5, filters=acme)
+    assert len(hits) == 5  # seven chunks, one a copy: the others make up the limit
+
+
 def documents_found(store: CountingStore, embedder: BgeM3Embedder, **filters: Any) -> set[str]:
     # " the" appears in every chunk, so the sparse side matches them all.
     hits = search(store, embedder, "the", limit=20, filters=SearchFilters(**filters), mode="sparse")
