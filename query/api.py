@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from chunking.record import CONTAINER_FIELD
 from config.settings import Settings, load_settings
+from indexing.handles import IndexHandles
 from indexing.qdrant_store import QdrantStore, SearchFilters
 from indexing.search import (
     DEFAULT_EXPAND_TOKENS,
@@ -38,8 +39,7 @@ from indexing.search import (
 )
 from markdown_text.context import context_header
 from query.identity import PUBLIC, Identity
-from tasks.resources import Resources
-from tasks.state import SourceLog, SourceSync
+from stage_cache.sync_log import SourceLog, SourceSync
 
 __all__ = [
     "PUBLIC",
@@ -157,7 +157,7 @@ class Index:
         self,
         settings: Settings,
         *,
-        resources: Resources | None = None,
+        resources: IndexHandles | None = None,
         collection: str | None = None,
     ) -> None:
         """`resources`: a caller's open ones (its store connection: an embedded store
@@ -166,7 +166,7 @@ class Index:
         alias names it)."""
         self.settings = settings
         self._owned = resources is None
-        self._resources = resources or Resources(settings)
+        self._resources = resources or IndexHandles(settings)
         self._collection = collection
         self._reading = threading.Lock()
         self._queries = 0  # queries under way
