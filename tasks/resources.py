@@ -24,7 +24,7 @@ from connectors.registry import connector_class
 from indexing.embedders import Embedder
 from indexing.handles import IndexHandles
 from indexing.lexical import LexicalEncoder
-from indexing.qdrant_store import QdrantStore, StoreSeconds
+from indexing.qdrant_store import QdrantConnection
 from indexing.store_schema import CollectionSchema
 from normalizers.pictures import PictureSetup
 from normalizers.registry import supported_extensions
@@ -125,24 +125,9 @@ class Resources(IndexHandles):
             chunking_id=chunking_fingerprint(self.settings),
         )
 
-    def store(
-        self,
-        embedder: Embedder | None = None,
-        *,
-        check: bool = True,
-        seconds: StoreSeconds | None = None,
-    ) -> QdrantStore:
+    def _connection(self) -> QdrantConnection:
         here = self._here()
-        if here is not self:
-            return here.store(embedder, check=check, seconds=seconds)
-        return super().store(embedder, check=check, seconds=seconds)
-
-    def hold_store(self) -> None:
-        here = self._here()
-        if here is self:
-            super().hold_store()
-        else:
-            here.hold_store()
+        return super()._connection() if here is self else here._connection()
 
     def link_resolution(self, resolver: LinkResolver, saved: tuple[int, Path]) -> LinkResolution:
         """The resolution over a listing's saved link index (`(mtime, path)`, mtime 0 when
