@@ -1,4 +1,5 @@
-"""The chunk record (SPEC §3.6), its stable id and the Qdrant point id."""
+"""The chunk record (SPEC §3.6), its stable id and the Qdrant point id, and the record
+read back from a point's payload (`ChunkPayload`)."""
 
 from __future__ import annotations
 
@@ -114,6 +115,91 @@ class Chunk:
 
 _RECORD_FIELDS = tuple(f.name for f in fields(Chunk) if f.name != "document")
 _OWN_FIELDS = frozenset(_RECORD_FIELDS)
+
+
+@dataclass(frozen=True)
+class ChunkPayload:
+    """A chunk's record read back from a point's payload (what `Chunk.to_record` wrote,
+    its document's fields among it), typed for readers: search, its expansion, the query
+    API. A point an older chunker wrote may lack a field; it reads as empty then."""
+
+    chunk_id: str
+    tenant_id: str
+    document_id: str
+    source_version_id: str
+    ordinal: int
+    md_text: str
+    headings_path: tuple[str, ...]
+    token_count: int
+    char_start: int
+    char_end: int
+    page_start: int | None
+    sheet: str | None
+    slide: int | None
+    table_header: str | None
+    section_id: str | None
+    prev_chunk_id: str | None
+    next_chunk_id: str | None
+    # Whether the record names its neighbours at all: an older chunker's does not, and
+    # its neighbours are the chunks of the next ordinals.
+    names_neighbours: bool
+    citation_url: str | None
+    breadcrumbs: tuple[str, ...]
+    # Its document's fields.
+    title: str | None
+    source_url: str | None
+    file_path: str | None
+    source_type: str | None
+    container: str | None
+    labels: tuple[str, ...]
+    updated_at: str | None
+
+    @classmethod
+    def of(cls, payload: Mapping[str, Any]) -> ChunkPayload:
+        return cls(
+            chunk_id=str(payload.get("chunk_id", "")),
+            tenant_id=str(payload.get("tenant_id", "")),
+            document_id=str(payload.get("document_id", "")),
+            source_version_id=str(payload.get("source_version_id", "")),
+            ordinal=int(payload.get("ordinal") or 0),
+            md_text=str(payload.get("md_text", "")),
+            headings_path=tuple(payload.get("headings_path") or ()),
+            token_count=int(payload.get("token_count") or 0),
+            char_start=int(payload.get("char_start") or 0),
+            char_end=int(payload.get("char_end") or 0),
+            page_start=payload.get("page_start"),
+            sheet=payload.get("sheet"),
+            slide=payload.get("slide"),
+            table_header=payload.get("table_header"),
+            section_id=payload.get("section_id"),
+            prev_chunk_id=payload.get("prev_chunk_id"),
+            next_chunk_id=payload.get("next_chunk_id"),
+            names_neighbours="prev_chunk_id" in payload or "next_chunk_id" in payload,
+            citation_url=payload.get("citation_url"),
+            breadcrumbs=tuple(payload.get("breadcrumbs") or ()),
+            title=payload.get("title"),
+            source_url=payload.get("source_url"),
+            file_path=payload.get("file_path"),
+            source_type=payload.get("source_type"),
+            container=payload.get(CONTAINER_FIELD),
+            labels=tuple(payload.get("labels") or ()),
+            updated_at=payload.get("updated_at"),
+        )
+
+    @property
+    def source(self) -> str | None:
+        """The page URL or the file path."""
+        return self.source_url or self.file_path
+
+    @property
+    def version_key(self) -> tuple[str, str, str]:
+        """Tenant, document and version: the chunks of one indexed document."""
+        return (self.tenant_id, self.document_id, self.source_version_id)
+
+    @property
+    def neighbour_ids(self) -> list[str]:
+        """The chunk ids of the chunks before and after it that it names."""
+        return [str(i) for i in (self.prev_chunk_id, self.next_chunk_id) if i]
 
 
 def canonical_chunk_text(md_text: str, chunk_type: str) -> str:

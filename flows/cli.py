@@ -715,16 +715,11 @@ def _evaluated(
     """The eval report of `questions`, or of the known-item ones `--self` makes."""
     from rich.console import Console
 
-    from query.evaluate import report, run_questions, self_questions, visible_documents
-    from stage_cache.store import StageCache
+    from query.evaluate import report, run_questions
 
     missing = 0
     if questions is None:
-        questions, missing = self_questions(
-            StageCache(settings.cache.dir),
-            search.tenant or settings.tenant_id,
-            visible_documents(index, search),
-        )
+        questions, missing = _self_questions(index, search, settings)
     with _progress_bar(Console(stderr=True)) as progress:
         bar = progress.add_task("questions", total=len(questions))
         results = run_questions(index, questions, search, lambda: progress.advance(bar))
@@ -732,6 +727,23 @@ def _evaluated(
     if missing:
         found["documents_not_in_cache"] = missing
     return found
+
+
+def _self_questions(index: Index, search: Search, settings: Settings) -> tuple[list[Question], int]:
+    """`--self`: known-item questions from the documents the last runs normalized (the
+    stage cache holds them as the pipeline wrote them), and how many it lacked."""
+    from query.evaluate import self_questions, visible_documents
+    from stage_cache.store import StageCache
+    from tasks.prepare import normalized_of
+
+    cache = StageCache(settings.cache.dir)
+    tenant = search.tenant or settings.tenant_id
+
+    def markdown_of(document_id: str) -> str | None:
+        normalized = normalized_of(cache, tenant, document_id)
+        return normalized.markdown if normalized is not None else None
+
+    return self_questions(markdown_of, visible_documents(index, search))
 
 
 def _search_record(rank: int, hit: Hit) -> dict[str, Any]:

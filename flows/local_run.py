@@ -100,9 +100,10 @@ def summary_without_flow(request: RunRequest, settings: Settings) -> dict[str, A
     process holds the embedded store (found before any work), else None (the flow must
     run). The run's steps are the flow's (flows/sync.py), each the pipeline's own
     function run here."""
+    from config.secrets import in_secret_block
     from flows.sync import StepsHere, held_store_summary, sync
     from tasks import pipeline
-    from tasks.resources import Resources, in_secret_block
+    from tasks.resources import Resources
 
     spec = pipeline.SourceSpec.of(request.source, request.targets, settings)
     section = settings.section(spec.kind)

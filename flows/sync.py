@@ -16,10 +16,10 @@ from config.settings import Settings
 from connectors.base import Listing
 from connectors.registry import connector_class
 from flows.report import RunSummary
+from stage_cache.sync_log import SourceLog, SourceSync
 from tasks import pipeline
 from tasks.pipeline import BatchOutcome, Plan, SourceSpec
 from tasks.resources import Resources
-from tasks.state import SourceLog, SourceSync
 
 Mode = Literal["incremental", "full"]
 

@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 import numpy
 
+from chunking.record import ChunkPayload
 from indexing.embedders import Embedder
 from indexing.lexical import LexicalEncoder, SparseWeights
 from indexing.qdrant_store import (
@@ -77,14 +78,15 @@ class SearchHit:
     @classmethod
     def of(cls, payload: dict[str, Any], score: float = 0.0) -> SearchHit:
         """The hit of one point's payload."""
+        chunk = ChunkPayload.of(payload)
         return cls(
             score=score,
-            chunk_id=str(payload.get("chunk_id", "")),
-            document_id=str(payload.get("document_id", "")),
-            title=payload.get("title"),
-            headings_path=list(payload.get("headings_path") or []),
-            source=payload.get("source_url") or payload.get("file_path"),
-            md_text=str(payload.get("md_text", "")),
+            chunk_id=chunk.chunk_id,
+            document_id=chunk.document_id,
+            title=chunk.title,
+            headings_path=list(chunk.headings_path),
+            source=chunk.source,
+            md_text=chunk.md_text,
             payload=payload,
         )
 
@@ -96,7 +98,7 @@ class SearchHit:
     @property
     def tokens(self) -> int:
         chunks = self.context or (self.payload,)
-        return sum(int(chunk.get("token_count") or 0) for chunk in chunks)
+        return sum(ChunkPayload.of(chunk).token_count for chunk in chunks)
 
 
 class SearchUnavailable(ValueError):
@@ -315,7 +317,7 @@ def expand_hits(
     rank = {id(hit): position for position, hit in enumerate(hits)}
     results: list[_Result] = []
     for hit in hits:
-        key = _version_key(hit.payload)
+        key = ChunkPayload.of(hit.payload).version_key
         span = _grow(hit.payload, _candidates(store, hit.payload, expand), max_tokens)
         merged = _Result(key, span, [hit])
         for other in [r for r in results if r.key == key and r.touches(merged)]:
@@ -347,7 +349,7 @@ class _Result:
     def as_hit(self) -> SearchHit:
         best = self.hits[0]
         context = tuple(self.chunks[o] for o in sorted(self.chunks))
-        paths = [list(chunk.get("headings_path") or []) for chunk in context]
+        paths = [list(ChunkPayload.of(chunk).headings_path) for chunk in context]
         return replace(
             best,
             headings_path=_common_prefix(paths),
@@ -356,29 +358,20 @@ class _Result:
         )
 
 
-def _version_key(payload: dict[str, Any]) -> tuple[str, str, str]:
-    return (
-        str(payload.get("tenant_id", "")),
-        str(payload.get("document_id", "")),
-        str(payload.get("source_version_id", "")),
-    )
-
-
 def _candidates(
     store: QdrantStore, hit: dict[str, Any], expand: Expand
 ) -> dict[int, dict[str, Any]]:
     """The chunks the hit may grow into, by ordinal (the same document version only)."""
-    tenant, document, version = _version_key(hit)
-    ordinal = int(hit.get("ordinal", 0))
-    if expand == "section" and hit.get("section_id"):
-        found = store.section_chunks(tenant, str(hit["section_id"]))
-    elif "prev_chunk_id" in hit or "next_chunk_id" in hit:
-        ids = [str(hit[k]) for k in ("prev_chunk_id", "next_chunk_id") if hit.get(k)]
-        found = store.chunks_by_id(tenant, ids)
+    own = ChunkPayload.of(hit)
+    tenant, document, version = own.version_key
+    if expand == "section" and own.section_id:
+        found = store.section_chunks(tenant, str(own.section_id))
+    elif own.names_neighbours:
+        found = store.chunks_by_id(tenant, own.neighbour_ids)
     else:  # points of an older chunker: no neighbour ids, the ordinals are contiguous
-        found = store.document_chunks(tenant, document, version, ordinal - 1, ordinal + 1)
-    same = [chunk for chunk in found if _version_key(chunk) == (tenant, document, version)]
-    return {int(chunk["ordinal"]): chunk for chunk in same}
+        found = store.document_chunks(tenant, document, version, own.ordinal - 1, own.ordinal + 1)
+    read = [(ChunkPayload.of(chunk), chunk) for chunk in found]
+    return {other.ordinal: chunk for other, chunk in read if other.version_key == own.version_key}
 
 
 def _grow(
@@ -386,16 +379,16 @@ def _grow(
 ) -> dict[int, dict[str, Any]]:
     """A contiguous run of candidates around the hit, one chunk at a time on each side
     (before, then after), while the run's tokens stay within `max_tokens`."""
-    ordinal = int(hit.get("ordinal", 0))
-    run = {ordinal: hit}
-    tokens = int(hit.get("token_count") or 0)
-    first = last = ordinal
+    own = ChunkPayload.of(hit)
+    run = {own.ordinal: hit}
+    tokens = own.token_count
+    first = last = own.ordinal
     grew = True
     while grew:
         grew = False
         for side in (first - 1, last + 1):
             chunk = candidates.get(side)
-            size = int(chunk.get("token_count") or 0) if chunk else 0
+            size = ChunkPayload.of(chunk).token_count if chunk else 0
             if chunk is not None and tokens + size <= max_tokens:
                 run[side] = chunk
                 tokens += size
@@ -423,8 +416,9 @@ def joined_markdown(chunks: Sequence[dict[str, Any]]) -> str:
     parts: list[str] = []
     previous: list[str] | None = None
     in_effect: dict[int, str] = {}  # heading level -> the heading line the text is under
-    for chunk in chunks:
-        path = list(chunk.get("headings_path") or [])
+    for record in chunks:
+        chunk = ChunkPayload.of(record)
+        path = list(chunk.headings_path)
         if previous is not None and path != previous:
             same = 0
             while same < min(len(path), len(previous)) and path[same] == previous[same]:
@@ -435,11 +429,11 @@ def joined_markdown(chunks: Sequence[dict[str, Any]]) -> str:
                     parts.append(line)
                     _note_headings(in_effect, [line])
         previous = path
-        text = str(chunk.get("md_text", ""))
+        text = chunk.md_text
         if parts:
             text = _without_carried_headings(text, _carried_length(chunk), in_effect)
         _note_headings(in_effect, text.split("\n"))
-        table = _table_piece(text, chunk.get("table_header"), parts[-1] if parts else "")
+        table = _table_piece(text, chunk.table_header, parts[-1] if parts else "")
         if table.continues:
             parts[-1] += f"\n{table.rows}"
         else:
@@ -447,11 +441,11 @@ def joined_markdown(chunks: Sequence[dict[str, Any]]) -> str:
     return "\n\n".join(parts)
 
 
-def _carried_length(chunk: dict[str, Any]) -> int:
+def _carried_length(chunk: ChunkPayload) -> int:
     """How much of the chunk's Markdown is text from before its own span of the document
     (heading lines it repeats): its Markdown beyond the span's length."""
-    own = int(chunk.get("char_end") or 0) - int(chunk.get("char_start") or 0)
-    return max(0, len(str(chunk.get("md_text", ""))) - own) if own > 0 else 0
+    own = chunk.char_end - chunk.char_start
+    return max(0, len(chunk.md_text) - own) if own > 0 else 0
 
 
 def _heading_level(line: str) -> int:

@@ -23,8 +23,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
-from chunking.record import CONTAINER_FIELD
+from chunking.record import CONTAINER_FIELD, ChunkPayload
 from config.settings import Settings, load_settings
+from indexing.handles import IndexHandles
 from indexing.qdrant_store import QdrantStore, SearchFilters
 from indexing.search import (
     DEFAULT_EXPAND_TOKENS,
@@ -38,8 +39,7 @@ from indexing.search import (
 )
 from markdown_text.context import context_header
 from query.identity import PUBLIC, Identity
-from tasks.resources import Resources
-from tasks.state import SourceLog, SourceSync
+from stage_cache.sync_log import SourceLog, SourceSync
 
 __all__ = [
     "PUBLIC",
@@ -88,27 +88,27 @@ class Hit:
 
     @classmethod
     def of(cls, hit: SearchHit) -> Hit:
-        payload = hit.payload
+        chunk = ChunkPayload.of(hit.payload)
         return cls(
             chunk_id=hit.chunk_id,
             document_id=hit.document_id,
             score=hit.score,
             text=hit.text,
             title=hit.title,
-            breadcrumbs=tuple(payload.get("breadcrumbs") or ()),
+            breadcrumbs=chunk.breadcrumbs,
             headings_path=tuple(hit.headings_path),
-            citation_url=payload.get("citation_url") or hit.source,
+            citation_url=chunk.citation_url or hit.source,
             source=hit.source,
-            source_type=payload.get("source_type"),
-            container=payload.get(CONTAINER_FIELD),
-            labels=tuple(payload.get("labels") or ()),
-            updated_at=payload.get("updated_at"),
+            source_type=chunk.source_type,
+            container=chunk.container,
+            labels=chunk.labels,
+            updated_at=chunk.updated_at,
             tokens=hit.tokens,
-            prev_chunk_id=payload.get("prev_chunk_id"),
-            next_chunk_id=payload.get("next_chunk_id"),
-            span=tuple(str(chunk.get("chunk_id", "")) for chunk in hit.context),
+            prev_chunk_id=chunk.prev_chunk_id,
+            next_chunk_id=chunk.next_chunk_id,
+            span=tuple(ChunkPayload.of(spanned).chunk_id for spanned in hit.context),
             hits=hit.hits,
-            payload=payload,
+            payload=hit.payload,
             context=hit.context,
         )
 
@@ -157,7 +157,7 @@ class Index:
         self,
         settings: Settings,
         *,
-        resources: Resources | None = None,
+        resources: IndexHandles | None = None,
         collection: str | None = None,
     ) -> None:
         """`resources`: a caller's open ones (its store connection: an embedded store
@@ -166,7 +166,7 @@ class Index:
         alias names it)."""
         self.settings = settings
         self._owned = resources is None
-        self._resources = resources or Resources(settings)
+        self._resources = resources or IndexHandles(settings)
         self._collection = collection
         self._reading = threading.Lock()
         self._queries = 0  # queries under way
@@ -322,7 +322,7 @@ class Index:
                 if not found:
                     return None
                 if expand == "document":
-                    return self._document(store, filters, str(found[0].get("document_id", "")))
+                    return self._document(store, filters, ChunkPayload.of(found[0]).document_id)
                 hit = SearchHit.of(found[0])
                 if expand != "none":
                     hit = expand_hits(store, [hit], expand, expand_tokens)[0]
@@ -332,15 +332,16 @@ class Index:
     def _document(self, store: QdrantStore, filters: SearchFilters, document_id: str) -> Hit | None:
         """The document's chunks in order as one result (its newest version, where a
         run was interrupted between writing one and deleting the other)."""
-        chunks = store.visible_chunks(filters, document_id=document_id)
-        if not chunks:
+        found = store.visible_chunks(filters, document_id=document_id)
+        if not found:
             return None
-        newest = max(chunks, key=lambda chunk: str(chunk.get("updated_at") or ""))
-        version = newest.get("source_version_id")
-        ordered = sorted(
-            (chunk for chunk in chunks if chunk.get("source_version_id") == version),
-            key=lambda chunk: int(chunk.get("ordinal", 0)),
-        )
+        chunks = [(ChunkPayload.of(chunk), chunk) for chunk in found]
+        newest, _ = max(chunks, key=lambda chunk: chunk[0].updated_at or "")
+        ordered = [
+            chunk
+            for read, chunk in sorted(chunks, key=lambda chunk: chunk[0].ordinal)
+            if read.source_version_id == newest.source_version_id
+        ]
         first = SearchHit.of(ordered[0])
         whole = Hit.of(
             SearchHit(
@@ -357,7 +358,8 @@ class Index:
         )
         # The document's link, not its first heading's: the page, or the file's URL
         # without a PDF's page.
-        link = first.payload.get("source_url") or str(whole.citation_url or "").split("#")[0]
+        page = ChunkPayload.of(first.payload).source_url
+        link = page or str(whole.citation_url or "").split("#")[0]
         return replace(whole, citation_url=link or None)
 
     def sources(

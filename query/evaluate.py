@@ -31,8 +31,6 @@ from chunking.parse import parse_blocks
 from query.api import Hit, Identity, Index
 from query.paired import Rank, hit_at, paired, reciprocal
 from query.snippet import plain_text
-from stage_cache.store import StageCache
-from tasks.prepare import normalized_of
 
 FIELDS = frozenset({"question", "target", "phrase", "tags"})
 CUTOFFS = (1, 5, 10)
@@ -355,20 +353,22 @@ class _Section:
 
 
 def self_questions(
-    cache: StageCache, tenant_id: str, document_ids: Iterable[str], limit: int = SELF_LIMIT
+    markdown_of: Callable[[str], str | None],
+    document_ids: Iterable[str],
+    limit: int = SELF_LIMIT,
 ) -> tuple[list[Question], int]:
-    """Known-item questions from the normalized documents of `document_ids` (those the
-    stage cache still holds): per section, its heading path and a rare phrase of its
-    text, at most `limit` spread evenly. Returns them and how many documents the cache
-    lacked."""
+    """Known-item questions from the normalized Markdown of `document_ids`
+    (`markdown_of`: a document's, None where the stage cache no longer holds it): per
+    section, its heading path and a rare phrase of its text, at most `limit` spread
+    evenly. Returns them and how many documents the cache lacked."""
     sections: list[_Section] = []
     missing = 0
     for document_id in sorted(document_ids):
-        normalized = normalized_of(cache, tenant_id, document_id)
-        if normalized is None:
+        markdown = markdown_of(document_id)
+        if markdown is None:
             missing += 1
             continue
-        sections += _sections(document_id, normalized.markdown)
+        sections += _sections(document_id, markdown)
     frequency = Counter(word for s in sections for word in set(s.words))
     headings = Counter(s.path for s in sections)
     step = max(1.0, 2 * len(sections) / limit)  # up to two questions a section

@@ -12,11 +12,11 @@ from typing import Any
 
 from config.errors import ErrorCode, IngestError
 from config.settings import Settings
+from indexing.handles import IndexHandles
 from indexing.reindex import Gate
 from query.api import Identity, Index
 from query.evaluate import Result, Search, load_questions, run_questions
 from query.paired import hit_at, paired, reciprocal
-from tasks.resources import Resources
 
 
 class GateRefused(IngestError):
@@ -45,7 +45,9 @@ class GateRefused(IngestError):
         return (GateRefused, (self.verdict,))
 
 
-def promotion_gate(settings: Settings, resources: Resources, *, force: bool = False) -> Gate | None:
+def promotion_gate(
+    settings: Settings, resources: IndexHandles, *, force: bool = False
+) -> Gate | None:
     """The gate `eval.questions` sets (None when unset). The questions file is read now,
     so a bad one stops the re-index before anything is built."""
     if settings.eval.questions is None:

@@ -27,12 +27,12 @@ from typing import Annotated, Any, Literal
 from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field
 
 from config.errors import ConfigError, IngestError
+from config.secrets import secret_value
 from config.settings import McpSettings, Settings
 from query.api import PUBLIC, Hit, Identity, Index, IndexMissing, SearchUnavailable, SourceInfo
 from query.identity import describe_access
 from query.served import announced
 from query.snippet import location, query_terms, snippet
-from tasks.resources import secret_value
 
 HTTP_PATH = "/mcp"
 SNIPPET_CHARS = 300  # a result's `snippet`: a few lines' worth

@@ -12,6 +12,8 @@ from typing import Any
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from chunking.record import ChunkPayload
+
 _SPACES = re.compile(r"\s+")
 _WORD = re.compile(r"\w+")
 _ELLIPSIS = "…"
@@ -43,12 +45,14 @@ BOLD = Marks("\x1b[1m", "\x1b[22m", 0)
 def location(payload: Mapping[str, Any]) -> str:
     """Where in its document a chunk is (its page, sheet or slide, else its part), to tell
     apart hits whose headings are the same."""
-    if payload.get("page_start") is not None:
-        return f"page {payload['page_start']}"
-    for field in ("sheet", "slide"):
-        if payload.get(field) is not None:
-            return f"{field} {payload[field]}"
-    return f"part {int(payload.get('ordinal') or 0) + 1}"
+    chunk = ChunkPayload.of(payload)
+    if chunk.page_start is not None:
+        return f"page {chunk.page_start}"
+    if chunk.sheet is not None:
+        return f"sheet {chunk.sheet}"
+    if chunk.slide is not None:
+        return f"slide {chunk.slide}"
+    return f"part {chunk.ordinal + 1}"
 
 
 def plain_text(markdown: str) -> str:

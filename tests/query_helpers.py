@@ -15,8 +15,8 @@ from indexing.embedders import BgeM3Embedder
 from indexing.lexical import LexicalEncoder
 from indexing.reconcile import DocumentChunks, sync_documents
 from stage_cache.store import StageCache
+from stage_cache.sync_log import SourceLog, SourceSync
 from tasks.stages import chunk_normalized, local_file_source, normalize_source
-from tasks.state import SourceLog, SourceSync
 from tests.index_helpers import make_document, open_store
 
 ROOT = Path(__file__).resolve().parents[1]

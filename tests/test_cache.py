@@ -236,7 +236,7 @@ def test_concurrent_state_updates_from_threads_and_processes_lose_nothing(tmp_pa
 def test_source_log_keeps_each_scopes_last_sync_per_tenant(tmp_path):
     """Runs of several sources (and tenants) finish concurrently: each keeps its entry;
     a reader sees only the targets among the containers it may search."""
-    from tasks.state import SourceLog, SourceSync
+    from stage_cache.sync_log import SourceLog, SourceSync
 
     log = SourceLog(tmp_path / "state" / "sources.json")
 

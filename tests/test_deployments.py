@@ -37,6 +37,7 @@ import yaml
 from qdrant_client import models
 
 from config.errors import ConfigError, IngestError
+from config.secrets import in_secret_block, secret_value
 from config.settings import QdrantSettings
 from flows.ingest import ingest
 from flows.serve import (
@@ -49,7 +50,6 @@ from flows.serve import (
 from indexing.qdrant_store import QdrantConnection, QdrantStore
 from indexing.store_lock import read_holder
 from indexing.store_schema import CollectionSchema
-from tasks.resources import in_secret_block, secret_value
 from tests.confluence_api import (
     DEFAULT_READERS,
     DEFAULT_TOKEN,

@@ -16,8 +16,8 @@ from chunking.record import compute_chunk_id, point_id
 from config.errors import ConfigError
 from indexing.embedders import make_embedder
 from indexing.search import SearchFilters, search
+from stage_cache.sync_log import SourceLog
 from tasks.links import LinkStore
-from tasks.state import SourceLog
 from tests.test_flow import Workspace, prefect_api, workspace
 from tests.tiny_model import tiny_model_dir
 from tests.toy_source import SHELVES, ToyDocument, ToyShelf
