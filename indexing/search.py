@@ -158,7 +158,7 @@ def _first_copies(hits: Iterable[SearchHit]) -> list[SearchHit]:
     kept = []
     for hit in hits:
         text = " ".join(hit.md_text.split()).casefold()
-        key = (str(hit.payload.get("tenant_id", "")), hit.document_id, text)
+        key = (ChunkPayload.of(hit.payload).tenant_id, hit.document_id, text)
         if key not in seen:
             seen.add(key)
             kept.append(hit)
