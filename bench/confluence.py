@@ -32,7 +32,7 @@ from config.settings import load_settings
 from connectors.base import SourceDocument, fetch_each
 from connectors.confluence import ConfluenceConnector
 from normalizers.registry import supported_extensions
-from tests.confluence_api import FakeConfluence, add_bulk_pages
+from testkit.confluence_api import FakeConfluence, add_bulk_pages
 
 
 def requests_made(api: FakeConfluence, since: int) -> int:

@@ -35,7 +35,7 @@ from indexing.reconcile import DocumentChunks, sync_documents
 from indexing.store_schema import CollectionSchema
 from stage_cache.keys import stage_key
 from stage_cache.store import StageCache
-from tests.index_helpers import make_chunk
+from testkit.index_helpers import make_chunk
 
 DIM = 1024
 CHUNKS_PER_DOCUMENT = 20
@@ -186,7 +186,7 @@ def bench_unchanged_rerun(root: Path, chunks: int) -> dict[str, Any]:
 
 
 def bench_tiny_model(root: Path, chunks: int, batch_sizes: Sequence[int]) -> list[dict[str, Any]]:
-    from tests.tiny_model import build_tiny_model
+    from testkit.tiny_model import build_tiny_model
 
     model_dir = build_tiny_model(root / "tiny")
     rng = random.Random(5)
@@ -225,7 +225,7 @@ def bench_memory(root: Path, long_tokens: int, budgets: Sequence[int]) -> list[d
     import subprocess
     import sys
 
-    from tests.tiny_model import build_tiny_model
+    from testkit.tiny_model import build_tiny_model
 
     model_dir = build_tiny_model(root / "tiny-memory")
     rows = []

@@ -27,8 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from tests.confluence_api import FakeConfluence, add_bulk_pages, ingest_environment
-from tests.tiny_model import build_tiny_model
+from testkit.confluence_api import FakeConfluence, add_bulk_pages, ingest_environment
+from testkit.tiny_model import build_tiny_model
 
 SPACE = "BENCH"
 

@@ -59,7 +59,7 @@ from typing import Any
 
 import psutil
 
-from tests.confluence_api import (
+from testkit.confluence_api import (
     FakeConfluence,
     Layout,
     ServedApi,
@@ -540,7 +540,7 @@ def main() -> None:
         except ImportError as exc:
             raise SystemExit("Dask needs prefect-dask: pip install -e '.[dask]'") from exc
 
-    from tests.tiny_model import build_tiny_model
+    from testkit.tiny_model import build_tiny_model
 
     work = Path(tempfile.mkdtemp(prefix="bench-scale-"))
     model = build_tiny_model(work / "model")
