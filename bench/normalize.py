@@ -32,7 +32,6 @@ import importlib.util
 import io
 import json
 import re
-import resource
 import subprocess
 import sys
 import tempfile
@@ -43,6 +42,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.measure import peak_rss_mib
 from normalizers.selfcheck import words
 
 REPO = Path(__file__).resolve().parents[1]
@@ -310,13 +310,13 @@ def big_pdf(pages: int) -> dict[str, Any]:
         generated_s = time.perf_counter() - start
         # A fresh process, so its peak RSS is the conversion's alone.
         done = subprocess.run(
-            [sys.executable, __file__, "--convert-one", str(path)],
+            [sys.executable, "-m", "bench.normalize", "--convert-one", str(path)],
             capture_output=True,
             text=True,
             check=True,
+            cwd=REPO,
         )
         child = json.loads(done.stdout)
-        peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
         return {
             "pages": child["pages"],
             "file_bytes": path.stat().st_size,
@@ -325,7 +325,7 @@ def big_pdf(pages: int) -> dict[str, Any]:
             "tables": child["tables"],
             "cpu_s": round(child["cpu_s"], 1),
             "pages_per_cpu_s": round(child["pages"] / child["cpu_s"], 1),
-            "peak_rss_mib": round(peak_kib / 1024, 1),
+            "peak_rss_mib": round(child["peak_rss_mib"], 1),
         }
 
 
@@ -337,6 +337,7 @@ def convert_one(path: Path) -> dict[str, Any]:
         "markdown_chars": len(markdown),
         "tables": count_tables(markdown),
         "cpu_s": time.process_time() - start,
+        "peak_rss_mib": peak_rss_mib(),
     }
 
 
@@ -350,7 +351,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pages", type=int, default=500, help="pages of the --big-pdf PDF")
     parser.add_argument("--convert-one", type=Path, help=argparse.SUPPRESS)  # --big-pdf's child
     args = parser.parse_args(argv)
-    sys.path.insert(0, str(REPO))
 
     if args.convert_one:
         print(json.dumps(convert_one(args.convert_one)))

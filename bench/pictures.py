@@ -62,6 +62,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+from query.paired import sign_test
+
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "bench" / "data" / "pictures"
 VSDX_DIR = REPO / "tests" / "corpus" / "diagrams"
@@ -340,8 +342,6 @@ def summarize(results: list[FileResult]) -> list[Row]:
 def paired(results: list[FileResult], other: str) -> dict[str, dict[str, Any]]:
     """Per format, ours against `other` on the files both read: the sign test of
     per-file recall."""
-    from bench.chunking_evaluation import sign_test
-
     by_key = {(r.fmt, r.name, r.converter): r for r in results}
     tests: dict[str, dict[str, Any]] = {}
     for fmt in sorted({r.fmt for r in results}):
@@ -399,7 +399,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-others", action="store_true", help="skip MarkItDown")
     parser.add_argument("--files", action="store_true", help="also print one line per file")
     args = parser.parse_args(argv)
-    sys.path.insert(0, str(REPO))
 
     others = not args.no_others
     if others and not importlib.util.find_spec("markitdown"):

@@ -47,7 +47,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import psutil
+
+from bench.measure import peak_rss_mib, rss_mib
 
 DIM = 384  # all-MiniLM-L6-v2's size, the quickstart model
 USERS = 7
@@ -87,19 +88,6 @@ def _percentiles(seconds: Sequence[float]) -> tuple[float, float]:
     )
 
 
-def _rss_mib() -> int:
-    return round(float(psutil.Process().memory_info().rss) / 2**20)
-
-
-def _peak_rss_mib() -> int:
-    """This process's peak RSS since its exec (the kernel's high-water mark: getrusage's
-    maxrss would count the parent's RSS at the fork)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return round(int(line.split()[1]) / 1024)
-    raise SystemExit("no VmHWM in /proc/self/status: the peak RSS needs Linux")
-
-
 def measure(engine: str, points: int, data: Path, root: Path) -> dict[str, Any]:
     """One engine at one size, in this process (a child of `compare`)."""
     from chunking import Chunk
@@ -113,7 +101,7 @@ def measure(engine: str, points: int, data: Path, root: Path) -> dict[str, Any]:
     chunks: list[Chunk] = [Chunk.from_record(r) for r in loaded["records"]]
     weights: list[dict[int, float]] = loaded["weights"]
     questions: list[dict[int, float]] = loaded["questions"]
-    result: dict[str, Any] = {"engine": engine, "points": points, "rss_data_mib": _rss_mib()}
+    result: dict[str, Any] = {"engine": engine, "points": points, "rss_data_mib": round(rss_mib())}
     rng = np.random.default_rng(7)
     settings = QdrantSettings.model_validate(
         {"path": str(root / f"{engine}-{points}"), "collection": "bench", "engine": engine}
@@ -196,7 +184,7 @@ def measure(engine: str, points: int, data: Path, root: Path) -> dict[str, Any]:
             filters=filters,
         )
         result["reopen s"] = round(time.perf_counter() - started, 2)
-    result["peak rss mib"] = _peak_rss_mib()
+    result["peak rss mib"] = round(peak_rss_mib())
     return result
 
 
