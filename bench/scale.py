@@ -492,7 +492,7 @@ def _task_runs(flow_run_id: Any) -> tuple[int, dict[str, float]]:
     return len(runs), seconds
 
 
-def main() -> None:
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--pages", type=int, default=1000)
     parser.add_argument("--attachments-share", type=float, default=0.2)
@@ -529,7 +529,11 @@ def main() -> None:
         metavar=("FIRST", "SECOND"),
         help="compare two --dump files and exit (nothing is ingested)",
     )
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = _arguments()
     if args.compare_dumps:
         compare_dumps(*args.compare_dumps)
         return
