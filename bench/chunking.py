@@ -24,7 +24,7 @@ Reports (issues 14 and 22):
   neighbour (the validator's `joinable` rules), undersize reasons, validation
   violations, token counts recounted, byte-identical output over repeated runs.
 
-    .venv/bin/python bench/chunking.py [--repeat N] [--json] [--skip-big]
+    .venv/bin/python -m bench.chunking [--repeat N] [--json] [--skip-big]
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Normalization benchmark on the Docling corpus (run by hand, not in CI).
 
-    .venv/bin/python bench/normalize.py [--formats pdf,docx] [--json] [--no-others]
+    .venv/bin/python -m bench.normalize [--formats pdf,docx] [--json] [--no-others]
         (the comparison needs `.venv/bin/pip install -e '.[bench]'`)
-    .venv/bin/python bench/normalize.py --big-pdf [--pages 500]
+    .venv/bin/python -m bench.normalize --big-pdf [--pages 500]
 
 Converts every file in `tests/corpus/docling/<format>/` with `normalize_bytes` and, in
 the same run on the same files, with pymupdf4llm (PDF only) and markitdown (every

@@ -3,7 +3,7 @@ corpus file that declares 1,048,496 rows.
 
     .venv/bin/python -m bench.xlsx_memory [--rows 100000] [--cols 10]
 
-Each conversion runs in a fresh interpreter so `ru_maxrss` is that conversion's peak;
+Each conversion runs in a fresh interpreter so its peak RSS is that conversion's;
 `rss_before_mib` is that interpreter with every format module imported. Wall seconds
 depend on what else runs on the machine; `cpu_seconds` less so.
 """
