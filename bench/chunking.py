@@ -44,13 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.measure import peak_rss_mib
-from chunking import (
-    Chunk,
-    ChunkedDocument,
-    DocumentInfo,
-    chunk_document,
-    validate_chunks,
-)
+from chunking import Chunk, ChunkedDocument, DocumentInfo, chunk_document, validate_chunks
 from chunking.blocks import Block, BlockType
 from chunking.tiny import TINY_TOKENS, tiny_allowance
 from chunking.tokens import HFTokenCounter, bundled_tokenizer_json, get_token_counter

@@ -36,12 +36,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.comparison import FileOutcome, FormatTally, attempt
 from bench.measure import peak_rss_mib
 from normalizers.selfcheck import words
 
@@ -83,13 +83,7 @@ def count_headings(markdown: str) -> int:
 
 
 @dataclass
-class FileResult:
-    converter: str
-    fmt: str
-    name: str
-    ok: bool
-    code: str | None = None
-    message: str | None = None
+class FileResult(FileOutcome):
     cpu_s: float = 0.0
     pages: int = 1
     recall: float | None = None
@@ -100,12 +94,7 @@ class FileResult:
 
 
 @dataclass
-class Row:
-    converter: str
-    fmt: str
-    ok: int = 0
-    failed: Counter[str] = field(default_factory=Counter)
-    recalls: list[float] = field(default_factory=list)
+class Row(FormatTally):
     tables: int = 0
     ref_tables: int = 0
     headings: int = 0
@@ -171,21 +160,14 @@ def converters(fmt: str, others: bool) -> list[tuple[str, Converter]]:
 
 
 def run_file(name: str, convert: Converter, fmt: str, path: Path) -> FileResult:
-    from config.errors import IngestError
-
     reference = path.with_name(path.name + ".md").read_text(encoding="utf-8")
     result = FileResult(name, fmt, path.name, ok=False)
     result.ref_tables = count_tables(reference)
     result.ref_headings = count_headings(reference)
     start = time.process_time()
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):  # pymupdf4llm prints to stdout
-            markdown, pages = convert(path)
-    except IngestError as exc:
-        result.code, result.message = exc.code.value, exc.message
-    except Exception as exc:  # another converter's failure is a result, not a crash
-        result.code, result.message = type(exc).__name__, str(exc)[:200]
-    else:
+    converted = attempt(convert, path, result)
+    if converted is not None:
+        markdown, pages = converted
         result.ok = True
         result.pages = pages
         result.recall = word_recall(reference, markdown)

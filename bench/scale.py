@@ -59,6 +59,7 @@ from typing import Any
 
 import psutil
 
+from bench.orchestration import task_runs
 from testkit.confluence_api import (
     FakeConfluence,
     Layout,
@@ -470,21 +471,8 @@ def compare_dumps(first: Path, second: Path) -> None:
 
 
 def _task_runs(flow_run_id: Any) -> tuple[int, dict[str, float]]:
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
-
     """How many task runs the flow run made, and their run time summed per task name."""
-    runs: list[Any] = []
-    with get_client(sync_client=True) as client:
-        while True:
-            page = client.read_task_runs(
-                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])),
-                limit=200,
-                offset=len(runs),
-            )
-            runs += page
-            if len(page) < 200:
-                break
+    runs = task_runs(flow_run_id)
     seconds: dict[str, float] = {}
     for run in runs:
         name = run.name.rsplit("-", 1)[0]

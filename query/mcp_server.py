@@ -221,8 +221,6 @@ def _fetch_tool(
 ) -> Callable[..., FetchResult]:
     from mcp.server.mcpserver.exceptions import ToolError
 
-    limits = index.settings.mcp
-
     def fetch(
         id: Annotated[
             str,
@@ -246,7 +244,9 @@ def _fetch_tool(
         hit = call(lambda: index.fetch(id, identity=identity(), expand=expand))
         if hit is None:
             raise ToolError(f"nothing found for id {id!r} (ids come from `search` results)")
-        return FetchResult(result=_result(hit, limits), chunk_ids=list(hit.span or [hit.chunk_id]))
+        return FetchResult(
+            result=_result(hit, index.settings.mcp), chunk_ids=list(hit.span or [hit.chunk_id])
+        )
 
     return fetch
 
