@@ -381,7 +381,9 @@ def _comparisons(
                     **paired(pick(found[chunks, "hybrid"]), pick(found[other])),
                 }
             )
-    for name, now, earlier in saved_runs.saved_pairs(against, found) if against else []:
+    if against is None:
+        return comparisons
+    for name, now, earlier in saved_runs.saved_pairs(against, found):
         comparisons.append(
             {"a": name, "b": f"{name} in {against.name}", **paired(pick(now), pick(earlier))}
         )
