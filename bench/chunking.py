@@ -24,7 +24,7 @@ Reports (issues 14 and 22):
   neighbour (the validator's `joinable` rules), undersize reasons, validation
   violations, token counts recounted, byte-identical output over repeated runs.
 
-    .venv/bin/python bench/chunking.py [--repeat N] [--json] [--skip-big]
+    .venv/bin/python -m bench.chunking [--repeat N] [--json] [--skip-big]
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ import itertools
 import json
 import os
 import re
-import resource
 import subprocess
 import sys
 import tempfile
@@ -44,22 +43,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.measure import peak_rss_mib
+from chunking import Chunk, ChunkedDocument, DocumentInfo, chunk_document, validate_chunks
+from chunking.blocks import Block, BlockType
+from chunking.tiny import TINY_TOKENS, tiny_allowance
+from chunking.tokens import HFTokenCounter, bundled_tokenizer_json, get_token_counter
+from config.settings import ChunkingSettings
+from normalizers.base import normalize_bytes
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from chunking import (  # noqa: E402
-    Chunk,
-    ChunkedDocument,
-    DocumentInfo,
-    chunk_document,
-    validate_chunks,
-)
-from chunking.blocks import Block, BlockType  # noqa: E402
-from chunking.tiny import TINY_TOKENS, tiny_allowance  # noqa: E402
-from chunking.tokens import HFTokenCounter, bundled_tokenizer_json, get_token_counter  # noqa: E402
-from config.settings import ChunkingSettings  # noqa: E402
-from normalizers.base import normalize_bytes  # noqa: E402
-
 MANUALS = ("kicad-doc-en", "kicad-doc-ru", "aptitude-doc-en", "aptitude-doc-ru")
 # The Python documentation package names its version (python3.11-doc): the metapackage
 # python3-doc depends on the current one.
@@ -186,7 +178,7 @@ def main() -> None:
                 big.write_text(_big_text(parts), encoding="utf-8")
                 report[f"big_{name}_document"] = big_document(big, hf, sp, settings)
                 report[f"memory_ingest_chunk_{name}"] = memory_variants(big, Path(tmp))
-    report["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    report["peak_rss_mb"] = round(peak_rss_mib(), 1)
     if args.json:
         print(json.dumps(report, indent=1, ensure_ascii=False))
         return
@@ -440,15 +432,14 @@ def _boxed_in(content: list[Block], settings: ChunkingSettings) -> int:
     return count
 
 
-# `ingest chunk` as its console script runs it (flows.cli:main), reporting its own peak
-# RSS: a child's ru_maxrss would include this large parent's pages from before its exec.
+# `ingest chunk` as its console script runs it (flows.cli:main), reporting its own peak RSS.
 _LAUNCH = (
     "import sys\n"
+    "from bench.measure import peak_rss_mib\n"
     "from flows.cli import main\n"
     "code = main(sys.argv[1:])\n"
     "sys.stdout.flush()\n"
-    "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0]\n"
-    "print(int(hwm.split()[1]) // 1024, file=sys.stderr)\n"
+    "print(peak_rss_mib(), file=sys.stderr)\n"
     "sys.exit(code)\n"
 )
 
@@ -525,11 +516,11 @@ def measure_memory(path: Path) -> None:
     fresh process: `--memory FILE`). The target is 300 MB plus 5x the document size."""
     settings = ChunkingSettings()  # type: ignore[call-arg]
     get_token_counter().count("warm up")
-    baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    baseline = peak_rss_mib()
     text = path.read_text(encoding="utf-8")
     document = chunk_document(text, DocumentInfo(document_id=path.name), settings)
     validate_chunks(document.chunks, document.text, settings, document.blocks)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = peak_rss_mib()
     size = len(text.encode("utf-8")) / 1e6
     print(
         f"{path.name}: {size:.2f} MB, {len(document.chunks)} chunks, peak RSS {peak:.0f} MB "

@@ -65,7 +65,7 @@ from indexing.embed_cache import embed_with_cache
 from indexing.embedders import BgeM3Embedder, Embedding
 from indexing.lexical import LexicalEncoder
 from indexing.search import SearchMode, search
-from query.paired import two_sided_binomial
+from query.paired import sign_test
 from stage_cache.store import StageCache
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -553,16 +553,6 @@ def scored(question: Question, pieces: Sequence[Piece], order: Sequence[int]) ->
                 for i in order
             ],
         ).items()
-    }
-
-
-def sign_test(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
-    won = sum(1 for x, y in zip(a, b, strict=True) if x > y + 1e-9)
-    lost = sum(1 for x, y in zip(a, b, strict=True) if y > x + 1e-9)
-    return {
-        "diff": round((sum(a) - sum(b)) / len(a), 3),
-        "won/lost": f"{won}/{lost}",
-        "p": round(two_sided_binomial(won, lost), 4),
     }
 
 

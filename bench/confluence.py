@@ -32,27 +32,87 @@ from config.settings import load_settings
 from connectors.base import SourceDocument, fetch_each
 from connectors.confluence import ConfluenceConnector
 from normalizers.registry import supported_extensions
-from tests.confluence_api import FakeConfluence, add_bulk_pages
+from testkit.confluence_api import FakeConfluence, add_bulk_pages
 
 
 def requests_made(api: FakeConfluence, since: int) -> int:
     return sum(api.requests.values()) - since
 
 
+def fill_space(api: FakeConfluence, args: argparse.Namespace) -> None:
+    """The BENCH space: `--pages` pages, their comments, and CQL retired if asked."""
+    api.add_space("BENCH")
+    pages = add_bulk_pages(api, "BENCH", args.pages, body_bytes=args.body_bytes)
+    stamp = datetime.now(UTC) - timedelta(days=3)  # as old as the pages
+    for page in pages[: args.comments]:
+        api.add_comment(page, "<p>A comment on this page.</p>", when=stamp)
+    step = max(1, args.pages // args.inline_comments) if args.inline_comments else 0
+    for page in pages[::step][: args.inline_comments] if step else []:
+        api.add_comment(
+            page, "<p>Is this still true?</p>", inline=True, selection="Lorem ipsum", when=stamp
+        )
+    if args.without_cql and api.layout == "cloud":
+        api.retire("/rest/api/search")
+
+
+def full_run(
+    api: FakeConfluence, connector: ConfluenceConnector, batch_size: int, args: argparse.Namespace
+) -> tuple[Any, dict[str, Any]]:
+    """List and fetch the space as the flow does: the listing and the figures."""
+    started = time.monotonic()
+    listing = connector.list_refs()
+    listed_s = time.monotonic() - started
+    requests_list = sum(api.requests.values())
+    batches = [listing.refs[i : i + batch_size] for i in range(0, len(listing.refs), batch_size)]
+    fetch_batch = (
+        connector.fetch_many
+        if args.fetch == "many"
+        else functools.partial(fetch_each, connector.fetch)
+    )
+    with ThreadPoolExecutor(max_workers=connector.settings.max_concurrency) as pool:
+        results = [doc for batch in pool.map(fetch_batch, batches) for doc in batch]
+    full_s = time.monotonic() - started
+    docs = [d for d in results if isinstance(d, SourceDocument)]
+    return listing, {
+        "listed": len(listing.refs),
+        "fetched": len(docs),
+        "failed": len(results) - len(docs),
+        "bytes_fetched": sum(len(d.data) for d in docs),
+        "requests_listing": requests_list,
+        "requests_full_run": sum(api.requests.values()),
+        "list_s": round(listed_s, 2),
+        "list_and_fetch_s": round(full_s, 2),
+    }
+
+
+def incremental(
+    api: FakeConfluence, connector: ConfluenceConnector, listing: Any, sync_started: datetime
+) -> dict[str, Any]:
+    """The unchanged space polled since the full run started, then listed in full."""
+    before_poll = sum(api.requests.values())
+    started = time.monotonic()
+    changed = list(connector.poll(sync_started))
+    poll_s = time.monotonic() - started
+    requests_poll = requests_made(api, before_poll)
+    before_relist = sum(api.requests.values())
+    started = time.monotonic()
+    relisted = connector.list_refs()
+    relist_s = time.monotonic() - started
+    known = {ref.document_id: ref.version for ref in listing.refs}
+    unchanged = all(known.get(r.document_id) == r.version for r in relisted.refs)
+    return {
+        "requests_incremental_poll": requests_poll,
+        "requests_full_relisting": requests_made(api, before_relist),
+        "incremental_poll_s": round(poll_s, 2),
+        "incremental_changed": len(changed),
+        "full_relisting_s": round(relist_s, 2),
+        "relisting_complete_and_unchanged": relisted.complete and unchanged,
+    }
+
+
 def run(layout: str, args: argparse.Namespace) -> dict[str, Any]:
     with FakeConfluence(layout) as api:  # type: ignore[arg-type]
-        api.add_space("BENCH")
-        pages = add_bulk_pages(api, "BENCH", args.pages, body_bytes=args.body_bytes)
-        stamp = datetime.now(UTC) - timedelta(days=3)  # as old as the pages
-        for page in pages[: args.comments]:
-            api.add_comment(page, "<p>A comment on this page.</p>", when=stamp)
-        step = max(1, args.pages // args.inline_comments) if args.inline_comments else 0
-        for page in pages[::step][: args.inline_comments] if step else []:
-            api.add_comment(
-                page, "<p>Is this still true?</p>", inline=True, selection="Lorem ipsum", when=stamp
-            )
-        if args.without_cql and layout == "cloud":
-            api.retire("/rest/api/search")
+        fill_space(api, args)
         cloud = layout == "cloud"
         settings = load_settings(
             {
@@ -69,41 +129,11 @@ def run(layout: str, args: argparse.Namespace) -> dict[str, Any]:
         connector = ConfluenceConnector(
             conf, api.token, attachment_extensions=supported_extensions()
         )
-
         sync_started = datetime.now(UTC)
-        started = time.monotonic()
-        listing = connector.list_refs()
-        listed_s = time.monotonic() - started
-        requests_list = sum(api.requests.values())
-        batches = [
-            listing.refs[i : i + settings.run.batch_size]
-            for i in range(0, len(listing.refs), settings.run.batch_size)
-        ]
-        fetch_batch = (
-            connector.fetch_many
-            if args.fetch == "many"
-            else functools.partial(fetch_each, connector.fetch)
-        )
-        with ThreadPoolExecutor(max_workers=conf.max_concurrency) as pool:
-            results = [doc for batch in pool.map(fetch_batch, batches) for doc in batch]
-        full_s = time.monotonic() - started
-        docs = [d for d in results if isinstance(d, SourceDocument)]
-        requests_full = sum(api.requests.values())
-
-        started = time.monotonic()
-        changed = list(connector.poll(sync_started))
-        poll_s = time.monotonic() - started
-        requests_poll = requests_made(api, requests_full)
-        before_relist = sum(api.requests.values())
-        started = time.monotonic()
-        relisted = connector.list_refs()
-        relist_s = time.monotonic() - started
-        requests_relist = requests_made(api, before_relist)
-        known = {ref.document_id: ref.version for ref in listing.refs}
-        unchanged = all(known.get(r.document_id) == r.version for r in relisted.refs)
+        listing, full = full_run(api, connector, settings.run.batch_size, args)
+        polled = incremental(api, connector, listing, sync_started)
         removed = len(api.removed_calls)
         by_route = dict(sorted(api.requests.items()))
-
     return {
         "layout": layout,
         "api": "REST v2 (+ v1 CQL, restrictions)" if cloud else "REST v1",
@@ -116,22 +146,13 @@ def run(layout: str, args: argparse.Namespace) -> dict[str, Any]:
         "max_concurrency": conf.max_concurrency,
         "requests_per_second": conf.requests_per_second,
         "page_size": conf.page_size,
-        "listed": len(listing.refs),
-        "fetched": len(docs),
-        "failed": len(results) - len(docs),
-        "bytes_fetched": sum(len(d.data) for d in docs),
-        "requests_listing": requests_list,
-        "requests_full_run": requests_full,
-        "requests_incremental_poll": requests_poll,
-        "requests_full_relisting": requests_relist,
+        **{key: full.pop(key) for key in list(full) if not key.endswith("_s")},
+        "requests_incremental_poll": polled.pop("requests_incremental_poll"),
+        "requests_full_relisting": polled.pop("requests_full_relisting"),
         "requests_by_route": by_route,
         "removed_v1_calls": removed,
-        "list_s": round(listed_s, 2),
-        "list_and_fetch_s": round(full_s, 2),
-        "incremental_poll_s": round(poll_s, 2),
-        "incremental_changed": len(changed),
-        "full_relisting_s": round(relist_s, 2),
-        "relisting_complete_and_unchanged": relisted.complete and unchanged,
+        **full,
+        **polled,
     }
 
 

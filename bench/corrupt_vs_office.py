@@ -28,7 +28,7 @@ from pathlib import Path
 from bench.fuzz import SEED_FILES, cases, run_case
 from bench.normalize import open_pdf
 from normalizers.libreoffice import find_soffice
-from tests.corpus import DOCLING
+from testkit.corpus import DOCLING
 
 # What LibreOffice is asked to do with each format: its import filter and a PDF export.
 _OFFICE = {

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.confluence_api import (
+from testkit.confluence_api import (
     FakeConfluence,
     add_bulk_pages,
     build_fixture,
@@ -389,7 +389,7 @@ def crash_scenario(
 def main() -> None:
     import tempfile
 
-    from tests.tiny_model import build_tiny_model
+    from testkit.tiny_model import build_tiny_model
 
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--kills", type=int, default=20)

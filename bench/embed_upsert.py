@@ -35,7 +35,9 @@ from indexing.reconcile import DocumentChunks, sync_documents
 from indexing.store_schema import CollectionSchema
 from stage_cache.keys import stage_key
 from stage_cache.store import StageCache
-from tests.index_helpers import make_chunk
+from testkit.index_helpers import make_chunk
+
+ROOT = Path(__file__).resolve().parents[1]
 
 DIM = 1024
 CHUNKS_PER_DOCUMENT = 20
@@ -186,7 +188,7 @@ def bench_unchanged_rerun(root: Path, chunks: int) -> dict[str, Any]:
 
 
 def bench_tiny_model(root: Path, chunks: int, batch_sizes: Sequence[int]) -> list[dict[str, Any]]:
-    from tests.tiny_model import build_tiny_model
+    from testkit.tiny_model import build_tiny_model
 
     model_dir = build_tiny_model(root / "tiny")
     rng = random.Random(5)
@@ -225,13 +227,14 @@ def bench_memory(root: Path, long_tokens: int, budgets: Sequence[int]) -> list[d
     import subprocess
     import sys
 
-    from tests.tiny_model import build_tiny_model
+    from testkit.tiny_model import build_tiny_model
 
     model_dir = build_tiny_model(root / "tiny-memory")
     rows = []
     for budget in budgets:
         code = f"""
-import json, resource
+import json
+from bench.measure import peak_rss_mib
 from config.settings import EmbedderSettings
 from indexing.embedders import BgeM3Embedder
 embedder = BgeM3Embedder(EmbedderSettings(model={str(model_dir)!r}, device="cpu", tokens_per_batch={budget}))
@@ -239,10 +242,10 @@ texts = ["backup " * {long_tokens}] + [f"short text number {{i}} about restores"
 embeddings = embedder.embed(texts)
 print(json.dumps({{"tokens_per_batch": {budget}, "window": embedder.window,
     "largest_batch_tokens": embedder.largest_batch_tokens, "long_text_windows": embeddings[0].windows,
-    "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}}))
+    "peak_rss_mb": round(peak_rss_mib())}}))
 """
         done = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
         )
         rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
     return rows

@@ -32,7 +32,7 @@ from config.errors import ErrorCode, IngestError
 from config.settings import LimitsSettings
 from normalizers.base import normalize_bytes
 from normalizers.model import NormalizedDocument
-from tests.corpus import DOCLING
+from testkit.corpus import DOCLING
 
 CORPUS = DOCLING
 OOXML = frozenset({"docx", "xlsx", "pptx"})

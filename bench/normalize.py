@@ -1,8 +1,8 @@
 """Normalization benchmark on the Docling corpus (run by hand, not in CI).
 
-    .venv/bin/python bench/normalize.py [--formats pdf,docx] [--json] [--no-others]
+    .venv/bin/python -m bench.normalize [--formats pdf,docx] [--json] [--no-others]
         (the comparison needs `.venv/bin/pip install -e '.[bench]'`)
-    .venv/bin/python bench/normalize.py --big-pdf [--pages 500]
+    .venv/bin/python -m bench.normalize --big-pdf [--pages 500]
 
 Converts every file in `tests/corpus/docling/<format>/` with `normalize_bytes` and, in
 the same run on the same files, with pymupdf4llm (PDF only) and markitdown (every
@@ -32,17 +32,17 @@ import importlib.util
 import io
 import json
 import re
-import resource
 import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.comparison import FileOutcome, FormatTally, attempt
+from bench.measure import peak_rss_mib
 from normalizers.selfcheck import words
 
 REPO = Path(__file__).resolve().parents[1]
@@ -83,13 +83,7 @@ def count_headings(markdown: str) -> int:
 
 
 @dataclass
-class FileResult:
-    converter: str
-    fmt: str
-    name: str
-    ok: bool
-    code: str | None = None
-    message: str | None = None
+class FileResult(FileOutcome):
     cpu_s: float = 0.0
     pages: int = 1
     recall: float | None = None
@@ -100,12 +94,7 @@ class FileResult:
 
 
 @dataclass
-class Row:
-    converter: str
-    fmt: str
-    ok: int = 0
-    failed: Counter[str] = field(default_factory=Counter)
-    recalls: list[float] = field(default_factory=list)
+class Row(FormatTally):
     tables: int = 0
     ref_tables: int = 0
     headings: int = 0
@@ -171,21 +160,14 @@ def converters(fmt: str, others: bool) -> list[tuple[str, Converter]]:
 
 
 def run_file(name: str, convert: Converter, fmt: str, path: Path) -> FileResult:
-    from config.errors import IngestError
-
     reference = path.with_name(path.name + ".md").read_text(encoding="utf-8")
     result = FileResult(name, fmt, path.name, ok=False)
     result.ref_tables = count_tables(reference)
     result.ref_headings = count_headings(reference)
     start = time.process_time()
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):  # pymupdf4llm prints to stdout
-            markdown, pages = convert(path)
-    except IngestError as exc:
-        result.code, result.message = exc.code.value, exc.message
-    except Exception as exc:  # another converter's failure is a result, not a crash
-        result.code, result.message = type(exc).__name__, str(exc)[:200]
-    else:
+    converted = attempt(convert, path, result)
+    if converted is not None:
+        markdown, pages = converted
         result.ok = True
         result.pages = pages
         result.recall = word_recall(reference, markdown)
@@ -310,13 +292,13 @@ def big_pdf(pages: int) -> dict[str, Any]:
         generated_s = time.perf_counter() - start
         # A fresh process, so its peak RSS is the conversion's alone.
         done = subprocess.run(
-            [sys.executable, __file__, "--convert-one", str(path)],
+            [sys.executable, "-m", "bench.normalize", "--convert-one", str(path)],
             capture_output=True,
             text=True,
             check=True,
+            cwd=REPO,
         )
         child = json.loads(done.stdout)
-        peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
         return {
             "pages": child["pages"],
             "file_bytes": path.stat().st_size,
@@ -325,7 +307,7 @@ def big_pdf(pages: int) -> dict[str, Any]:
             "tables": child["tables"],
             "cpu_s": round(child["cpu_s"], 1),
             "pages_per_cpu_s": round(child["pages"] / child["cpu_s"], 1),
-            "peak_rss_mib": round(peak_kib / 1024, 1),
+            "peak_rss_mib": round(child["peak_rss_mib"], 1),
         }
 
 
@@ -337,6 +319,7 @@ def convert_one(path: Path) -> dict[str, Any]:
         "markdown_chars": len(markdown),
         "tables": count_tables(markdown),
         "cpu_s": time.process_time() - start,
+        "peak_rss_mib": peak_rss_mib(),
     }
 
 
@@ -350,7 +333,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pages", type=int, default=500, help="pages of the --big-pdf PDF")
     parser.add_argument("--convert-one", type=Path, help=argparse.SUPPRESS)  # --big-pdf's child
     args = parser.parse_args(argv)
-    sys.path.insert(0, str(REPO))
 
     if args.convert_one:
         print(json.dumps(convert_one(args.convert_one)))

@@ -1,6 +1,6 @@
 """Benchmark (run by hand): orchestration overhead of the `ingest` flow (issue 6, Must reach).
 
-    .venv/bin/python -m bench.orchestration [--pages 2000] [--body-bytes 5000] [--order both]
+    .venv/bin/python -m bench.orchestration [--pages 2000] [--body-bytes 5000] [--order direct-first|prefect-first]
 
 A space of `--pages` pages (~5 KB bodies) on the local Confluence API, embedded with the
 tiny BGE-M3-shaped model, is ingested twice from scratch:
@@ -27,8 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from tests.confluence_api import FakeConfluence, add_bulk_pages, ingest_environment
-from tests.tiny_model import build_tiny_model
+from testkit.confluence_api import FakeConfluence, add_bulk_pages, ingest_environment
+from testkit.tiny_model import build_tiny_model
 
 SPACE = "BENCH"
 
@@ -93,20 +93,11 @@ def run_direct() -> dict[str, Any]:
     }
 
 
-def run_prefect() -> dict[str, Any]:
+def task_runs(flow_run_id: Any) -> list[Any]:
+    """Every task run of the flow run, read from the Prefect API."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
-    from flows.ingest import ingest
-    from flows.report import summary_of
-
-    started = time.perf_counter()
-    state = ingest(source="confluence", targets=[SPACE], return_state=True)
-    wall = time.perf_counter() - started
-    summary = summary_of(state.result(raise_on_failure=False))
-    assert isinstance(summary, dict), state
-    flow_run_id = state.state_details.flow_run_id
-    assert flow_run_id is not None
     runs: list[Any] = []
     with get_client(sync_client=True) as client:
         while True:  # the API pages at 200
@@ -118,6 +109,22 @@ def run_prefect() -> dict[str, Any]:
             runs += page
             if len(page) < 200:
                 break
+    return runs
+
+
+def run_prefect() -> dict[str, Any]:
+
+    from flows.ingest import ingest
+    from flows.report import summary_of
+
+    started = time.perf_counter()
+    state = ingest(source="confluence", targets=[SPACE], return_state=True)
+    wall = time.perf_counter() - started
+    summary = summary_of(state.result(raise_on_failure=False))
+    assert isinstance(summary, dict), state
+    flow_run_id = state.state_details.flow_run_id
+    assert flow_run_id is not None
+    runs = task_runs(flow_run_id)
     return {
         "wall_s": wall,
         "seen": summary["seen"],

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import contextlib
 import importlib.util
 import io
 import json
@@ -51,16 +50,18 @@ import re
 import sys
 import time
 import urllib.parse
-import warnings
 import xml.etree.ElementTree as ET
 import zipfile
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
+
+from bench.comparison import FileOutcome, FormatTally, attempt
+from query.paired import sign_test
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "bench" / "data" / "pictures"
@@ -247,13 +248,7 @@ Converter = Callable[[Path], str]
 
 
 @dataclass
-class FileResult:
-    converter: str
-    fmt: str
-    name: str
-    ok: bool
-    code: str | None = None
-    message: str | None = None
+class FileResult(FileOutcome):
     seconds: float = 0.0
     matched: int = 0
     ref_words: int = 0
@@ -266,12 +261,7 @@ class FileResult:
 
 
 @dataclass
-class Row:
-    converter: str
-    fmt: str
-    ok: int = 0
-    failed: Counter[str] = field(default_factory=Counter)
-    recalls: list[float] = field(default_factory=list)
+class Row(FormatTally):
     matched: int = 0
     ref_words: int = 0
     out_words: int = 0
@@ -294,19 +284,10 @@ class Row:
 
 
 def run_file(name: str, convert: Converter, fmt: str, path: Path, ref: str) -> FileResult:
-    from config.errors import IngestError
-
     result = FileResult(name, fmt, path.name, ok=False)
     start = time.perf_counter()
-    try:
-        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            markdown = convert(path)
-    except IngestError as exc:
-        result.code, result.message = exc.code.value, exc.message
-    except Exception as exc:  # another converter's failure is a result, not a crash
-        result.code, result.message = type(exc).__name__, str(exc)[:200]
-    else:
+    markdown = attempt(convert, path, result)
+    if markdown is not None:
         result.ok = True
         match = match_words(ref, markdown)
         result.matched, result.out_words, result.missing = (
@@ -340,8 +321,6 @@ def summarize(results: list[FileResult]) -> list[Row]:
 def paired(results: list[FileResult], other: str) -> dict[str, dict[str, Any]]:
     """Per format, ours against `other` on the files both read: the sign test of
     per-file recall."""
-    from bench.chunking_evaluation import sign_test
-
     by_key = {(r.fmt, r.name, r.converter): r for r in results}
     tests: dict[str, dict[str, Any]] = {}
     for fmt in sorted({r.fmt for r in results}):
@@ -399,7 +378,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-others", action="store_true", help="skip MarkItDown")
     parser.add_argument("--files", action="store_true", help="also print one line per file")
     args = parser.parse_args(argv)
-    sys.path.insert(0, str(REPO))
 
     others = not args.no_others
     if others and not importlib.util.find_spec("markitdown"):

@@ -38,7 +38,7 @@ import re
 import statistics
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -314,48 +314,11 @@ def main() -> None:
             terms = [len(lexical.terms(p.embed_text)) for p in pieces]
             for mode in MODES:
                 found[method, mode] = ranks(store, mode, embedder, lexical, spans)
-                rows.append(
-                    {
-                        "method": method,
-                        "mode": mode,
-                        "pieces": len(pieces),
-                        "mean_tokens": round(statistics.mean(p.token_count for p in pieces), 1),
-                        "mean_terms": round(statistics.mean(terms), 1),
-                        **metrics(pick(found[method, mode]), picked),
-                        "missed": [
-                            q.text
-                            for q, r in zip(picked, pick(found[method, mode]), strict=True)
-                            if r is None or r > 5
-                        ],
-                    }
-                )
+                rows.append(_row(method, mode, pieces, terms, pick(found[method, mode]), picked))
             store.connection.close()
-    windows = f"windows {WINDOW_CHARS}/{WINDOW_OVERLAP}"
-    comparisons = []
-    for profile in budgets:
-        chunks = f"chunks {profile}"
-        againsts = [(windows, "dense"), (windows, "hybrid"), (chunks, "dense")]
-        if splitter and profile == budgets[0]:
-            againsts.append((plain, "hybrid"))
-        for against in againsts:
-            comparisons.append(
-                {
-                    "a": f"{chunks} hybrid",
-                    "b": " ".join(against),
-                    **paired(pick(found[chunks, "hybrid"]), pick(found[against])),
-                }
-            )
     if args.save:
         saved_runs.save(args.save, found)
-    if args.against:
-        for name, now, earlier in saved_runs.saved_pairs(args.against, found):
-            comparisons.append(
-                {
-                    "a": name,
-                    "b": f"{name} in {args.against.name}",
-                    **paired(pick(now), pick(earlier)),
-                }
-            )
+    comparisons = _comparisons(budgets, plain if splitter else None, found, pick, args.against)
     report = {
         "questions": len(picked),
         "half": args.half,
@@ -371,6 +334,60 @@ def main() -> None:
         print(json.dumps(report, indent=1, ensure_ascii=False))
         return
     _print(report, args.missed)
+
+
+def _row(
+    method: str,
+    mode: str,
+    pieces: Sequence[Chunk],
+    terms: Sequence[int],
+    ranked: Sequence[int | None],
+    picked: Sequence[Question],
+) -> dict[str, Any]:
+    """One method and mode: its pieces' sizes, the measures, the questions missed at 5."""
+    return {
+        "method": method,
+        "mode": mode,
+        "pieces": len(pieces),
+        "mean_tokens": round(statistics.mean(p.token_count for p in pieces), 1),
+        "mean_terms": round(statistics.mean(terms), 1),
+        **metrics(ranked, picked),
+        "missed": [q.text for q, r in zip(picked, ranked, strict=True) if r is None or r > 5],
+    }
+
+
+def _comparisons(
+    budgets: Sequence[str],
+    plain: str | None,
+    found: dict[tuple[str, str], list[int | None]],
+    pick: Callable[[Sequence[int | None]], list[int | None]],
+    against: Path | None,
+) -> list[dict[str, Any]]:
+    """Each profile's hybrid search paired with the windows, with its own dense search and
+    (the first profile) with its chunks `plain`, without part vectors; then each method
+    with itself in the saved run `against`."""
+    windows = f"windows {WINDOW_CHARS}/{WINDOW_OVERLAP}"
+    comparisons = []
+    for profile in budgets:
+        chunks = f"chunks {profile}"
+        againsts = [(windows, "dense"), (windows, "hybrid"), (chunks, "dense")]
+        if plain and profile == budgets[0]:
+            againsts.append((plain, "hybrid"))
+        for other in againsts:
+            comparisons.append(
+                {
+                    "a": f"{chunks} hybrid",
+                    "b": " ".join(other),
+                    **paired(pick(found[chunks, "hybrid"]), pick(found[other])),
+                }
+            )
+    if against is None:
+        return comparisons
+    for name, now, earlier in saved_runs.saved_pairs(against, found):
+        comparisons.append(
+            {"a": name, "b": f"{name} in {against.name}", **paired(pick(now), pick(earlier))}
+        )
+    return comparisons
 
 
 def _print(report: dict[str, Any], missed: bool) -> None:

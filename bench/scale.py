@@ -59,7 +59,8 @@ from typing import Any
 
 import psutil
 
-from tests.confluence_api import (
+from bench.orchestration import task_runs
+from testkit.confluence_api import (
     FakeConfluence,
     Layout,
     ServedApi,
@@ -470,21 +471,8 @@ def compare_dumps(first: Path, second: Path) -> None:
 
 
 def _task_runs(flow_run_id: Any) -> tuple[int, dict[str, float]]:
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
-
     """How many task runs the flow run made, and their run time summed per task name."""
-    runs: list[Any] = []
-    with get_client(sync_client=True) as client:
-        while True:
-            page = client.read_task_runs(
-                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])),
-                limit=200,
-                offset=len(runs),
-            )
-            runs += page
-            if len(page) < 200:
-                break
+    runs = task_runs(flow_run_id)
     seconds: dict[str, float] = {}
     for run in runs:
         name = run.name.rsplit("-", 1)[0]
@@ -492,7 +480,7 @@ def _task_runs(flow_run_id: Any) -> tuple[int, dict[str, float]]:
     return len(runs), seconds
 
 
-def main() -> None:
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--pages", type=int, default=1000)
     parser.add_argument("--attachments-share", type=float, default=0.2)
@@ -529,7 +517,11 @@ def main() -> None:
         metavar=("FIRST", "SECOND"),
         help="compare two --dump files and exit (nothing is ingested)",
     )
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = _arguments()
     if args.compare_dumps:
         compare_dumps(*args.compare_dumps)
         return
@@ -540,7 +532,7 @@ def main() -> None:
         except ImportError as exc:
             raise SystemExit("Dask needs prefect-dask: pip install -e '.[dask]'") from exc
 
-    from tests.tiny_model import build_tiny_model
+    from testkit.tiny_model import build_tiny_model
 
     work = Path(tempfile.mkdtemp(prefix="bench-scale-"))
     model = build_tiny_model(work / "model")

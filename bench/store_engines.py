@@ -47,7 +47,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import psutil
+
+from bench.measure import peak_rss_mib, rss_mib
 
 DIM = 384  # all-MiniLM-L6-v2's size, the quickstart model
 USERS = 7
@@ -87,24 +88,10 @@ def _percentiles(seconds: Sequence[float]) -> tuple[float, float]:
     )
 
 
-def _rss_mib() -> int:
-    return round(float(psutil.Process().memory_info().rss) / 2**20)
-
-
-def _peak_rss_mib() -> int:
-    """This process's peak RSS since its exec (the kernel's high-water mark: getrusage's
-    maxrss would count the parent's RSS at the fork)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return round(int(line.split()[1]) / 1024)
-    raise SystemExit("no VmHWM in /proc/self/status: the peak RSS needs Linux")
-
-
 def measure(engine: str, points: int, data: Path, root: Path) -> dict[str, Any]:
     """One engine at one size, in this process (a child of `compare`)."""
     from chunking import Chunk
     from config.settings import QdrantSettings
-    from indexing.embedders import Embedding
     from indexing.qdrant_store import QdrantConnection, QdrantStore, SearchFilters
     from indexing.search import find_points
     from indexing.store_schema import DENSE, DENSE_PARTS, LEXICAL, CollectionSchema
@@ -113,7 +100,7 @@ def measure(engine: str, points: int, data: Path, root: Path) -> dict[str, Any]:
     chunks: list[Chunk] = [Chunk.from_record(r) for r in loaded["records"]]
     weights: list[dict[int, float]] = loaded["weights"]
     questions: list[dict[int, float]] = loaded["questions"]
-    result: dict[str, Any] = {"engine": engine, "points": points, "rss_data_mib": _rss_mib()}
+    result: dict[str, Any] = {"engine": engine, "points": points, "rss_data_mib": round(rss_mib())}
     rng = np.random.default_rng(7)
     settings = QdrantSettings.model_validate(
         {"path": str(root / f"{engine}-{points}"), "collection": "bench", "engine": engine}
@@ -124,63 +111,26 @@ def measure(engine: str, points: int, data: Path, root: Path) -> dict[str, Any]:
     filters = SearchFilters(tenant_id="default", user=FILTERS_USER, groups=FILTERS_GROUPS)
     dense_queries = _unit(rng, len(questions)).tolist()
 
-    def asked(store: QdrantStore) -> tuple[dict[str, list[float]], dict[str, list[set[str]]]]:
-        """Each mode's seconds and top-10 point ids, question by question."""
-        timings: dict[str, list[float]] = {"dense": [], "hybrid": []}
-        found: dict[str, list[set[str]]] = {"dense": [], "hybrid": []}
-        for dense, terms in zip(dense_queries, questions, strict=True):
-            views: dict[str, Any] = {DENSE: dense, DENSE_PARTS: [dense]}
-            for mode, vectors in (("dense", views), ("hybrid", {**views, LEXICAL: terms})):
-                started = time.perf_counter()
-                hits = find_points(store, vectors, limit=10, filters=filters)
-                timings[mode].append(time.perf_counter() - started)
-                found[mode].append({hit.point_id for hit in hits})
-        return timings, found
-
-    def record(timings: dict[str, list[float]], suffix: str = "") -> None:
-        for mode, seconds in timings.items():
-            p50, p95 = _percentiles(seconds)
-            result[f"{mode} p50 ms{suffix}"] = p50
-            result[f"{mode} p95 ms{suffix}"] = p95
-        ratio = result[f"hybrid p95 ms{suffix}"] / result[f"dense p95 ms{suffix}"]
-        result[f"hybrid/dense p95{suffix}"] = round(ratio, 2)
-
     with QdrantConnection(settings) as qdrant:
         store = QdrantStore(qdrant, schema)
         store.ensure_collection()
         started = time.perf_counter()
-        for start in range(0, points, 2000):
-            copies = range(start, min(points, start + 2000))
-            batch = [
-                dataclasses.replace(
-                    chunks[i % len(chunks)],
-                    chunk_id=hashlib.sha256(str(i).encode()).hexdigest(),
-                    document_id=f"{chunks[i % len(chunks)].document_id}#{i // len(chunks)}",
-                    document={"acl": _acl(i // len(chunks))},
-                )
-                for i in copies
-            ]
-            dense = _unit(rng, len(batch))
-            parts = [_unit(rng, int(rng.integers(2, 5))) for _ in batch]
-            store.upsert(
-                batch,
-                [Embedding(dense=v.tolist()) for v in dense],
-                [weights[i % len(chunks)] for i in copies],
-                [p.tolist() for p in parts],
-            )
+        _load(store, chunks, weights, points, rng)
         result["load s"] = round(time.perf_counter() - started, 1)
         assert store.count() == points, "points collapsed: their ids must differ"
         documents = [_acl(i // len(chunks)) for i in range(points)]
         result["visible %"] = round(100 * sum(map(_visible, documents)) / points)
         warm_up = {DENSE: dense_queries[0], DENSE_PARTS: [dense_queries[0]]}
         find_points(store, {**warm_up, LEXICAL: questions[0]}, limit=10, filters=filters)
-        timings, exact = asked(store)  # before the build every segment is scanned
-        record(timings)
+        timings, exact = _asked(
+            store, dense_queries, questions, filters
+        )  # before the build every segment is scanned
+        _record(result, timings)
         optimized = store.optimize()
         result["optimize s"] = None if optimized is None else round(optimized, 1)
         if optimized is not None:
-            timings, approximate = asked(store)
-            record(timings, " optimized")
+            timings, approximate = _asked(store, dense_queries, questions, filters)
+            _record(result, timings, " optimized")
             for mode, answers in approximate.items():
                 kept = [len(a & e) / len(e) for a, e in zip(answers, exact[mode], strict=True)]
                 result[f"{mode} recall@10 optimized"] = round(sum(kept) / len(kept), 3)
@@ -196,8 +146,65 @@ def measure(engine: str, points: int, data: Path, root: Path) -> dict[str, Any]:
             filters=filters,
         )
         result["reopen s"] = round(time.perf_counter() - started, 2)
-    result["peak rss mib"] = _peak_rss_mib()
+    result["peak rss mib"] = round(peak_rss_mib())
     return result
+
+
+def _load(
+    store: Any, chunks: Sequence[Any], weights: Sequence[dict[int, float]], points: int, rng: Any
+) -> None:
+    """`points` copies of the chunks, each its own document with an ACL, random unit dense
+    and part vectors and the chunk's real lexical weights."""
+    from indexing.embedders import Embedding
+
+    for start in range(0, points, 2000):
+        copies = range(start, min(points, start + 2000))
+        batch = [
+            dataclasses.replace(
+                chunks[i % len(chunks)],
+                chunk_id=hashlib.sha256(str(i).encode()).hexdigest(),
+                document_id=f"{chunks[i % len(chunks)].document_id}#{i // len(chunks)}",
+                document={"acl": _acl(i // len(chunks))},
+            )
+            for i in copies
+        ]
+        dense = _unit(rng, len(batch))
+        parts = [_unit(rng, int(rng.integers(2, 5))) for _ in batch]
+        store.upsert(
+            batch,
+            [Embedding(dense=v.tolist()) for v in dense],
+            [weights[i % len(chunks)] for i in copies],
+            [p.tolist() for p in parts],
+        )
+
+
+def _asked(
+    store: Any, dense_queries: Sequence[Any], questions: Sequence[dict[int, float]], filters: Any
+) -> tuple[dict[str, list[float]], dict[str, list[set[str]]]]:
+    """Each mode's seconds and top-10 point ids, question by question."""
+    from indexing.search import find_points
+    from indexing.store_schema import DENSE, DENSE_PARTS, LEXICAL
+
+    timings: dict[str, list[float]] = {"dense": [], "hybrid": []}
+    found: dict[str, list[set[str]]] = {"dense": [], "hybrid": []}
+    for dense, terms in zip(dense_queries, questions, strict=True):
+        views: dict[str, Any] = {DENSE: dense, DENSE_PARTS: [dense]}
+        for mode, vectors in (("dense", views), ("hybrid", {**views, LEXICAL: terms})):
+            started = time.perf_counter()
+            hits = find_points(store, vectors, limit=10, filters=filters)
+            timings[mode].append(time.perf_counter() - started)
+            found[mode].append({hit.point_id for hit in hits})
+    return timings, found
+
+
+def _record(result: dict[str, Any], timings: dict[str, list[float]], suffix: str = "") -> None:
+    """Each mode's p50 and p95 into `result`, and hybrid's p95 over dense's."""
+    for mode, seconds in timings.items():
+        p50, p95 = _percentiles(seconds)
+        result[f"{mode} p50 ms{suffix}"] = p50
+        result[f"{mode} p95 ms{suffix}"] = p95
+    ratio = result[f"hybrid p95 ms{suffix}"] / result[f"dense p95 ms{suffix}"]
+    result[f"hybrid/dense p95{suffix}"] = round(ratio, 2)
 
 
 def prepare(data: Path, questions: int) -> None:

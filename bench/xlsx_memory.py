@@ -3,7 +3,7 @@ corpus file that declares 1,048,496 rows.
 
     .venv/bin/python -m bench.xlsx_memory [--rows 100000] [--cols 10]
 
-Each conversion runs in a fresh interpreter so `ru_maxrss` is that conversion's peak;
+Each conversion runs in a fresh interpreter so its peak RSS is that conversion's;
 `rss_before_mib` is that interpreter with every format module imported. Wall seconds
 depend on what else runs on the machine; `cpu_seconds` less so.
 """
@@ -23,21 +23,22 @@ import openpyxl
 INFLATED = Path(__file__).resolve().parents[1] / "tests/corpus/docling/xlsx/xlsx_04_inflated.xlsx"
 
 _MEASURE = """
-import json, resource, sys, time
+import json, sys, time
+from bench.measure import peak_rss_mib
 from pathlib import Path
 from normalizers.base import normalize_bytes
 from normalizers.registry import FORMATS
 FORMATS["xlsx"].normalize  # import the format's module first: not part of the conversion
 path = Path(sys.argv[1])
 data = path.read_bytes()
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+before = peak_rss_mib()
 start, cpu = time.perf_counter(), time.process_time()
 doc = normalize_bytes(data, path.name)
 elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+peak = peak_rss_mib()
 print(json.dumps({"file": path.name, "bytes": len(data), "seconds": round(elapsed, 2),
                   "cpu_seconds": round(cpu, 2),
-                  "rss_before_mib": round(before / 1024), "peak_rss_mib": round(peak / 1024),
+                  "rss_before_mib": round(before), "peak_rss_mib": round(peak),
                   "markdown_chars": len(doc.markdown)}))
 """
 

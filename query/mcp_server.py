@@ -110,13 +110,39 @@ def build_server(
 ) -> Any:
     """The MCP server over `index`; `identity()` names whose access a call has."""
     from mcp.server.mcpserver import MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
     from mcp.server.mcpserver.tools import Tool
     from mcp.types import ToolAnnotations
 
-    limits = index.settings.mcp
-    lock = threading.Lock()  # the SDK runs tools in threads; the index serves one at a time
+    call = _one_at_a_time()
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+    tools = [
+        _closed(Tool.from_function(tool, annotations=read_only, structured_output=True))
+        for tool in (
+            _search_tool(index, identity, call),
+            _fetch_tool(index, identity, call),
+            _list_sources_tool(index, identity, call),
+        )
+    ]
+    return MCPServer(
+        name="ingest",
+        version=importlib.metadata.version("ingest-dag"),
+        instructions=INSTRUCTIONS,
+        log_level="WARNING",
+        auth=auth,
+        token_verifier=verifier,
+        tools=tools,
+    )
+
+
+_Call = Callable[[Callable[[], Any]], Any]
+
+
+def _one_at_a_time() -> _Call:
+    """Runs a tool's work under one lock (the SDK runs tools in threads; the index serves
+    one at a time), its errors turned into tool errors a model reads."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    lock = threading.Lock()
 
     def call(run: Callable[[], Any]) -> Any:
         with lock:
@@ -124,6 +150,15 @@ def build_server(
                 return run()
             except (IndexMissing, SearchUnavailable, IngestError, ValueError) as exc:
                 raise ToolError(str(exc)) from None
+
+    return call
+
+
+def _search_tool(
+    index: Index, identity: Callable[[], Identity | None], call: _Call
+) -> Callable[..., SearchResults]:
+    """The `search` tool; its limit's bounds are the settings' `mcp.max_results`."""
+    limits = index.settings.mcp
 
     def search(
         query: Annotated[
@@ -178,6 +213,14 @@ def build_server(
             results=[_result(hit, limits, terms) for hit in hits], access=describe_access(who)
         )
 
+    return search
+
+
+def _fetch_tool(
+    index: Index, identity: Callable[[], Identity | None], call: _Call
+) -> Callable[..., FetchResult]:
+    from mcp.server.mcpserver.exceptions import ToolError
+
     def fetch(
         id: Annotated[
             str,
@@ -201,8 +244,16 @@ def build_server(
         hit = call(lambda: index.fetch(id, identity=identity(), expand=expand))
         if hit is None:
             raise ToolError(f"nothing found for id {id!r} (ids come from `search` results)")
-        return FetchResult(result=_result(hit, limits), chunk_ids=list(hit.span or [hit.chunk_id]))
+        return FetchResult(
+            result=_result(hit, index.settings.mcp), chunk_ids=list(hit.span or [hit.chunk_id])
+        )
 
+    return fetch
+
+
+def _list_sources_tool(
+    index: Index, identity: Callable[[], Identity | None], call: _Call
+) -> Callable[[], Sources]:
     def list_sources() -> Sources:
         """What the knowledge base holds: each kind of source with its chunks, the space
         keys `search` can filter by, and when each source was last synced."""
@@ -230,19 +281,7 @@ def build_server(
             access=describe_access(who),
         )
 
-    tools = [
-        _closed(Tool.from_function(tool, annotations=read_only, structured_output=True))
-        for tool in (search, fetch, list_sources)
-    ]
-    return MCPServer(
-        name="ingest",
-        version=importlib.metadata.version("ingest-dag"),
-        instructions=INSTRUCTIONS,
-        log_level="WARNING",
-        auth=auth,
-        token_verifier=verifier,
-        tools=tools,
-    )
+    return list_sources
 
 
 def _closed(tool: Any) -> Any:

@@ -1,7 +1,8 @@
 """Paired comparison of two retrieval runs over the same questions: which questions one
 found within the top 5 and the other did not (McNemar's exact test), and whose reciprocal
 rank is higher (a sign test), so that a difference of a few questions is not read as a
-gain. Used by `ingest eval --against`, the re-index gate and the benchmarks."""
+gain; and the sign test of any per-item score. Used by `ingest eval --against`, the
+re-index gate and the benchmarks."""
 
 from __future__ import annotations
 
@@ -19,6 +20,18 @@ def two_sided_binomial(wins: int, losses: int) -> float:
         return 1.0
     tail: float = sum(math.comb(n, k) for k in range(min(wins, losses) + 1)) / 2**n
     return min(1.0, 2 * tail)
+
+
+def sign_test(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
+    """Per item, score `a` against score `b`: the mean difference, how many items each
+    scored higher on (equal within float noise is a tie) and the sign test's p."""
+    won = sum(1 for x, y in zip(a, b, strict=True) if x > y + 1e-9)
+    lost = sum(1 for x, y in zip(a, b, strict=True) if y > x + 1e-9)
+    return {
+        "diff": round((sum(a) - sum(b)) / len(a), 3),
+        "won/lost": f"{won}/{lost}",
+        "p": round(two_sided_binomial(won, lost), 4),
+    }
 
 
 def hit_at(rank: Rank, k: int) -> bool:

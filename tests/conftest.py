@@ -15,7 +15,7 @@ ENGINES = ("server",) if os.environ.get("QDRANT_URL") else ("edge", "local")
 
 @pytest.fixture(params=ENGINES)
 def engine(request: pytest.FixtureRequest) -> str:
-    """The Qdrant engine of a store test (tests/index_helpers.py `store_factory`)."""
+    """The Qdrant engine of a store test (testkit/index_helpers.py `store_factory`)."""
     return str(request.param)
 
 

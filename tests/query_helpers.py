@@ -17,7 +17,7 @@ from indexing.reconcile import DocumentChunks, sync_documents
 from stage_cache.store import StageCache
 from stage_cache.sync_log import SourceLog, SourceSync
 from tasks.stages import chunk_normalized, local_file_source, normalize_source
-from tests.index_helpers import make_document, open_store
+from testkit.index_helpers import make_document, open_store
 
 ROOT = Path(__file__).resolve().parents[1]
 RESTART = ROOT / "samples" / "docs" / "runbooks" / "restart-service.html"

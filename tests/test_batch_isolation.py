@@ -36,9 +36,9 @@ from tasks import pipeline
 from tasks.links import LinkStore
 from tasks.pipeline import BatchOutcome, SourceSpec
 from tasks.resources import Resources
+from testkit.tiny_model import tiny_model_dir
 from tests.test_flow import Workspace, prefect_api, workspace
 from tests.test_sync_safety import store_snapshot
-from tests.tiny_model import tiny_model_dir
 
 # fixtures used by name
 __all__ = ["prefect_api", "tiny_model_dir", "workspace"]

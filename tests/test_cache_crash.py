@@ -39,8 +39,8 @@ from tasks.pipeline import SourceSpec
 from tasks.prepare import NORMALIZED
 from tasks.resources import Resources
 from tasks.stages import PictureStageCache
+from testkit.tiny_model import tiny_model_dir
 from tests.picture_helpers import text_picture
-from tests.tiny_model import tiny_model_dir
 
 # fixtures used by name
 __all__ = ["tiny_model_dir"]

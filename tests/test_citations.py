@@ -18,7 +18,7 @@ from connectors.confluence.anchors import PageHeading, match_headings, page_head
 from connectors.confluence.comments import COMMENTS_OPENING
 from connectors.confluence.settings import ConfluenceSettings
 from tasks.stages import chunk_normalized, local_file_source, normalize_source
-from tests.confluence_api import FakeConfluence, build_fixture, confluence_api, rendered_anchors
+from testkit.confluence_api import FakeConfluence, build_fixture, confluence_api, rendered_anchors
 from tests.fixtures_pdf import plain_pdf
 from tests.test_confluence_connector import connector
 

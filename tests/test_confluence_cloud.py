@@ -16,7 +16,7 @@ from config.errors import ErrorCode, IngestError
 from connectors.base import DocumentGone, SourceDocument
 from connectors.confluence import ConfluenceConnector
 from connectors.confluence.comments import COMMENTS_OPENING
-from tests.confluence_api import FakeConfluence, add_bulk_pages, build_fixture, confluence_api
+from testkit.confluence_api import FakeConfluence, add_bulk_pages, build_fixture, confluence_api
 from tests.test_confluence_connector import EXTENSIONS, acl_payload, connector
 
 __all__ = ["confluence_api"]  # the fixture factory, used by name below

@@ -1,4 +1,4 @@
-"""The Confluence connector against the local Confluence REST API (tests/confluence_api.py),
+"""The Confluence connector against the local Confluence REST API (testkit/confluence_api.py),
 a real HTTP server on 127.0.0.1: Cloud (REST v2, with the v1 endpoints Atlassian removed
 answering 410, none of which may be called: the `confluence_api` fixture checks) and
 Data Center (REST v1). Cloud-only behaviour is in tests/test_confluence_cloud.py."""
@@ -37,7 +37,7 @@ from connectors.http import (
 )
 from normalizers.base import normalize_bytes
 from normalizers.model import LinkRecord
-from tests.confluence_api import (
+from testkit.confluence_api import (
     FakeConfluence,
     FakeUser,
     add_bulk_pages,

@@ -30,7 +30,7 @@ from connectors.confluence.settings import ConfluenceSettings
 from flows.cli import main
 from normalizers.base import normalize_bytes
 from normalizers.registry import supported_extensions
-from tests.confluence_api import (
+from testkit.confluence_api import (
     DRAWIO_MEDIA_TYPE,
     GLIFFY_MEDIA_TYPE,
     FakeConfluence,
@@ -39,9 +39,9 @@ from tests.confluence_api import (
     gliffy_macro,
     image_markup,
 )
+from testkit.tiny_model import tiny_model_dir
 from tests.picture_helpers import text_picture
 from tests.test_flow import Workspace, prefect_api, workspace
-from tests.tiny_model import tiny_model_dir
 
 # fixtures used by name
 __all__ = ["confluence_api", "prefect_api", "tiny_model_dir", "workspace"]

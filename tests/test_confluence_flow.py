@@ -25,9 +25,9 @@ from flows.cli import main
 from stage_cache.store import StageCache
 from tasks.pipeline import reindex_collection
 from tasks.resources import Resources
-from tests.confluence_api import FakeConfluence, Fixture, build_fixture, confluence_api
+from testkit.confluence_api import FakeConfluence, Fixture, build_fixture, confluence_api
+from testkit.tiny_model import tiny_model_dir
 from tests.test_flow import ENG_DOCUMENTS, Workspace, eng, prefect_api, workspace
-from tests.tiny_model import tiny_model_dir
 
 # fixtures used by name
 __all__ = ["confluence_api", "eng", "prefect_api", "tiny_model_dir", "workspace"]

@@ -14,8 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.crash import crash_scenario, make_space, temp_files
-from tests.confluence_api import FakeConfluence
-from tests.tiny_model import build_tiny_model
+from testkit.confluence_api import FakeConfluence
+from testkit.tiny_model import build_tiny_model
 
 # (phase the child must have entered, seconds after it) — fixed, so the run is the same
 # every time; where a kill lands inside its phase depends on the machine's speed, and

@@ -50,14 +50,14 @@ from flows.serve import (
 from indexing.qdrant_store import QdrantConnection, QdrantStore
 from indexing.store_lock import read_holder
 from indexing.store_schema import CollectionSchema
-from tests.confluence_api import (
+from testkit.confluence_api import (
     DEFAULT_READERS,
     DEFAULT_TOKEN,
     DEFAULT_USER,
     FakeConfluence,
     build_fixture,
 )
-from tests.tiny_model import tiny_model_dir  # noqa: F401  (fixture)
+from testkit.tiny_model import tiny_model_dir  # noqa: F401  (fixture)
 
 BIN = Path(sys.executable).parent
 PREFECT = str(BIN / "prefect")

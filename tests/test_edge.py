@@ -34,8 +34,8 @@ from indexing.search import search
 from indexing.store_lock import read_holder
 from indexing.store_schema import CollectionSchema
 from stage_cache.store import StageCache
-from tests.index_helpers import CountingEmbedder, make_document, qdrant_settings, schema_of
-from tests.tiny_model import tiny_embedder, tiny_model_dir
+from testkit.index_helpers import CountingEmbedder, make_document, qdrant_settings, schema_of
+from testkit.tiny_model import tiny_embedder, tiny_model_dir
 
 __all__ = ["tiny_embedder", "tiny_model_dir"]  # fixtures used below
 

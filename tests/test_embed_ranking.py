@@ -10,7 +10,7 @@ from indexing.embedders import make_embedder
 from indexing.reconcile import sync_documents
 from indexing.search import search
 from stage_cache.store import StageCache
-from tests.index_helpers import make_document, store_factory
+from testkit.index_helpers import make_document, store_factory
 
 __all__ = ["store_factory"]  # fixture used below
 

@@ -17,8 +17,8 @@ import pytest
 from config.errors import ConfigError, ErrorCode, IngestError
 from config.settings import EmbedderSettings
 from indexing.embedders import BgeM3Embedder, OpenAIEmbedder, make_embedder, pooling_mode
+from testkit.tiny_model import HIDDEN_SIZE, tiny_embedder, tiny_model_dir
 from tests.process_helpers import run_python
-from tests.tiny_model import HIDDEN_SIZE, tiny_embedder, tiny_model_dir
 
 __all__ = ["tiny_embedder", "tiny_model_dir"]  # fixtures used below
 
@@ -379,7 +379,7 @@ def test_loading_and_embedding_print_nothing(tmp_path):
     """A checkpoint with weights the embedder does not load (a pooler, as
     all-MiniLM-L6-v2 ships) makes transformers print a LOAD REPORT table, and loading
     prints a progress bar; the embedder's load and embed print neither, nor anything."""
-    from tests.tiny_model import build_tiny_model
+    from testkit.tiny_model import build_tiny_model
 
     model = build_tiny_model(tmp_path / "with-pooler", pooler=True)
     done = run_python(

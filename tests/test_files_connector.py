@@ -18,7 +18,7 @@ import pytest
 from config.errors import ConfigError, ErrorCode, IngestError
 from connectors.base import PUBLIC, DocumentGone, DocumentRef, SourceDocument, fetch_many
 from connectors.files import FilesConnector, FilesSettings, glob_regex, root_label
-from tests.corpus import DOCLING
+from testkit.corpus import DOCLING
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = DOCLING

@@ -1,6 +1,6 @@
 """The `ingest` flow under Prefect's test harness (issue 6, Tests): real Prefect (a
 temporary API server on SQLite for the session), Qdrant local mode in temporary
-directories, the local Confluence API (`tests/confluence_api.py`) and the tiny
+directories, the local Confluence API (`testkit/confluence_api.py`) and the tiny
 BGE-M3-shaped model. Each test gets its own Qdrant directory and cache directory
 (`Workspace`); runs are read back through their summaries, Qdrant's points and, for
 failures, the `ingest-failures` artifact from the Prefect API.
@@ -46,7 +46,7 @@ from indexing.store_schema import CollectionSchema
 from query.api import Index
 from tasks import resources
 from tasks.resources import Resources
-from tests.confluence_api import (
+from testkit.confluence_api import (
     DEFAULT_TOKEN,
     DEFAULT_USER,
     FakeConfluence,
@@ -55,7 +55,7 @@ from tests.confluence_api import (
     confluence_api,
     rendered_anchors,
 )
-from tests.tiny_model import tiny_model_dir, wider_tiny_model_dir
+from testkit.tiny_model import tiny_model_dir, wider_tiny_model_dir
 
 __all__ = ["confluence_api", "tiny_model_dir", "wider_tiny_model_dir"]  # fixtures used by name
 

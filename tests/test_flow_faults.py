@@ -31,7 +31,8 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from flows.ingest import ingest
 from indexing.embedders import make_embedder
 from indexing.search import SearchFilters, search
-from tests.confluence_api import FakeConfluence, Fixture, confluence_api
+from testkit.confluence_api import FakeConfluence, Fixture, confluence_api
+from testkit.tiny_model import tiny_model_dir
 from tests.test_flow import (
     Outage,
     Workspace,
@@ -41,7 +42,6 @@ from tests.test_flow import (
     prefect_api,
     workspace,
 )
-from tests.tiny_model import tiny_model_dir
 
 # fixtures used by name
 __all__ = ["confluence_api", "eng", "outage", "prefect_api", "tiny_model_dir", "workspace"]

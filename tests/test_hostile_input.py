@@ -30,7 +30,7 @@ from connectors.files import FilesConnector, FilesSettings
 from markdown_text import normalize_markdown
 from normalizers.base import normalize_bytes
 from normalizers.model import NormalizedDocument
-from tests.confluence_api import FakeConfluence, confluence_api, tiny_pdf
+from testkit.confluence_api import FakeConfluence, confluence_api, tiny_pdf
 
 __all__ = ["confluence_api"]  # the fixture factory, used by name below
 

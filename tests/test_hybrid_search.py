@@ -25,8 +25,8 @@ from indexing.reconcile import DocumentChunks, sync_documents
 from indexing.search import SearchUnavailable, find_points, search
 from indexing.store_schema import LEXICAL
 from stage_cache.store import StageCache
-from tests.index_helpers import CountingStore, make_document, store_factory
-from tests.tiny_model import tiny_embedder, tiny_model_dir
+from testkit.index_helpers import CountingStore, make_document, store_factory
+from testkit.tiny_model import tiny_embedder, tiny_model_dir
 
 __all__ = ["store_factory", "tiny_embedder", "tiny_model_dir"]  # fixtures used below
 

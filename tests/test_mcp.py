@@ -23,6 +23,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from testkit.tiny_model import tiny_model_dir
 from tests.process_helpers import wait_for_port
 from tests.query_helpers import (
     QUESTION,
@@ -32,7 +33,6 @@ from tests.query_helpers import (
     QueryIndex,
     build_query_index,
 )
-from tests.tiny_model import tiny_model_dir
 
 __all__ = ["tiny_model_dir"]  # fixture used below
 

@@ -27,7 +27,7 @@ from normalizers.detection import detect_format
 from normalizers.diagrams import diagram_markdown
 from normalizers.diagrams.sniff import diagram_format
 from normalizers.libreoffice import LIBREOFFICE_APT_INSTALL
-from tests.corpus import DIAGRAMS
+from testkit.corpus import DIAGRAMS
 from tests.word_recall import words
 
 DRAWIO = DIAGRAMS / "drawio"

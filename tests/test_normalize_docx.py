@@ -15,8 +15,8 @@ from config.errors import ErrorCode, IngestError
 from config.settings import LimitsSettings
 from normalizers.base import normalize_bytes
 from normalizers.model import NormalizedDocument
+from testkit.corpus import DOCLING
 from tests import fixtures_docx
-from tests.corpus import DOCLING
 from tests.word_recall import word_recall
 
 CORPUS = DOCLING / "docx"

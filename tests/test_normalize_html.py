@@ -18,7 +18,7 @@ from normalizers.base import normalize_bytes
 from normalizers.html import normalize_html, visible_text
 from normalizers.model import NormalizeContext, NormalizedDocument
 from normalizers.selfcheck import loss_warning, word_loss
-from tests.corpus import DOCLING
+from testkit.corpus import DOCLING
 from tests.word_recall import word_recall
 
 HTML_CORPUS = sorted((DOCLING / "html").glob("*.html"))

@@ -22,8 +22,8 @@ from normalizers.base import normalize_bytes
 from normalizers.detection import biff_version, detect_format
 from normalizers.libreoffice import LIBREOFFICE_APT_INSTALL, Conversion, convert_with_libreoffice
 from normalizers.model import NormalizeContext, NormalizedDocument
+from testkit.corpus import POI
 from tests import fixtures_docx
-from tests.corpus import POI
 
 _TO_BINARY = {
     "doc": Conversion(".docx", "MS Word 2007 XML", "doc", "doc:MS Word 97"),

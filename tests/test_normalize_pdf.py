@@ -17,8 +17,8 @@ from normalizers.pdf.extraction import Char, logical_text
 from normalizers.pictures import PictureReader, picture_setup
 from normalizers.pictures.ocr import tesseract_version
 from tasks.stages import run_pictures
+from testkit.corpus import DOCLING
 from tests import fixtures_pdf
-from tests.corpus import DOCLING
 from tests.picture_helpers import text_picture
 
 CORPUS = DOCLING / "pdf"

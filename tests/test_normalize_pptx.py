@@ -22,7 +22,7 @@ from pptx.util import Inches
 from config.errors import ErrorCode, IngestError
 from markdown_text import Anchor
 from normalizers.base import normalize_bytes
-from tests.corpus import DOCLING
+from testkit.corpus import DOCLING
 from tests.word_recall import word_recall
 
 CORPUS = DOCLING / "pptx"

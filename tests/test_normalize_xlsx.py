@@ -20,7 +20,7 @@ from config.settings import LimitsSettings
 from markdown_text import Anchor
 from normalizers.base import normalize_bytes
 from normalizers.libreoffice import find_soffice
-from tests.corpus import DOCLING
+from testkit.corpus import DOCLING
 from tests.word_recall import word_recall
 
 CORPUS = DOCLING / "xlsx"

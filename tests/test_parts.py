@@ -22,8 +22,8 @@ from indexing.reindex import reindex
 from indexing.search import find_points, search
 from indexing.store_schema import DENSE, DENSE_PARTS, LEXICAL, CollectionSchema
 from stage_cache.store import StageCache
-from tests.index_helpers import CountingEmbedder, make_document, qdrant_settings
-from tests.tiny_model import tiny_embedder, tiny_model_dir
+from testkit.index_helpers import CountingEmbedder, make_document, qdrant_settings
+from testkit.tiny_model import tiny_embedder, tiny_model_dir
 
 __all__ = ["tiny_embedder", "tiny_model_dir"]  # fixtures used below
 

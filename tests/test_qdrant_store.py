@@ -24,7 +24,7 @@ from indexing.reconcile import (
 from indexing.search import find_points
 from indexing.store_schema import DENSE, PAYLOAD_INDEXES
 from stage_cache.store import StageCache
-from tests.index_helpers import (
+from testkit.index_helpers import (
     CountingEmbedder,
     CountingStore,
     make_document,
@@ -32,7 +32,7 @@ from tests.index_helpers import (
     schema,
     store_factory,
 )
-from tests.tiny_model import tiny_embedder, tiny_model_dir
+from testkit.tiny_model import tiny_embedder, tiny_model_dir
 
 __all__ = ["store_factory", "tiny_embedder", "tiny_model_dir"]  # fixtures used below
 

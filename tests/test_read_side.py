@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from testkit.tiny_model import tiny_model_dir
 from tests.process_helpers import run_python
 from tests.query_helpers import QUESTION, QueryIndex, build_query_index
-from tests.tiny_model import tiny_model_dir
 
 __all__ = ["tiny_model_dir"]  # fixture used below
 

@@ -25,14 +25,14 @@ from indexing.search import search
 from indexing.store_schema import LEXICAL
 from stage_cache.store import StageCache
 from tasks.state import chunking_fingerprint
-from tests.index_helpers import (
+from testkit.index_helpers import (
     ENCODER,
     CountingEmbedder,
     make_document,
     qdrant_settings,
     schema_of,
 )
-from tests.tiny_model import tiny_embedder, tiny_model_dir
+from testkit.tiny_model import tiny_embedder, tiny_model_dir
 
 __all__ = ["tiny_embedder", "tiny_model_dir"]  # fixtures used below
 

@@ -15,6 +15,7 @@ from config.settings import load_settings
 from query.api import PUBLIC, Identity, Index
 from query.langchain import IndexRetriever as LangChainRetriever
 from query.llamaindex import IndexRetriever as LlamaIndexRetriever
+from testkit.tiny_model import tiny_model_dir
 from tests.query_helpers import (
     QUESTION,
     RESTART,
@@ -24,7 +25,6 @@ from tests.query_helpers import (
     QueryIndex,
     build_query_index,
 )
-from tests.tiny_model import tiny_model_dir
 
 __all__ = ["tiny_model_dir"]  # fixture used below
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from testkit.tiny_model import tiny_model_dir
 from tests.process_helpers import ROOT, run_python
-from tests.tiny_model import tiny_model_dir
 
 __all__ = ["tiny_model_dir"]  # fixture used below
 

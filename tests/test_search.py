@@ -3,7 +3,7 @@ hits to their neighbours or section, on Qdrant local mode (or `QDRANT_URL`) with
 BGE-M3-shaped model.
 
 The tiny model's dense vectors are random, but its sparse head gives every token a weight
-near 1 (see tests/tiny_model.py), so a sparse score counts shared tokens: a keyword query
+near 1 (see testkit/tiny_model.py), so a sparse score counts shared tokens: a keyword query
 is decided by the sparse side, alone or fused with the dense side."""
 
 from __future__ import annotations
@@ -22,15 +22,15 @@ from indexing.reconcile import DocumentChunks, sync_documents
 from indexing.search import SearchFilters, joined_markdown, search
 from query.api import Index
 from stage_cache.store import StageCache
-from tests.index_helpers import (
+from testkit.index_helpers import (
     CountingStore,
     make_document,
     open_store,
     qdrant_settings,
     store_factory,
 )
+from testkit.tiny_model import tiny_embedder, tiny_model_dir
 from tests.query_helpers import ROOT, QueryIndex, build_query_index
-from tests.tiny_model import tiny_embedder, tiny_model_dir
 
 __all__ = ["store_factory", "tiny_embedder", "tiny_model_dir"]  # fixtures used below
 

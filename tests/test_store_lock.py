@@ -22,9 +22,9 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from indexing.store_lock import read_holder
+from testkit.tiny_model import tiny_model_dir
 from tests.process_helpers import ROOT, clean_environment
 from tests.query_helpers import QUESTION, QueryIndex, build_query_index
-from tests.tiny_model import tiny_model_dir
 
 __all__ = ["tiny_model_dir"]  # fixture used below
 

@@ -28,11 +28,11 @@ from flows.report import (
     EXIT_OK,
 )
 from indexing.qdrant_store import QdrantStore
-from tests.confluence_api import FakeConfluence, Fixture, confluence_api
+from testkit.confluence_api import FakeConfluence, Fixture, confluence_api
+from testkit.tiny_model import tiny_model_dir
 from tests.fixtures_pdf import lines, new_doc, to_bytes
 from tests.test_flow import Workspace, eng, failures, prefect_api, workspace
 from tests.test_flow_faults import when_task_finished
-from tests.tiny_model import tiny_model_dir
 
 # fixtures used by name
 __all__ = [

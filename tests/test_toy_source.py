@@ -18,8 +18,8 @@ from indexing.embedders import make_embedder
 from indexing.search import SearchFilters, search
 from stage_cache.sync_log import SourceLog
 from tasks.links import LinkStore
+from testkit.tiny_model import tiny_model_dir
 from tests.test_flow import Workspace, prefect_api, workspace
-from tests.tiny_model import tiny_model_dir
 from tests.toy_source import SHELVES, ToyDocument, ToyShelf
 
 # fixtures used by name

@@ -16,8 +16,8 @@ from indexing.embedders import BgeM3Embedder, read_model_files, resolve_model_di
 from indexing.reconcile import sync_documents
 from indexing.window import _measure, fit_budgets_to_window, longest_embed_text
 from stage_cache.store import StageCache
-from tests.index_helpers import make_document, store_factory
-from tests.tiny_model import tiny_model_dir
+from testkit.index_helpers import make_document, store_factory
+from testkit.tiny_model import tiny_model_dir
 
 __all__ = ["store_factory", "tiny_model_dir"]  # fixtures used below
 

@@ -1,4 +1,5 @@
-"""Files the tests read, carried in the repository (a clone has nothing beside it).
+"""Where the files the tests and benchmarks read lie: `tests/corpus/`, carried in the
+repository (a clone has nothing beside it).
 
 - `docling/`: real PDF/DOCX/XLSX/PPTX/HTML inputs with Docling's reference Markdown
   (MIT licence, see `docling/LICENSE` and `docling/README.md` for provenance).
@@ -12,7 +13,7 @@
 
 from pathlib import Path
 
-CORPUS_DIR = Path(__file__).resolve().parent
+CORPUS_DIR = Path(__file__).resolve().parents[1] / "tests" / "corpus"
 DOCLING = CORPUS_DIR / "docling"
 POI = CORPUS_DIR / "poi"
 SEEDS = CORPUS_DIR / "seeds"

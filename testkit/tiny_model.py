@@ -6,7 +6,7 @@ real tokenizer drives it) and shrinks everything else, and is loaded by
 `indexing.embedders.BgeM3Embedder` exactly as `BAAI/bge-m3` would be: a local directory
 named in `embedder.model`.
 
-Import the fixture in a test module (`from tests.tiny_model import tiny_model_dir`) or
+Import the fixture in a test module (`from testkit.tiny_model import tiny_model_dir`) or
 call `build_tiny_model(path)` directly (the benchmark does).
 """
 
