@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 
 import pytest
 
@@ -35,3 +36,11 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith(("INGEST_", "CHUNK_")):
             monkeypatch.delenv(name)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files with the most slow tests run first. pytest-xdist hands out whole files in this
+    order (`--no-loadscope-reorder` in pyproject.toml), so the long files start while there
+    is still other work to share out, instead of one running alone at the end of the suite."""
+    slow = Counter(item.path for item in items if item.get_closest_marker("slow"))
+    items.sort(key=lambda item: -slow[item.path])  # stable: each file's tests stay together

@@ -162,6 +162,7 @@ def share(tmp_path: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_good_files_come_out_as_alone_whatever_bad_files_share_their_batches(
     workspace: Callable[..., Workspace], share: Path
 ) -> None:
@@ -369,6 +370,7 @@ def cli_workspace(workspace: Callable[..., Workspace], prefect_api: None) -> Ite
     yield workspace()
 
 
+@pytest.mark.slow
 def test_a_folder_of_good_and_bad_files_exits_0_and_a_second_run_does_nothing(
     cli_workspace: Workspace, share: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -135,6 +135,7 @@ def test_a_picture_that_ran_out_of_time_is_read_by_the_next_run(tmp_path: Path) 
         resources.close()
 
 
+@pytest.mark.slow
 def test_a_document_indexed_without_its_timed_out_picture_is_planned_again(
     tmp_path: Path, tiny_model_dir: Path
 ) -> None:

@@ -30,6 +30,9 @@ from flows.chunk_page import PageBudgets, render_chunk_page
 from flows.cli import main
 from tasks.stages import chunk_normalized, local_file_source, normalize_source
 
+# Each test drives headless Chromium: outside the fast lane.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 PARTS = PartsSettings()  # type: ignore[call-arg]

@@ -13,9 +13,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from bench.crash import crash_scenario, make_space, temp_files
 from testkit.confluence_api import FakeConfluence
 from testkit.tiny_model import build_tiny_model
+
+# Each test kills and reruns a run process five times: outside the fast lane.
+pytestmark = pytest.mark.slow
 
 # (phase the child must have entered, seconds after it) — fixed, so the run is the same
 # every time; where a kill lands inside its phase depends on the machine's speed, and

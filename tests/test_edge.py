@@ -351,6 +351,7 @@ def test_the_build_links_each_chunks_vector_over_its_quantized_copies_and_not_it
     store.connection.close()
 
 
+@pytest.mark.slow
 def test_local_mode_store_is_refused_by_a_run_and_moved_by_reindex(
     tmp_path: Path, tiny_embedder: BgeM3Embedder, cache: StageCache
 ) -> None:

@@ -352,6 +352,7 @@ def test_packed_batches_hold_every_sequence_once_within_the_budget(seed):
         assert len(batch) * max(lengths[i] for i in batch) <= 1024
 
 
+@pytest.mark.slow
 def test_the_model_loads_only_when_something_is_embedded(tiny_model_dir):
     """Constructing the embedder (what a run with nothing to embed does) reads the model
     directory's small files only: model id, vector size and window come without torch."""
@@ -375,6 +376,7 @@ def test_the_model_loads_only_when_something_is_embedded(tiny_model_dir):
     assert after == "True True"
 
 
+@pytest.mark.slow
 def test_loading_and_embedding_print_nothing(tmp_path):
     """A checkpoint with weights the embedder does not load (a pooler, as
     all-MiniLM-L6-v2 ships) makes transformers print a LOAD REPORT table, and loading

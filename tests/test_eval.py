@@ -19,6 +19,9 @@ from query.api import Index
 from query.evaluate import Targets, load_questions, matches
 from tests.process_helpers import run_ingest
 
+# Each test runs ingest commands as processes: outside the fast lane.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "samples" / "quickstart.yaml"
 QUESTIONS = ROOT / "samples" / "questions.yaml"

@@ -23,6 +23,9 @@ from config.settings import load_settings
 from query.api import Index
 from tests.process_helpers import run_ingest
 
+# Each test runs ingest commands as processes: outside the fast lane.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "samples" / "quickstart.yaml"
 # Whole passages of two samples: a chunk of the quickstart's budgets holds each, one of

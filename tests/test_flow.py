@@ -94,7 +94,8 @@ def prefect_api() -> Iterator[None]:
         yield
 
 
-pytestmark = pytest.mark.usefixtures("prefect_api")
+# Every test runs flows on a temporary Prefect API: outside the fast lane.
+pytestmark = [pytest.mark.usefixtures("prefect_api"), pytest.mark.slow]
 
 
 # --- workspaces: one Qdrant directory + cache directory each --------------------------

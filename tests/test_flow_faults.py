@@ -46,7 +46,8 @@ from tests.test_flow import (
 # fixtures used by name
 __all__ = ["confluence_api", "eng", "outage", "prefect_api", "tiny_model_dir", "workspace"]
 
-pytestmark = pytest.mark.usefixtures("prefect_api")
+# Every test runs flows on a temporary Prefect API: outside the fast lane.
+pytestmark = [pytest.mark.usefixtures("prefect_api"), pytest.mark.slow]
 
 
 class TaskFinished(logging.Handler):

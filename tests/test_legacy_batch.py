@@ -88,6 +88,7 @@ def _outcome(path: Path, batch: LegacyBatch | None) -> tuple[Any, ...]:
         return (error.code, error.message, error.subject)
 
 
+@pytest.mark.slow
 def test_a_batch_normalizes_to_the_same_markdown_as_one_by_one(legacy_dir: Path) -> None:
     files = sorted(legacy_dir.iterdir())
     alone = {path.name: _outcome(path, None) for path in files}

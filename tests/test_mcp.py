@@ -34,6 +34,9 @@ from tests.query_helpers import (
     build_query_index,
 )
 
+# The MCP server and CLI searches run as processes over a built index: outside the fast lane.
+pytestmark = pytest.mark.slow
+
 __all__ = ["tiny_model_dir"]  # fixture used below
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -43,6 +43,7 @@ def test_normalize_prints_an_image_files_text(
     assert "UNSUPPORTED_FORMAT" in err and "pictures.ocr: true" in err
 
 
+@pytest.mark.slow
 def test_a_files_run_finds_a_word_only_the_screenshot_holds(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

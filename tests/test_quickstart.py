@@ -37,6 +37,9 @@ from connectors.files import root_label
 from query.api import Index
 from tests.process_helpers import run_ingest, wait_for_port
 
+# The README's quickstart run end to end, as processes: outside the fast lane.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 NOISE = ("ERROR", "Traceback", "LOAD REPORT", "UNEXPECTED", "Warning", "warn(")
 

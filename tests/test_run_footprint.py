@@ -29,6 +29,7 @@ def run_json(code: str, env: dict[str, str] | None = None) -> dict[str, Any]:
     return result
 
 
+@pytest.mark.slow
 def test_normalize_chunk_and_validate_import_neither_torch_nor_prefect():
     files = [
         SAMPLES / "handbook" / "onboarding.md",

@@ -194,6 +194,7 @@ def index(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> Que
     return build_query_index(tmp_path_factory.mktemp("lock-index"), tiny_model_dir)
 
 
+@pytest.mark.slow
 def test_an_idle_mcp_server_lets_the_store_go_and_its_next_query_works(
     index: QueryIndex, tmp_path: Path
 ) -> None:

@@ -44,7 +44,8 @@ __all__ = [
     "workspace",
 ]
 
-pytestmark = pytest.mark.usefixtures("prefect_api")
+# Every test runs flows on a temporary Prefect API: outside the fast lane.
+pytestmark = [pytest.mark.usefixtures("prefect_api"), pytest.mark.slow]
 
 
 def share(root: Path, files: dict[str, str]) -> Path:

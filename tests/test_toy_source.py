@@ -25,7 +25,8 @@ from tests.toy_source import SHELVES, ToyDocument, ToyShelf
 # fixtures used by name
 __all__ = ["prefect_api", "tiny_model_dir", "workspace"]
 
-pytestmark = pytest.mark.usefixtures("prefect_api")
+# Every test runs flows on a temporary Prefect API: outside the fast lane.
+pytestmark = [pytest.mark.usefixtures("prefect_api"), pytest.mark.slow]
 
 TOY = json.dumps({"toy": "tests.toy_source:ToyConnector"})
 
