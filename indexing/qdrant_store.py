@@ -1,4 +1,4 @@
-"""Every Qdrant call of the project (SPEC §4).
+"""Every Qdrant call of the project (docs/qdrant.md#the-collection).
 
 Three engines behind one store: Qdrant Edge in-process on disk (the default,
 `qdrant.engine: edge`, indexing/edge.py), qdrant-client's local mode on disk
@@ -987,7 +987,7 @@ class QdrantStore:
         have no graph of their own: they rank, exactly by MaxSim, the candidates the other
         vectors found, a few dozen points, never the collection. The filters
         go into every prefetch: local mode ignores a fusion query's top-level filter
-        (qdrant-client issue 1372)."""
+        (https://github.com/qdrant/qdrant-client/issues/1372)."""
         selection = search_filter(filters) if filters else None
         candidates = max(prefetch_limit, limit)
 
