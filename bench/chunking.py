@@ -7,7 +7,7 @@ aptitude (aptitude-doc-en, aptitude-doc-ru); `api`, every third page of the Pyth
 library reference (python3.X-doc: API reference, many short code examples); plus the
 Docling reference Markdown and the seed documents (both carried in tests/corpus/).
 
-Reports (issues 14 and 22):
+Reports:
   speed, per CPU-second (process time, all threads), side by side in one run: the floor
   (tokenizing the same text once with `tokenizers`' encode_batch; SentencePiece for
   reference) against the chunker, on all the corpora (many small documents) and on two
@@ -314,8 +314,8 @@ def quality(
 def forced_out_of_range(
     blocks: Sequence[Block], settings: ChunkingSettings
 ) -> collections.Counter[str]:
-    """Chunks out of [min_tokens, max_tokens] that the rules (SPEC §3.5) leave whatever a
-    packer does, by cause; the best share the rules allow is the rest:
+    """Chunks out of [min_tokens, max_tokens] that the rules (docs/chunking.md#rules) leave
+    whatever a packer does, by cause; the best share the rules allow is the rest:
 
     - `whole_block_over_max`: a code block over max_tokens (kept whole up to the oversize
       limit) or a table row over it;

@@ -6,14 +6,14 @@ v2) and on Data Center (REST v1), with the requests each made.
         [--layout cloud|dc|both] [--comments 0] [--inline-comments 0] [--without-cql]
         [--fetch many|one]
 
-Targets (issue 10): Cloud full list + fetch under 2 minutes, unchanged incremental poll
+Targets: Cloud full list + fetch under 2 minutes, unchanged incremental poll
 under 1 s, no removed v1 endpoint called. Fetching runs as the flow does: batches of
 `run.batch_size` refs through `fetch_many`, as many batches at once as
 `confluence.max_concurrency`. The incremental pass is the CQL poll since the full run
 started (nothing changed, so nothing is fetched); the cheap full listing that decides
 deletions, and so every incremental run of the flow, is timed as well. `--comments N`
 puts a footer comment on N pages, `--inline-comments N` an inline comment on N pages
-spread evenly (issue 23: 1,000 on 10,000 pages); `--without-cql` makes Cloud's CQL search
+spread evenly (e.g. 1,000 on 10,000 pages); `--without-cql` makes Cloud's CQL search
 answer 410 (restrictions are then read page by page, comments through v2, and the poll
 compares listings).
 """

@@ -1,4 +1,5 @@
-"""Files we call CORRUPT that an office suite opens (issue 11; run by hand, not in CI).
+"""Files we call CORRUPT that an office suite opens (run by hand, not in CI;
+docs/sources.md#nothing-is-lost).
 
     .venv/bin/python -m bench.corrupt_vs_office [--mutations 300] [--seed 0] [--json]
 

@@ -1,4 +1,4 @@
-"""Benchmark (run by hand): crash safety under SIGKILL (issue 7, Crash safety).
+"""Benchmark (run by hand): crash safety under SIGKILL (docs/operations.md#reliability).
 
     .venv/bin/python -m bench.crash [--kills 20] [--seed 7] [--pages 100] [--prefect]
 

@@ -1,4 +1,4 @@
-"""Mutation fuzz of every normalizer over real files (issue 7, hostile input).
+"""Mutation fuzz of every normalizer over real files (docs/sources.md#bad-input).
 
 Each case takes a real file from `tests/corpus/docling/<format>/`, applies one seeded
 mutation (byte flips, truncation, a run of random bytes, and for OOXML a corrupted or

@@ -1,4 +1,4 @@
-"""Benchmark (run by hand): orchestration overhead of the `ingest` flow (issue 6, Must reach).
+"""Benchmark (run by hand): orchestration overhead of the `ingest` flow.
 
     .venv/bin/python -m bench.orchestration [--pages 2000] [--body-bytes 5000] [--order direct-first|prefect-first]
 
@@ -14,7 +14,7 @@ tiny BGE-M3-shaped model, is ingested twice from scratch:
 
 Each side gets fresh Qdrant and cache directories, so neither reuses the other's stage
 caches; the tokenizer and the model files are warmed once before either clock starts.
-Aim (issue 6): prefect / direct <= 1.3.
+Aim: prefect / direct <= 1.3.
 """
 
 from __future__ import annotations

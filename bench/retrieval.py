@@ -15,7 +15,7 @@ measure search through the graph), and searched by `indexing.search.search` in e
 (dense, lexical, hybrid = RRF of the two).
 
 Methods: `chunks`, the chunker of this checkout at each budget profile asked for
-(`--budgets`: ADR-002's 150/250/300, the default, and the quickstart's, which fit the
+(`--budgets`: 150/250/300, the default, and the quickstart's, which fit the
 model's 256-token window), written with their part vectors where `parts.enabled` (and the
 first profile again without them, to pair with); `windows`, fixed 1,000-character windows
 with 200 characters of overlap, searched with the same modes (their embed_text is the

@@ -1,4 +1,5 @@
-"""Benchmark (run by hand): a full ingest of a generated Confluence space (issue 7, Scale).
+"""Benchmark (run by hand): a full ingest of a generated Confluence space (figures in
+docs/benchmarks.md#benchmarks).
 
     .venv/bin/python -m bench.scale [--pages 1000] [--attachments-share 0.2]
         [--runner threads|dask|both] [--engine edge|local] [--dump FILE] [--tracemalloc]

@@ -1,4 +1,4 @@
-"""What a user waits for at the command line (issue 15), each command in a fresh process:
+"""What a user waits for at the command line, each command in a fresh process:
 
 - `ingest chunk` of a small Markdown file: wall and CPU seconds (start-up dominates);
 - the README quickstart in a fresh state directory: the first run, then an unchanged

@@ -1,4 +1,4 @@
-"""Structure-aware Markdown chunking under exact BGE-M3 token budgets (SPEC §3).
+"""Structure-aware Markdown chunking under exact BGE-M3 token budgets (docs/chunking.md#rules).
 
 parse -> blocks -> pieces -> pack -> validate, each a small module; plain Python.
 """

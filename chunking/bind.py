@@ -1,4 +1,4 @@
-"""Bound context (SPEC §3.5, seed 004 Req 18): code and tables keep the words that
+"""Bound context (docs/chunking.md#bound-context): code and tables keep the words that
 explain them.
 
 - Before a table or code block, the nearest prose of its section run (whole paragraphs,

@@ -1,4 +1,4 @@
-"""chunk_markdown: normalized Markdown + document info -> chunk records (SPEC §3).
+"""chunk_markdown: normalized Markdown + document info -> chunk records (docs/chunking.md#rules).
 
 normalize -> parse (blocks) -> count each block once -> per section run: split blocks
 over budget into pieces (`registry`: one splitter per block type), bind the nearest
@@ -469,8 +469,8 @@ def _bound_context(pieces: list[Piece], chunk_type: str) -> str | None:
 
 
 def _code_role(pieces: list[Piece], chunk_type: str) -> str | None:
-    """The role of a chunk's code (SPEC §3.5): `example` when prose shares its chunk,
-    else that of its first code piece (`output`: its output block bound to it)."""
+    """The role of a chunk's code (docs/chunking.md#bound-context): `example` when prose shares its
+    chunk, else that of its first code piece (`output`: its output block bound to it)."""
     roles = [p.code_role for p in pieces if p.kind == "code"]
     if not roles:
         return None
@@ -506,8 +506,8 @@ def _undersize_reason(draft: _Draft, config: ChunkingSettings, ends_section: boo
 def compose_embed_text(
     title: str | None, headings: Sequence[str], overlap_prefix: str, md_text: str
 ) -> str:
-    """What the embedder sees (SPEC §3.6): the context header, the overlap, the text. A
-    chunk record without it (a Qdrant payload) gets it back from its own fields."""
+    """What the embedder sees (docs/chunking.md#the-chunk-record): the context header, the overlap,
+    the text. A chunk record without it (a Qdrant payload) gets it back from its own fields."""
     header = context_header(title, headings)
     return "\n\n".join(part for part in (header, overlap_prefix, md_text) if part)
 

@@ -1,7 +1,8 @@
 """Code and HTML blocks. A code block is one piece up to `oversize_block_limit` (kept
 whole even over `max_tokens`); above it, it splits between lines into even pieces within
-the packing limit, each a valid fenced block with the original info string (SPEC §3.5).
-An HTML block over `max_tokens` splits between lines the same way, unframed.
+the packing limit, each a valid fenced block with the original info string
+(docs/chunking.md#splitting). An HTML block over `max_tokens` splits between lines the same way,
+unframed.
 
 `split_framed` is the shared line packer: display math uses it with its delimiters.
 """

@@ -1,6 +1,6 @@
 """Display math (`$$…$$`, `\\begin{env}…\\end{env}`) is atomic like code: one piece up to
 `oversize_block_limit`; above it, it splits between lines and every piece is a valid
-math block with the block's own delimiters (SPEC §3.5)."""
+math block with the block's own delimiters (docs/chunking.md#splitting)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ CLOSER = re.compile(r"(\$\$(?:[ \t]*\([^)\n]*\))?|\\end\{[^}\n]*\})\s*\Z")
 
 @dataclass(frozen=True)
 class MathSplitter:
-    kind: str = "paragraph"  # display math packs like a paragraph (§3.6 has no math type)
+    kind: str = "paragraph"  # display math packs like a paragraph (`chunk_type` has none for math)
 
     def split(self, block: Block, ctx: SplitContext) -> list[Piece]:
         if block.token_count <= ctx.budget.oversize:

@@ -22,7 +22,7 @@ class Group:
         """Heading lines of merged sections do not count: a chunk of paragraphs and the
         headings between them is a paragraph chunk. Tables or code blocks that merged
         (small blocks, table groups) make a `mixed` chunk when one brought its bound
-        prose along: the chunk holds prose (SPEC §3.5)."""
+        prose along: the chunk holds prose (docs/chunking.md#packing)."""
         content = [p for p in self.pieces if p.kind != HEADING]
         kinds = {p.kind for p in content}
         if not kinds:
@@ -35,7 +35,8 @@ class Group:
         return kind
 
     def large(self, min_tokens: int) -> bool:
-        """A table or code chunk of at least `min_tokens`: it never mixes (SPEC §3.5)."""
+        """A table or code chunk of at least `min_tokens`: it never mixes
+        (docs/chunking.md#packing)."""
         return self.chunk_type in UNMIXABLE_KINDS and self.tokens >= min_tokens
 
     def add(self, piece: Piece) -> None:

@@ -1,7 +1,7 @@
 """Lists. A list over `max_tokens` splits between top-level items, nested items staying
 with their parent; an item over it splits between its own lines and nested items, a
-line over it at sentences (SPEC §3.5). A code, table or math block inside an item is
-never cut inside: it is kept whole, or split by its own rule as a whole block."""
+line over it at sentences (docs/chunking.md#splitting). A code, table or math block inside an item
+is never cut inside: it is kept whole, or split by its own rule as a whole block."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Small sections merge (SPEC §3.4, §3.5): the groups of every section, with the headings
-between them, become drafts of chunks.
+"""Small sections merge (docs/chunking.md#small-sections-merge): the groups of every section, with
+the headings between them, become drafts of chunks.
 
 A section whose content would make a chunk under `min_tokens` merges forward: the next
 section's packing continues it while the merged chunk stays within `target_tokens` (or,

@@ -1,5 +1,5 @@
-"""Overlap (SPEC §3.5): a paragraph or mixed chunk carries the tail of the previous chunk
-of the same section, at most `overlap_tokens` and at most `overlap_max_share` of that
+"""Overlap (docs/chunking.md#overlap): a paragraph or mixed chunk carries the tail of the previous
+chunk of the same section, at most `overlap_tokens` and at most `overlap_max_share` of that
 chunk, starting at a sentence, line or list-item start: never inside a word, a list
 line, a formula or a table row. Stored beside the chunk, never in it.
 

@@ -1,4 +1,4 @@
-"""The packer: pieces of one section run -> groups that become chunks (SPEC §3.5).
+"""The packer: pieces of one section run -> groups that become chunks (docs/chunking.md#packing).
 
 - tables and code are groups of their own; with `group_related_tables`, nearby tables
   of the run then form one group (`table_groups`), and a table or code group still
@@ -39,7 +39,7 @@ TailSplitter = Callable[[Piece, int, int], "tuple[Piece, Piece] | None"]
 class Packer:
     min_tokens: int
     target_tokens: int
-    limit: int  # the packing limit: `max_tokens`, or seed 002's soft max
+    limit: int  # the packing limit: `max_tokens`, or `soft_max_tokens`
     split_head: HeadSplitter
     split_tail: TailSplitter
     exact_tokens: ExactCounter

@@ -4,7 +4,8 @@ A piece is a whole block, or a part of one that was over budget. `text` is what 
 piece contributes to a chunk's `md_text`; it differs from the document slice only where
 Markdown must stay valid (a table piece repeats the header, a code or math piece re-opens
 its fence or delimiters, a quote piece re-adds `> `): then `synthetic` is true.
-Heading pieces carry a heading line into a chunk that merges small sections (§3.4).
+Heading pieces carry a heading line into a chunk that merges small sections
+(docs/chunking.md#sections).
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ class Piece:
     bound: str | None = None  # before | after | both: bound context joined this block
     header: str | None = None  # the table header this piece does not repeat in full
     end_block: int = -1  # index of the last block the piece covers (-1: block_index)
-    # A code piece's role (SPEC §3.5): example (prose bound to its block), output (only
-    # its output block bound), standalone.
+    # A code piece's role (docs/chunking.md#bound-context): example (prose bound to its block),
+    # output (only its output block bound), standalone.
     code_role: str | None = None
 
     @property

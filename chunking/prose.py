@@ -1,6 +1,6 @@
 """Paragraphs and quotes: a block over `max_tokens` splits at sentence boundaries into
 pieces aimed at `target_tokens`, never over the packing limit; a sentence over it splits
-at token windows (SPEC §3.5). Every quote piece stays a quote."""
+at token windows (docs/chunking.md#splitting). Every quote piece stays a quote."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The chunk record (SPEC §3.6), its stable id and the Qdrant point id, and the record
-read back from a point's payload (`ChunkPayload`)."""
+"""The chunk record (docs/chunking.md#the-chunk-record), its stable id and the Qdrant point id, and
+the record read back from a point's payload (`ChunkPayload`)."""
 
 from __future__ import annotations
 
@@ -66,18 +66,19 @@ class Chunk:
     sheet: str | None = None
     slide: int | None = None
     links: tuple[str, ...] = ()
-    # Citation (SPEC §3.6): the deep link to where the chunk starts, and the path to its
-    # document (space, ancestors, title); set by the pipeline, which knows the source.
+    # Citation (docs/sources.md#deep-links): the deep link to where the chunk starts, and the path
+    # to its document (space, ancestors, title); set by the pipeline, which knows the source.
     citation_url: str | None = None
     breadcrumbs: tuple[str, ...] = ()
     oversize: bool = False
     undersize_reason: str | None = None
-    # Hierarchy (SPEC §3.6): one id for every chunk of a section, and the neighbours.
+    # Hierarchy (docs/chunking.md#the-chunk-record): one id for every chunk of a section, and the
+    # neighbours.
     section_id: str = ""
     prev_chunk_id: str | None = None
     next_chunk_id: str | None = None
     # `before|after|both`: the nearest prose (a caption, lead-in, explanation) or an
-    # output block joined this table/code chunk (SPEC §3.5 Bound context).
+    # output block joined this table/code chunk (docs/chunking.md#bound-context).
     bound_context: str | None = None
     # A chunk holding code: `example` (prose explains it), `output` (its output block
     # bound to it), `standalone`.

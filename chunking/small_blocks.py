@@ -1,4 +1,4 @@
-"""Small blocks (SPEC §3.5, seed 004 Req 17): a table or code chunk still under
+"""Small blocks (docs/chunking.md#small-blocks): a table or code chunk still under
 `min_tokens` after binding (or a chunk it merged into, still under `min_tokens`) is
 not left alone when a neighbour of its section can take it. It merges with the previous
 group when the two fit the packing limit, else with the next; several small tables or

@@ -1,4 +1,5 @@
-"""The splitter protocol: one rule per block type turns a block into pieces (SPEC §3.5).
+"""The splitter protocol: one rule per block type turns a block into pieces
+(docs/chunking.md#splitting).
 
 Each rule lives in its own module (`prose`, `lists`, `table`, `code`, `display_math`)
 and is registered in `chunking.registry` by the block type it handles.
@@ -18,7 +19,7 @@ from chunking.tokens import TokenCounter
 @dataclass(frozen=True, slots=True)
 class Budget:
     target: int  # pieces of a split block aim at this
-    pack_max: int  # no piece of a split block passes this (seed 002's soft max)
+    pack_max: int  # no piece of a split block passes this (docs/chunking.md#budgets)
     max: int  # a block up to this stays whole
     oversize: int  # a code block up to this stays whole; a table row up to this is one piece
 

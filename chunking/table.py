@@ -1,5 +1,5 @@
 """Tables. A table over `max_tokens` splits between rows into even pieces of about
-`target_tokens`, within the packing limit (SPEC §3.5, Table headers):
+`target_tokens`, within the packing limit (docs/chunking.md#table-headers):
 
 - the header and delimiter rows head every piece when they cost at most a quarter of a
   piece; a wider header is repeated shortened (each cell cut to its first word) when

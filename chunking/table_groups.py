@@ -1,4 +1,4 @@
-"""Table grouping (SPEC §3.5, seed 004 Req 16; setting `group_related_tables`, off by
+"""Table grouping (docs/chunking.md#table-grouping; setting `group_related_tables`, off by
 default): adjacent tables of one section with at most `table_group_max_gap_lines` lines
 between them form one chunk up to `max_tokens`, with whatever lies between them (a
 caption). The chunk records how many tables it holds (`table_group_count`)."""

@@ -1,5 +1,5 @@
-"""Chunks under 50 tokens (SPEC §3.5, Aim): such a chunk is allowed only where it is the
-whole document or sits between two hard breaks of its source (a slide, a sheet), which
+"""Chunks under 50 tokens (docs/chunking.md#short-chunks): such a chunk is allowed only where it is
+the whole document or sits between two hard breaks of its source (a slide, a sheet), which
 no merge crosses; anywhere else it counts against the chunker, whatever its
 `undersize_reason`."""
 

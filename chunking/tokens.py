@@ -1,4 +1,4 @@
-"""Exact BGE-M3 token counts, offline (SPEC §3.1).
+"""Exact BGE-M3 token counts, offline (docs/chunking.md#token-counts).
 
 The bundled tokenizer is the XLM-RoBERTa SentencePiece Unigram model BGE-M3 uses
 (vendored as `assets/xlm-roberta-tokenizer.json.xz`, sha256-checked on load). Two

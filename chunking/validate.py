@@ -1,4 +1,5 @@
-"""The chunk validator (SPEC §3.7): run on every document, every violation reported.
+"""The chunk validator (docs/chunking.md#validation): run on every document, every violation
+reported.
 
 Each rule is a small check over the chunks and the normalized text they were cut from:
 sizes and undersize reasons, order and coverage, headings (on the path or a line of a
@@ -40,7 +41,7 @@ ALLOWED_UNDERSIZE = frozenset(
     }
 )
 OVERLAP_KINDS = frozenset({"paragraph", "mixed"})
-# A document's chunks hold at most about twice its own tokens (SPEC §3.5, Table headers).
+# A document's chunks hold at most about twice its own tokens (docs/chunking.md#table-headers).
 TOKEN_GROWTH = 2
 TOKEN_GROWTH_SLACK = 64
 

@@ -1,4 +1,4 @@
-"""Error codes shared by every stage (SPEC §2).
+"""Error codes shared by every stage (docs/sources.md#bad-input).
 
 Kept in `config/`, the bottom layer, so connectors, normalizers, chunking and tasks
 can all raise and read the same typed error without depending on each other.

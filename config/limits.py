@@ -1,4 +1,4 @@
-"""Time limits on one document's work (SPEC §2 limits): a stalled read or converter must
+"""Time limits on one document's work (docs/sources.md#bad-input): a stalled read or converter must
 not stall a run.
 
 Python cannot stop a thread, so the work runs in a daemon thread that is abandoned when

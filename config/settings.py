@@ -1,8 +1,8 @@
-"""Typed settings and their loader (SPEC §6).
+"""Typed settings and their loader (docs/configuration.md#configuration-reference).
 
 Precedence, lowest to highest: `config/config.yaml` (every default), a chunking profile,
 the file named by `INGEST_CONFIG` (or `--config`), environment variables (`INGEST_` prefix,
-`__` for nesting, plus the ADR-002 names `CHUNK_*`), then explicit overrides (flow or
+`__` for nesting, plus the short names `CHUNK_*`), then explicit overrides (flow or
 deployment parameters). Every key is checked: an unknown key or a bad value raises
 `ConfigError` naming the setting and where it came from.
 """
@@ -41,7 +41,8 @@ def env_name(setting: str) -> str:
     return ENV_PREFIX + setting.replace(".", "__").upper()
 
 
-# ADR-002 environment names (seed 003), accepted beside the INGEST_ names.
+# Short environment names of the budgets (docs/chunking.md#budgets), accepted beside the INGEST_
+# names.
 ADR_ENV_NAMES: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {
         "CHUNK_MIN_TOKENS": ("chunking", "min_tokens"),
@@ -66,8 +67,8 @@ ChunkingProfile = Literal["adr-002", "seed-000", "seed-002"]
 Language = Literal["en", "ru"]
 LANGUAGES: tuple[Language, ...] = ("en", "ru")
 
-# Budgets of the seeds (SPEC §3.2). seed-002 names no minimum or oversize limit: packing
-# closes before its soft max (450), a single block splits only above its hard max (520,
+# Budget presets (docs/chunking.md#budgets). `seed-002` comes with no minimum or oversize limit:
+# packing closes before its soft max (450), a single block splits only above its hard max (520,
 # also the oversize limit), and 15% of its 350 target is the overlap.
 PROFILES: Mapping[str, dict[str, int]] = MappingProxyType(
     {
@@ -107,19 +108,19 @@ class ChunkingSettings(StrictModel):
     target_tokens: int = Field(250, gt=0)
     max_tokens: int = Field(300, gt=0)
     # Packing closes a chunk before this many tokens; a single block up to `max_tokens`
-    # stays whole (seed 002's soft and hard max). None: the same as `max_tokens`.
+    # stays whole (docs/chunking.md#budgets). None: the same as `max_tokens`.
     soft_max_tokens: int | None = Field(None, gt=0)
     overlap_tokens: int = Field(50, ge=0)
     oversize_block_limit: int = Field(600, gt=0)
     overlap_max_share: float = Field(0.35, ge=0.0, le=1.0)
-    # Bound context (SPEC §3.5): the nearest prose of a section, up to this many tokens,
-    # joins the table or code block after it (its caption, lead-in, explanation) ...
+    # Bound context (docs/chunking.md#bound-context): the nearest prose of a section, up to this
+    # many tokens, joins the table or code block after it (its caption, lead-in, explanation) ...
     # (a bound chunk stays within max_tokens whatever these say)
     bind_before_tokens: int = Field(128, ge=0)
     # ... and after a code block its output and explanation, up to this many tokens.
     bind_after_tokens: int = Field(80, ge=0)
     # Adjacent tables of one section at most `table_group_max_gap_lines` lines apart form
-    # one chunk up to max_tokens (seed 004 Req 16).
+    # one chunk up to max_tokens (docs/chunking.md#table-grouping).
     group_related_tables: bool = False
     table_group_max_gap_lines: int = Field(10, ge=0)
     # "bundled" = the vendored BGE-M3 tokenizer; otherwise a Hugging Face id or local path.
@@ -284,7 +285,8 @@ class EmbedderSettings(StrictModel):
 
 
 class LexicalSettings(StrictModel):
-    """The `lexical` sparse vector: contextual BM25 over each chunk's embed_text (SPEC §4.1)."""
+    """The `lexical` sparse vector: contextual BM25 over each chunk's embed_text
+    (docs/qdrant.md#lexical-retrieval)."""
 
     enabled: bool = True
     # Stemmers and stop words: a word is stemmed by the language of its script (Cyrillic:

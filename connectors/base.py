@@ -30,7 +30,7 @@ class DocumentRef:
 
     document_id: str  # stable: Confluence content id / attachment id, or path relative to root
     version: str  # changes whenever the content may have changed
-    source_type: str  # the chunks' `source_type` payload field (SPEC §3.6)
+    source_type: str  # the chunks' `source_type` payload field (docs/chunking.md#the-chunk-record)
     title: str | None = None
     updated_at: str | None = None  # ISO 8601
     parent_document_id: str | None = None  # attachments: the page they belong to
@@ -134,7 +134,8 @@ class SourceDocument:
     # for a Confluence page's storage XHTML; None: detected from the bytes.
     format: str | None = None
     # Where the document sits, outermost first, itself last (a space, its ancestor pages
-    # and folders, the page): the chunks' `breadcrumbs` (SPEC §3.6); () for its title.
+    # and folders, the page): the chunks' `breadcrumbs` (docs/chunking.md#the-chunk-record); () for
+    # its title.
     breadcrumbs: tuple[str, ...] = ()
     # What the run report should say about the document although it was read: input the
     # connector worked around (an inline comment whose text is gone, a broken tree).
@@ -266,7 +267,7 @@ class LinkResolution(Protocol):
 
 @runtime_checkable
 class LinkResolver(Protocol):
-    """Resolves a document's links to synced document ids (SPEC §3.8)."""
+    """Resolves a document's links to synced document ids (docs/chunking.md#links)."""
 
     def link_index(self) -> dict[str, Any]:
         """What the last listing knows of link targets, as JSON: saved with the listing,
@@ -281,9 +282,9 @@ class LinkResolver(Protocol):
 
 @runtime_checkable
 class HeadingCitation(Protocol):
-    """A connector whose documents' URLs can point at one of their headings (SPEC §3.6
-    `citation_url`), as its own viewer builds heading anchors. Without it a chunk cites
-    its document's URL (a PDF's page where known)."""
+    """A connector whose documents' URLs can point at one of their headings
+    (docs/sources.md#deep-links), as its own viewer builds heading anchors. Without it a chunk
+    cites its document's URL (a PDF's page where known)."""
 
     def heading_links(self, source: SourceDocument, headings: Sequence[str]) -> list[str | None]:
         """The deep link of each of `headings` (the document's headings in order, their

@@ -1,4 +1,4 @@
-"""Document files from local or mounted directories (SPEC §1).
+"""Document files from local or mounted directories (docs/sources.md#files).
 
 Roots come from `files.paths` (or the constructor): a directory, a glob
 (`/mnt/share/docs/**/*.pdf`: the part before the first wildcard is the root), or a single

@@ -69,7 +69,7 @@ class HttpSettings(StrictModel):
 # 501 (not implemented) and 505 (version not supported) will not get better by waiting.
 _PERMANENT_5XX = frozenset({501, 505})
 _RETRY_AFTER_STATUSES = frozenset({429, 503})
-# Where a 429 or 503 says how long to wait, in the order they are read (SPEC §2.1):
+# Where a 429 or 503 says how long to wait, in the order they are read (docs/sources.md#confluence):
 # seconds, an HTTP date or an ISO 8601 time (Confluence Cloud's reset headers), the
 # beta limits under names of their own.
 WAIT_HEADERS = ("Retry-After", "X-RateLimit-Reset", "Beta-Retry-After", "X-Beta-RateLimit-Reset")

@@ -1,5 +1,5 @@
-"""The `ingest` command line (SPEC §7). Prefect is imported only by commands that run flows,
-so `normalize`, `chunk` and `validate` start fast."""
+"""The `ingest` command line (docs/operations.md#the-command-line). Prefect is imported only by
+commands that run flows, so `normalize`, `chunk` and `validate` start fast."""
 
 from __future__ import annotations
 

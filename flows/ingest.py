@@ -1,5 +1,5 @@
-"""The `ingest` flow (SPEC §1, §5): discover -> plan -> per batch (prepare -> index) ->
-reconcile -> report. Parameters are typed so the Prefect UI renders a form."""
+"""The `ingest` flow (docs/architecture.md#the-run-step-by-step): discover -> plan -> per batch
+(prepare -> index) -> reconcile -> report. Parameters are typed so the Prefect UI renders a form."""
 
 from __future__ import annotations
 
@@ -48,8 +48,8 @@ DocumentBatch = tuple[DocumentRef, ...]
 
 
 class ChunkingOverrides(BaseModel):
-    """Chunk budgets for this run, in BGE-M3 tokens (SPEC §3.2). 0 keeps the configured
-    value; the budgets must stay ordered (min <= target <= max <= oversize limit, overlap
+    """Chunk budgets for this run, in BGE-M3 tokens (docs/chunking.md#budgets). 0 keeps the
+    configured value; the budgets must stay ordered (min <= target <= max <= oversize limit, overlap
     below min) or the run stops at once naming the setting."""
 
     model_config = ConfigDict(frozen=True)

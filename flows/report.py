@@ -1,4 +1,4 @@
-"""The run summary (SPEC §5, §7 `--json`) and its Markdown artifact."""
+"""The run summary (docs/operations.md#reading-a-runs-report) and its Markdown artifact."""
 
 from __future__ import annotations
 
@@ -225,8 +225,9 @@ class RunSummary:
         return "ok"
 
     def as_dict(self) -> dict[str, Any]:
-        """The `--json` object (SPEC §7): documents seen/unchanged/changed/new/deleted/
-        failed, one `{done, cached}` object per stage at the top level, and `status`."""
+        """The `--json` object (docs/operations.md#reading-a-runs-report): documents
+        seen/unchanged/changed/new/deleted/failed, one `{done, cached}` object per stage at the top
+        level, and `status`."""
         data = asdict(self)
         data["failed"] = [
             {
@@ -239,7 +240,7 @@ class RunSummary:
         ]
         data.update(data.pop("stages"))
         data["status"] = self.status
-        del data["links"]  # the artifact's: not part of the summary's contract (SPEC §7)
+        del data["links"]  # the artifact's: not part of the summary's contract
         del data["store_busy"]  # said by `status`
         return data
 

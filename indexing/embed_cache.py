@@ -1,6 +1,6 @@
 """Vectors in the stage cache, one entry per text: embeddings by `(model id, embed_text)`
-(SPEC §4), so a text is embedded once by a model whatever chunk carries it, and lexical
-weights by `(encoder id, embed_text)` (SPEC §4.1)."""
+(docs/architecture.md#the-stage-cache), so a text is embedded once by a model whatever chunk
+carries it, and lexical weights by `(encoder id, embed_text)` (docs/qdrant.md#lexical-retrieval)."""
 
 from __future__ import annotations
 

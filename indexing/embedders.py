@@ -1,5 +1,5 @@
-"""Embedders (SPEC §4): BGE-M3 through transformers (dense + sparse lexical weights from
-one forward pass) and an OpenAI-compatible `/v1/embeddings` HTTP backend.
+"""Embedders (docs/qdrant.md#embedding): BGE-M3 through transformers (dense + sparse lexical
+weights from one forward pass) and an OpenAI-compatible `/v1/embeddings` HTTP backend.
 
 `model_id` identifies what produced a vector; it is part of every embedding cache key
 (`sha256(model id | embed_text)`), so it changes whenever the vectors would.

@@ -1,5 +1,5 @@
-"""Contextual BM25 for the `lexical` sparse vector (SPEC §4.1): pure, deterministic, no
-model, the same terms on every machine and in every process.
+"""Contextual BM25 for the `lexical` sparse vector (docs/qdrant.md#lexical-retrieval): pure,
+deterministic, no model, the same terms on every machine and in every process.
 
 A text's terms: its Unicode word tokens (letters, digits, `_`), lowercased with ё read as
 е; an identifier joined by underscores (`max_tokens`) also gives its parts, so a query in

@@ -1,5 +1,5 @@
-"""Every Qdrant call of the project (SPEC §4): the store of one collection, its points
-written, read, deleted and searched.
+"""Every Qdrant call of the project (docs/qdrant.md#the-collection): the store of one collection,
+its points written, read, deleted and searched.
 
 Three engines behind one store: Qdrant Edge in-process on disk (the default,
 `qdrant.engine: edge`, indexing/edge.py), qdrant-client's local mode on disk

@@ -1,4 +1,4 @@
-"""Bring a tenant's points in line with its documents (SPEC §4).
+"""Bring a tenant's points in line with its documents (docs/qdrant.md#reconcile).
 
 - `sync_documents`: per document, the points that are missing are embedded (through the
   embedding cache) and written FIRST; only then are the document's other points (older

@@ -1,5 +1,5 @@
-"""Re-index without downtime (SPEC §4.2): build a new physical collection for the schema
-the settings make now (another model or vector size, the `lexical` vector added, BGE-M3's
+"""Re-index without downtime (docs/qdrant.md#re-indexing): build a new physical collection for the
+schema the settings make now (another model or vector size, the `lexical` vector added, BGE-M3's
 sparse added), check it against the old one, then move the alias in one atomic step.
 
 Where only the vectors change, nothing is fetched or normalized again: the chunk records

@@ -1,5 +1,5 @@
-"""Query the index (SPEC §4, §4.1, §7 `ingest search`), and optionally widen each hit to
-its context (ADR-002's auto-merge).
+"""Query the index (docs/qdrant.md#search), and optionally widen each hit to
+its context (docs/qdrant.md#expanding-a-hit).
 
 Modes: `dense` (the embedder's vectors: each chunk's own and, where the collection holds
 `dense_parts`, its parts' by MaxSim, fused by RRF), `lexical` (contextual BM25: the query's terms,
@@ -408,9 +408,9 @@ def _common_prefix(paths: Sequence[list[str]]) -> list[str]:
 def joined_markdown(chunks: Sequence[dict[str, Any]]) -> str:
     """Chunks of one document in order as one Markdown text: where the headings path
     changes between two chunks, the new headings come back as heading lines (a chunk's
-    own `md_text` holds none, §3.4); a table piece whose header stayed in the first piece
-    gets it back from `table_header`. What a chunk repeats from the one before it is left
-    out: the heading lines it carries from before its own span (a split section's
+    own `md_text` holds none, docs/chunking.md#sections); a table piece whose header stayed in the
+    first piece gets it back from `table_header`. What a chunk repeats from the one before it is
+    left out: the heading lines it carries from before its own span (a split section's
     heading), and the header of a table the text before it already holds (the table's
     rows go on)."""
     parts: list[str] = []

@@ -1,4 +1,4 @@
-"""The chunk budgets against the embedding model's input window (issue 14: never
+"""The chunk budgets against the embedding model's input window (never
 truncate silently).
 
 A chunk's `embed_text` is a one-line context header, the overlap prefix and `md_text`.

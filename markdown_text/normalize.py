@@ -1,4 +1,5 @@
-"""The shared `NORMALIZE_MARKDOWN` pass (SPEC §2 steps 1-4) and positional anchors.
+"""The shared `NORMALIZE_MARKDOWN` pass (docs/sources.md#the-shared-markdown-pass) and positional
+anchors.
 
 Every normalizer's Markdown goes through `normalize_markdown`; the chunker runs it too
 (it is idempotent), so offsets in chunk records always refer to the normalized text.
@@ -52,7 +53,8 @@ class NormalizedText:
 
 
 def split_front_matter(text: str) -> tuple[str, dict[str, Any] | None]:
-    """Move a leading YAML front matter block out of the text (SPEC §2 step 4)."""
+    """Move a leading YAML front matter block out of the text
+    (docs/sources.md#the-shared-markdown-pass)."""
     match = _FRONT_MATTER.match(text)
     if not match:
         return text, None

@@ -37,7 +37,8 @@ def normalize_bytes(
     attachments: Mapping[str, bytes] | None = None,
     converted: ConvertedAhead | None = None,
 ) -> NormalizedDocument:
-    """Normalize one document of any supported format to Markdown (SPEC §2): of format
+    """Normalize one document of any supported format to Markdown
+    (docs/sources.md#normalization-contract): of format
     `fmt` when the caller knows it (a Confluence page's body), else the detected one.
     `pictures` reads the document's pictures (a new reader per document); what it read
     and skipped lands in `metadata["pictures"]`, where it met any picture.

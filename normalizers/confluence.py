@@ -1,4 +1,5 @@
-"""Confluence storage format (`body.storage.value`) -> Markdown (SPEC §2, §3.8).
+"""Confluence storage format (`body.storage.value`) -> Markdown (docs/sources.md#confluence,
+docs/chunking.md#links).
 
 Storage format is an XHTML fragment with `ac:`/`ri:` elements whose namespaces are
 not declared and with HTML named entities (`&nbsp;`) that XML does not know. The body

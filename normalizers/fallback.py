@@ -1,5 +1,5 @@
-"""Fallback readers (SPEC §2): a file that one library cannot parse but a user's office
-suite opens goes through the next reader before it is reported `CORRUPT`.
+"""Fallback readers (docs/sources.md#nothing-is-lost): a file that one library cannot parse but a
+user's office suite opens goes through the next reader before it is reported `CORRUPT`.
 
 A format module lists its readers best first; `first_that_reads` returns the first
 document one of them produces. A reader that says `CORRUPT`, or whose library raises,

@@ -1,4 +1,4 @@
-"""Link classification shared by the HTML and Confluence normalizers (SPEC §3.8).
+"""Link classification shared by the HTML and Confluence normalizers (docs/chunking.md#links).
 
 Two directions:
 - `classify_href` reads an `<a href>` and recognizes Confluence's own URL forms

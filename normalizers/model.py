@@ -17,7 +17,7 @@ from markdown_text import Anchor
 
 @dataclass(frozen=True)
 class LinkRecord:
-    """An outgoing link found while normalizing (SPEC §3.8)."""
+    """An outgoing link found while normalizing (docs/chunking.md#links)."""
 
     target_url: str
     link_type: str  # "page" | "attachment" | "external" | "anchor"

@@ -1,4 +1,4 @@
-"""PPTX/PPTM to Markdown (SPEC §2) with python-pptx.
+"""PPTX/PPTM to Markdown (docs/sources.md#normalization-contract) with python-pptx.
 
 Each slide is a `## Slide N: <title>` section (`## Slide N` without a title placeholder)
 holding its shapes in reading order: top to bottom, left to right within a row (the

@@ -1,5 +1,5 @@
-"""The "nothing is lost" self-check (SPEC §2): the words of a source's own text (a DOCX
-package's `w:t`, a deck's `a:t`, a workbook's strings, an HTML page's visible text)
+"""The "nothing is lost" self-check (docs/sources.md#nothing-is-lost): the words of a source's own
+text (a DOCX package's `w:t`, a deck's `a:t`, a workbook's strings, an HTML page's visible text)
 against the words of the Markdown made from it.
 
 A word is a maximal run of Unicode letters and digits, NFKC-normalized and lowercased,

@@ -1,5 +1,5 @@
-"""XLSX/XLSM to Markdown (SPEC §2): one `## <sheet>` section per visible sheet, one GFM
-table per rectangular block of cells.
+"""XLSX/XLSM to Markdown (docs/sources.md#normalization-contract): one `## <sheet>` section per
+visible sheet, one GFM table per rectangular block of cells.
 
 Reading is streaming and read-only. openpyxl reads the workbook parts (sheet list and
 states, shared strings, styles for date formats, the 1900/1904 epoch, core properties);

@@ -1,2 +1,3 @@
 """The content-addressed cache every stage (fetch, normalize, chunk, embed) reads and
-writes: `keys` says how an entry is addressed, `store` keeps entries on disk (SPEC §1, §5)."""
+writes: `keys` says how an entry is addressed, `store` keeps entries on disk
+(docs/architecture.md#the-stage-cache)."""

@@ -1,6 +1,6 @@
 """The one way a stage goes through the cache: look its entries up, compute the missing
-ones, write them (SPEC §5). Normalizing and chunking cache one value per document,
-embedding and lexical encoding one per text, computed in batches: `cached_each` serves
+ones, write them (docs/architecture.md#the-stage-cache). Normalizing and chunking cache one value
+per document, embedding and lexical encoding one per text, computed in batches: `cached_each` serves
 both, `cached` is its one-key form."""
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """Cache keys: a stage result is addressed by `sha256(stage | stage_version | config_hash |
-input_sha256)`; configurations are hashed without their secrets (SPEC §5)."""
+input_sha256)`; configurations are hashed without their secrets
+(docs/architecture.md#the-stage-cache)."""
 
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ def stage_key(stage: str, stage_version: str, config_hash: str, input_sha256: st
 
 
 def config_hash(config: BaseModel | Mapping[str, Any]) -> str:
-    """sha256 of a configuration's canonical JSON, secrets left out (SPEC §5)."""
+    """sha256 of a configuration's canonical JSON, secrets left out
+    (docs/architecture.md#the-stage-cache)."""
     data = config.model_dump(mode="python") if isinstance(config, BaseModel) else config
     canonical = json.dumps(_without_secrets(data), sort_keys=True, default=str)
     return sha256_hex(canonical)

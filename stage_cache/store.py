@@ -1,4 +1,4 @@
-"""Where stage cache entries live (SPEC §1, §5).
+"""Where stage cache entries live (docs/architecture.md#the-stage-cache).
 
 An entry (keyed as `stage_cache.keys` says) lives in one file under
 `<dir>/<stage>/<2 hex>/<digest>`. Values are bytes; the caller serializes (JSON helpers

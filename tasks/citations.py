@@ -1,4 +1,4 @@
-"""Deep links for chunks (SPEC §3.6 `citation_url`, `breadcrumbs`): where a reader lands
+"""Deep links for chunks (docs/sources.md#deep-links): where a reader lands
 to see the chunk in its source.
 
 A chunk cites its nearest heading, the last one at or before its start, where the

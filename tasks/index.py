@@ -174,9 +174,9 @@ def reindex_collection(
     gate: Gate | None = None,
 ) -> ReindexResult:
     """Build the collection the settings make now from the one behind the alias and move
-    the alias to it, if `gate` lets it (SPEC §4.2). The chunks are the old points'
-    payloads, or, where the chunking settings changed, made anew from the normalized
-    documents of the stage cache (a document it no longer holds is fetched again).
+    the alias to it, if `gate` lets it (docs/qdrant.md#chunking-changes-and-the-gate). The chunks
+    are the old points' payloads, or, where the chunking settings changed, made anew from the
+    normalized documents of the stage cache (a document it no longer holds is fetched again).
     Nothing to do when the collection already holds what the settings make."""
     embedder = resources.embedder()
     cache = handoff_cache(settings)

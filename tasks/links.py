@@ -1,5 +1,5 @@
-"""Link records (SPEC §3.8), persisted per tenant so that for any document one can list its
-outgoing and incoming links, and chunk payloads carry both counts for ranking boosts.
+"""Link records (docs/chunking.md#links), persisted per tenant so that for any document one can
+list its outgoing and incoming links, and chunk payloads carry both counts for ranking boosts.
 
 One small JSON file per linking document under `<cache dir>/links/<tenant>/`, written
 atomically; incoming links are found by reading them all (a few KB per document), which

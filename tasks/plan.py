@@ -1,6 +1,6 @@
 """Discover and plan: a connector's complete listing, and which of its documents the
 run processes (changed, new, or whose points are missing), which are unchanged and which
-still fail on the same version (SPEC §5)."""
+still fail on the same version (docs/sources.md#bad-input)."""
 
 from __future__ import annotations
 
@@ -123,8 +123,8 @@ def plan(
 
 
 def _collection_notes(resources: Resources, *, writes: bool) -> tuple[DocumentWarning, ...]:
-    """What the run should say about its collection (SPEC §4.2). A run that will write
-    stops before any work when the collection cannot hold the embedder's vectors (another
+    """What the run should say about its collection (docs/qdrant.md#schema-changes). A run that
+    will write stops before any work when the collection cannot hold the embedder's vectors (another
     size or model); a collection that lacks a vector (made before `lexical` or
     `dense_parts` existed) is written and searched without it until re-indexed, which the
     report says."""

@@ -103,7 +103,7 @@ def reindex_task(
     settings: Settings, resources: Resources, gate: Gate | None = None
 ) -> dict[str, Any]:
     """Move the alias to a collection of the current schema before the run, if `gate`
-    lets it (SPEC §4.2)."""
+    lets it (docs/qdrant.md#chunking-changes-and-the-gate)."""
     result = pipeline.reindex_collection(settings, resources, gate=gate)
     return dataclasses.asdict(result)
 

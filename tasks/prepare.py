@@ -305,7 +305,7 @@ def _chunk_key(
 @dataclass(frozen=True)
 class DocumentLinks:
     """Where a batch's documents' outgoing links go, resolved to synced document ids where
-    the connector resolves links against the latest listing of `scope` (SPEC §3.8)."""
+    the connector resolves links against the latest listing of `scope` (docs/chunking.md#links)."""
 
     links: LinkStore
     scope: str
@@ -328,7 +328,7 @@ class DocumentLinks:
 
 
 def _with_link_counts(source: SourceDocument, normalized: NormalizedDocument) -> SourceDocument:
-    """Chunk payloads carry the document's outgoing link count (SPEC §3.8 ranking boosts)."""
+    """Chunk payloads carry the document's outgoing link count (docs/chunking.md#links)."""
     if not normalized.links:
         return source
     metadata = {**source.metadata, "links_out": len(normalized.links)}

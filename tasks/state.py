@@ -5,8 +5,8 @@ A document is unchanged when its listed version and the pipeline fingerprint (th
 settings every stage depends on) match what was last indexed AND Qdrant holds its points
 of that version: the state file alone never decides that something is indexed. A
 document that failed on bad input is not retried until its version or the pipeline
-changes (SPEC §2). One JSON file per tenant and source scope under the cache directory,
-written atomically.
+changes (docs/sources.md#bad-input). One JSON file per tenant and source scope under the cache
+directory, written atomically.
 """
 
 from __future__ import annotations

@@ -363,7 +363,7 @@ def test_cached_computes_once_and_a_forced_stage_reads_nothing_but_writes(cache)
 
 def test_stage_keys_follow_only_their_own_configuration():
     """Changing the chunk budget changes the chunk key, not the normalize key; changing
-    the model changes embedding keys only (SPEC §1)."""
+    the model changes embedding keys only (docs/architecture.md#the-stage-cache)."""
     settings = load_settings(environ={})
     tighter = load_settings({"chunking.max_tokens": 280}, environ={})
     source = "f" * 64

@@ -1,6 +1,7 @@
-"""The chunker against SPEC §3: seed 000 §11's seven mandatory cases, then edge cases.
+"""The chunker against docs/chunking.md#rules: seven mandatory cases, then edge cases.
 
-Every case is validated (SPEC §3.7) and chunked twice to prove byte-identical output.
+Every case is validated (docs/chunking.md#validation) and chunked twice to prove byte-identical
+output.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ def test_case1_headings_and_paragraphs(
     )
     chunks = chunked(text, chunking_settings).chunks
     # The H1 section's lone 60-token paragraph is a small section: it merges forward with
-    # the first chunk of Install (its child), whose heading line stays in md_text (§3.4).
-    # Install's other paragraphs make one chunk; Linux: 200+200 passes max -> 2 chunks.
+    # the first chunk of Install (its child), whose heading line stays in md_text
+    # (docs/chunking.md#sections). Install's other paragraphs make one chunk; Linux: 200+200 passes
+    # max -> 2 chunks.
     assert len(chunks) == 4
     assert types(chunks) == ["paragraph"] * 4
     assert [c.chunk_path for c in chunks] == [

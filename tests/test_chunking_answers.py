@@ -1,7 +1,8 @@
-"""The answers to issue 22 (SPEC §3.5): a section of nothing but a small table or code
-block merges like any small section; converters' navigation boilerplate is dropped by
-the normalizer, which says how much; a chunk under 50 tokens counts as allowed only as
-a whole document or between two hard source breaks (the chunking bench's accounting).
+"""Small tables and code, boilerplate, short chunks (docs/chunking.md#short-chunks): a section of
+nothing but a small table or code block merges like any small section; converters' navigation
+boilerplate is dropped by the normalizer, which says how much; a chunk under 50 tokens counts as
+allowed only as a whole document or between two hard source breaks (the chunking bench's
+accounting).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Property tests: for generated Markdown, every SPEC §3.7 invariant holds, token counts
-are exact and output is deterministic, under the default budgets, a tight profile, one
-with a soft max (seed 002's shape) and one with table grouping and small binding
+"""Property tests: for generated Markdown, every invariant of docs/chunking.md#validation holds,
+token counts are exact and output is deterministic, under the default budgets, a tight profile, one
+with a soft max (the `seed-002` preset's shape) and one with table grouping and small binding
 budgets: bound context, small blocks and table groups are validated on every example
 (the validator checks each rule), and every chunk's count is recounted."""
 
@@ -103,8 +103,9 @@ NESTED = st.builds(
 PIPES = st.lists(st.lists(CELL, min_size=2, max_size=3), min_size=1, max_size=40).map(
     lambda rows: "\n".join("| " + " | ".join(row) + " |" for row in rows)
 )
-# Bound context (§3.5): lead-ins ending with ":", output blocks by info string or by an
-# "Output"/"Результат"/"Вывод" paragraph, small code blocks that merge with neighbours.
+# Bound context (docs/chunking.md#bound-context): lead-ins ending with ":", output blocks by info
+# string or by an "Output"/"Результат"/"Вывод" paragraph, small code blocks that merge with
+# neighbours.
 LEAD_IN = SENTENCE.map(lambda s: s[:-1] + ":")
 OUTPUT = st.builds(
     lambda intro, info, lines: f"{intro}\n\n```{info}\n" + "\n".join(lines) + "\n```",

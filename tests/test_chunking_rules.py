@@ -1,8 +1,8 @@
-"""Chunking v2 (issue 14, SPEC §3.4-3.7): small sections merge, bound context, display
+"""The chunking rules (docs/chunking.md#rules): small sections merge, bound context, display
 math, table headers, overlap starts, nested blocks in lists, hierarchy, profiles.
 
-Every case is validated (SPEC §3.7), chunked twice for byte-identical output and its
-token counts recounted (`chunked`); the validator's new rules are shown to fail on
+Every case is validated (docs/chunking.md#validation), chunked twice for byte-identical output and
+its token counts recounted (`chunked`); the validator's new rules are shown to fail on
 chunks that break them.
 """
 
@@ -38,7 +38,7 @@ def _fences_balanced(text: str) -> bool:
     return len(re.findall(r"^\s*```", text, re.MULTILINE)) % 2 == 0
 
 
-# --- small sections merge (§3.4, §3.5) ------------------------------------------------
+# --- small sections merge (docs/chunking.md#small-sections-merge) ---------------------------------
 
 
 def test_small_sibling_sections_merge_under_their_parent(
@@ -122,7 +122,7 @@ def test_a_heading_with_nowhere_to_go_is_a_chunk_of_heading_lines(
     assert chunks[1].undersize_reason == "heading_only"
 
 
-# --- bound context (§3.5, revised 2026-11-25) -----------------------------------------
+# --- bound context (docs/chunking.md#bound-context) -----------------------------------------
 
 BIND = SMALL.model_copy(update={"bind_before_tokens": 12, "bind_after_tokens": 16})
 NO_BIND = SMALL.model_copy(update={"bind_before_tokens": 0, "bind_after_tokens": 0})
@@ -267,7 +267,7 @@ def test_bound_context_never_passes_the_limits(counter: TokenCounter) -> None:
     assert [c.bound_context for c in chunks] == [None, None]
 
 
-# --- small blocks (§3.5, revised 2026-11-25) ---------------------------------------------
+# --- small blocks (docs/chunking.md#small-blocks) ---------------------------------------------
 
 
 @pytest.mark.parametrize("language", ["en", "ru"])

@@ -1,4 +1,4 @@
-"""Deep links (SPEC §3.6 `citation_url`, `breadcrumbs`): Confluence heading anchors as
+"""Deep links (docs/sources.md#deep-links): Confluence heading anchors as
 Cloud and Data Center build them, matched to the chunker's headings, checked against the
 anchors the local Confluence API renders; files cite their `file://` URL, a PDF its page.
 The flow's payloads are checked in tests/test_flow.py (full run)."""

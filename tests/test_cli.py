@@ -1,5 +1,5 @@
-"""The CLI contract of SPEC §7 (names, options, JSON fields, exit codes), its readable
-output, and the commands the README and docs/configuration.md name."""
+"""The CLI contract of docs/operations.md#the-command-line (names, options, JSON fields, exit
+codes), its readable output, and the commands the README and docs/configuration.md name."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Settings: precedence, ADR-002 names, profiles, refusals that name the setting, secrets."""
+"""Settings: precedence, short budget names, profiles, refusals that name the setting, secrets."""
 
 from __future__ import annotations
 

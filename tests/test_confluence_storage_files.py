@@ -1,5 +1,6 @@
 """Confluence storage format in a file is recognised by its content (`ac:`/`ri:`
-elements), whatever the extension (SPEC §2): `ingest normalize page.xml` works."""
+elements), whatever the extension (docs/sources.md#normalization-contract): `ingest normalize
+page.xml` works."""
 
 from __future__ import annotations
 

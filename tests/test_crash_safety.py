@@ -1,6 +1,6 @@
-"""Crash safety (issue 7): a run killed with SIGKILL, four times at fixed points in
-listing, preparing, indexing and reconcile, then run to completion, leaves the same collection as
-an uninterrupted run (same point ids, payloads and vectors) and a cache whose every
+"""Crash safety (docs/operations.md#reliability): a run killed with SIGKILL, four times at fixed
+points in listing, preparing, indexing and reconcile, then run to completion, leaves the same
+collection as an uninterrupted run (same point ids, payloads and vectors) and a cache whose every
 entry reads back.
 
 The child process runs the flow's stages through `tasks.pipeline` (the code the flow's

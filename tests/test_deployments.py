@@ -1,8 +1,8 @@
-"""Deployments (SPEC §5, issues 6 and 25).
+"""Deployments (docs/deployments.md#prefect-deployments).
 
-Fast: `deployments/prefect.yaml` declares what the spec asks for (the `files` schedule
-off, its `prefect-version` the installed Prefect), `ingest serve` builds the same
-deployments from it, and the pull step resolves the project on the machine that runs it.
+Fast: `deployments/prefect.yaml` declares what docs/deployments.md#prefect-deployments describes
+(the `files` schedule off, its `prefect-version` the installed Prefect), `ingest serve` builds the
+same deployments from it, and the pull step resolves the project on the machine that runs it.
 
 Slow (`-m slow`, part of the default run): the real thing, as docs/deployments.md writes
 it. Its commands are read out of that page, so the test breaks when the page drifts: a

@@ -1,4 +1,4 @@
-"""The `ingest` flow under Prefect's test harness (issue 6, Tests): real Prefect (a
+"""The `ingest` flow under Prefect's test harness: real Prefect (a
 temporary API server on SQLite for the session), Qdrant local mode in temporary
 directories, the local Confluence API (`testkit/confluence_api.py`) and the tiny
 BGE-M3-shaped model. Each test gets its own Qdrant directory and cache directory
@@ -80,7 +80,8 @@ ENG_DOCUMENTS = (
     "md",
 )
 # Every document has chunks: the home page's only text, a heading ("Welcome"), reaches
-# the index as a chunk of heading lines (issue 14: no text of a document is lost).
+# the index as a chunk of heading lines (no text of a document is lost:
+# docs/chunking.md#small-sections-merge).
 NO_CHUNKS: tuple[str, ...] = ()
 CONTENT_STAGES = ("normalize", "chunk", "embed", "upsert")
 
@@ -278,8 +279,8 @@ def test_full_run_of_a_space_indexes_pages_blog_posts_and_attachments(
     assert by_document[fx["docx"]]["parent_document_id"] == fx["guide"]
     assert by_document[fx["xlsx"]]["chunk_type"] == "table"
     assert by_document[fx["eng_blog"]]["title"] == "Quarterly update"
-    # Deep links (SPEC §3.6): a page's chunks land on the anchors the page shows; the rest
-    # cite their page or attachment; breadcrumbs run from the space to the document.
+    # Deep links (docs/sources.md#deep-links): a page's chunks land on the anchors the page shows;
+    # the rest cite their page or attachment; breadcrumbs run from the space to the document.
     anchors: dict[str, set[str]] = {}
     landed = set()
     for payload in points.values():
@@ -708,10 +709,10 @@ def test_qdrant_unavailable_throughout_fails_the_run_and_loses_nothing(
 def test_dask_runner_gives_the_same_collection_as_threads(
     workspace: Callable[..., Workspace], eng: tuple[FakeConfluence, Fixture]
 ) -> None:
-    """The Dask task runner on a local cluster of 2 worker processes (issue 7): batches are
-    prepared in the workers, indexed in the flow's process (local-mode Qdrant is one
-    process's store), and the collection equals the thread-pool run's: same point ids,
-    same payloads."""
+    """The Dask task runner on a local cluster of 2 worker processes
+    (docs/architecture.md#batches): batches are prepared in the workers, indexed in the flow's
+    process (local-mode Qdrant is one process's store), and the collection equals the thread-pool
+    run's: same point ids, same payloads."""
     from prefect_dask.task_runners import DaskTaskRunner
 
     api, _ = eng
@@ -861,8 +862,8 @@ def test_tenants_are_isolated(
 def test_links_are_persisted_both_ways_and_counts_follow_edits(
     workspace: Callable[..., Workspace], eng: tuple[FakeConfluence, Fixture]
 ) -> None:
-    """SPEC §3.8: link records are kept so a document's outgoing and incoming links can be
-    listed, and every chunk carries its document's outgoing and incoming link counts."""
+    """docs/chunking.md#links: link records are kept so a document's outgoing and incoming links
+    can be listed, and every chunk carries its document's outgoing and incoming link counts."""
     from tasks.links import LinkStore
 
     api, fx = eng
@@ -941,7 +942,7 @@ def test_secrets_reach_no_log_cache_result_or_payload(
     assert not leaks
 
 
-# --- schema changes: a collection without `lexical`, a model swap (SPEC §4.2) ------------
+# --- schema changes: a collection without `lexical`, a model swap (docs/qdrant.md#schema-changes) ---
 
 
 def test_a_model_swap_goes_through_the_reindex_parameter_and_loses_nothing(

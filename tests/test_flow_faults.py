@@ -1,4 +1,4 @@
-"""The `ingest` flow under faults (issue 7, Crash safety): Qdrant going away mid-run,
+"""The `ingest` flow under faults (docs/operations.md#reliability): Qdrant going away mid-run,
 Confluence answering 429 for a minute or 503 past every retry, a page deleted between
 listing and fetch, a page edited during the run, the cache directory's disk full. Each
 ends in the collection of an uninterrupted run (same point ids and payloads) after at

@@ -1,5 +1,5 @@
-"""Hostile input (issue 7): mutated real files, zip bombs, entity bombs and XXE, deep
-nesting, a 50 MB single line, and malicious file names. Every outcome is a result or a
+"""Hostile input (docs/sources.md#bad-input): mutated real files, zip bombs, entity bombs and XXE,
+deep nesting, a 50 MB single line, and malicious file names. Every outcome is a result or a
 typed `IngestError` naming the file, within a time bound; nothing else escapes.
 
 The longer, time-budgeted version of the mutation fuzz is `bench/fuzz.py`."""

@@ -1,6 +1,6 @@
-"""Hybrid retrieval (SPEC §4.1) on Qdrant local mode (or `QDRANT_URL`): every point holds
-a `lexical` vector with Qdrant's IDF, the search modes, IDF after deletes, and isolation
-of tenants and readers inside every prefetch of a fused query.
+"""Hybrid retrieval (docs/qdrant.md#lexical-retrieval) on Qdrant local mode (or `QDRANT_URL`):
+every point holds a `lexical` vector with Qdrant's IDF, the search modes, IDF after deletes, and
+isolation of tenants and readers inside every prefetch of a fused query.
 
 The tiny model's dense vectors are random, so a query's best dense hits are noise: what
 a test shows about ranking comes from the lexical side (and BGE-M3's sparse side, whose
@@ -132,9 +132,10 @@ def test_idf_from_qdrant_ranks_a_rare_term_above_a_frequent_one(
 def test_ranking_after_deleting_half_equals_a_collection_of_the_rest(
     store_factory: Any, tiny_embedder: BgeM3Embedder, cache: StageCache, tmp_path: Path
 ) -> None:
-    """Document frequencies forget deleted points (qdrant-client issue 1426 was a local
-    mode where they did not): the same order and scores as a fresh collection, in the
-    connection that deleted and after reopening."""
+    """Document frequencies forget deleted points
+    (https://github.com/qdrant/qdrant-client/issues/1426 was a local mode where they did not): the
+    same order and scores as a fresh collection, in the connection that deleted and after
+    reopening."""
     rng = random.Random(7)
     words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
     docs = [

@@ -1,5 +1,5 @@
-"""The lexical (contextual BM25) encoder, SPEC §4.1: terms, stop words, stemming, stable
-32-bit ids, BM25 term-frequency weights, and hostile text."""
+"""The lexical (contextual BM25) encoder (docs/qdrant.md#lexical-retrieval): terms, stop words,
+stemming, stable 32-bit ids, BM25 term-frequency weights, and hostile text."""
 
 from __future__ import annotations
 

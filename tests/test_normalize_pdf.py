@@ -309,7 +309,7 @@ def test_too_many_pages() -> None:
 # each floor set just below what this normalizer achieves. right_to_left_02's own text
 # layer maps glyphs wrongly (the reference is garbled differently: MuPDF's character
 # stream has one "و" in "لخصوة" where Docling writes "لخصووة"), and its page number "11"
-# is removed as SPEC §2 asks; table_mislabeled_as_picture - Docling numbers checkbox
+# is removed as docs/sources.md#files says; table_mislabeled_as_picture - Docling numbers checkbox
 # items "2." to "14." (the PDF draws boxes) and splits a Wingdings glyph pair "yy".
 RECALL_FLOORS = {
     "2305.03393v1-pg9.pdf": 0.99,

@@ -1,4 +1,4 @@
-"""Re-indexing without downtime (SPEC §4.2) on Qdrant local mode: a collection made
+"""Re-indexing without downtime (docs/qdrant.md#re-indexing) on Qdrant local mode: a collection made
 without the `lexical` vector is rebuilt from the stage cache and its own points, checked,
 and the alias moved in one step; killed (SIGKILL) mid-way, the alias still names the old,
 complete collection and a re-run finishes the build. The model swap through the flow is

@@ -114,8 +114,8 @@ def test_a_run_with_nothing_to_embed_never_imports_torch(tiny_model_dir, tmp_pat
 
 
 def numeric_workbook(path: Path) -> Path:
-    """A workbook like the one of issue 14: a sheet of notes, then an image stored as
-    numbers (270 rows x 85 columns of integers)."""
+    """A workbook like the one docs/chunking.md#table-headers sizes: a sheet of notes, then an
+    image stored as numbers (270 rows x 85 columns of integers)."""
     import random
 
     import openpyxl

@@ -1,4 +1,4 @@
-"""Safe sync for file shares, and exit codes that tell the truth (issue 12), through the
+"""Safe sync for file shares, and exit codes that tell the truth, through the
 real `ingest` flow (Prefect API on SQLite, local-mode Qdrant, the tiny model).
 
 Each scenario is one an operator meets: two shares that both have a `docs` folder, a

@@ -40,7 +40,7 @@ def test_the_quickstart_budgets_fit_the_quickstart_model():
 
 
 def test_budgets_over_the_window_are_refused_naming_both_numbers():
-    settings = minilm()  # ADR-002 budgets: 300 + 50 overlap, code kept whole up to 600
+    settings = minilm()  # default budgets: 300 + 50 overlap, code kept whole up to 600
     with pytest.raises(ConfigError) as refused:
         fit_budgets_to_window(settings)
     message = str(refused.value)

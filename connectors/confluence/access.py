@@ -1,4 +1,4 @@
-"""Who may read a Confluence page (SPEC §2.1 "Access"), and the listed version that
+"""Who may read a Confluence page (docs/sources.md#access-control), and the listed version that
 changes when that, the page's place in the tree or its comments change.
 
 Confluence shows a page to those who may read its space and pass the read restrictions

@@ -1,4 +1,4 @@
-"""Heading anchors as Confluence builds them, for chunks' deep links (SPEC §3.6).
+"""Heading anchors as Confluence builds them, for chunks' deep links (docs/sources.md#deep-links).
 
 Confluence gives every heading of a page (h1-h6, wherever it is: in a table, a panel or
 an expand macro too) an id made from its text, and a link to `page URL#id` lands on it:

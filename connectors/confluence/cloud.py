@@ -87,7 +87,7 @@ log = logging.getLogger(__name__)
 V2_MAX = 250
 KIND_PATH = MappingProxyType({"page": "pages", "blogpost": "blogposts"})
 COMMENT_PATH = MappingProxyType({"footer": "footer-comments", "inline": "inline-comments"})
-# Content of the page tree that is no page (SPEC §2.1 "What a space holds"), by v2 path.
+# Content of the page tree that is no page (docs/sources.md#what-a-space-holds), by v2 path.
 CONTAINER_PATH = MappingProxyType(
     {"folder": "folders", "whiteboard": "whiteboards", "database": "databases", "embed": "embeds"}
 )
@@ -112,7 +112,7 @@ CONTAINER_SEARCH_EXPAND = ",".join(
     ]
 )
 # Content without a text body that `include_whiteboards` indexes as a title + link +
-# breadcrumb record (SPEC §2.1), by its CQL type.
+# breadcrumb record (docs/sources.md#what-a-space-holds), by its CQL type.
 CONTAINER_LABELS = MappingProxyType(
     {"whiteboard": "Whiteboard", "database": "Database", "embed": "Smart link"}
 )

@@ -1,4 +1,4 @@
-"""Footer and inline comments of a page (SPEC §2.1 "Comments").
+"""Footer and inline comments of a page (docs/sources.md#comments).
 
 They reach the index as a final `## Comments` section of the page: each comment a line
 with its author and date, then its body, replies after the comment they answer. An

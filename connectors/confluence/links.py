@@ -1,4 +1,4 @@
-"""Link resolution for Confluence content (SPEC §3.8): what a complete listing knows of
+"""Link resolution for Confluence content (docs/chunking.md#links): what a complete listing knows of
 titles, page ids and attachments, and the synced document each link points to."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from connectors.base import LinkTarget
 
 @dataclass
 class ContentIndex:
-    """What a complete listing knows for resolving links (SPEC §3.8)."""
+    """What a complete listing knows for resolving links (docs/chunking.md#links)."""
 
     by_title: dict[tuple[str, str], str] = field(default_factory=dict)  # (space, title) -> id
     page_ids: set[str] = field(default_factory=set)

@@ -18,7 +18,7 @@ class ConfluenceSettings(HttpSettings):
     spaces: list[str] = Field(default_factory=list)
     include_blogposts: bool = True
     include_attachments: bool = True
-    # Footer comments as a final "## Comments" section of their page (SPEC §2.1).
+    # Footer comments as a final "## Comments" section of their page (docs/sources.md#comments).
     include_comments: bool = True
     # Inline comments in the same section, quoting the text each is on, open or resolved.
     include_inline_comments: bool = True

@@ -9,8 +9,8 @@ Three steps, because pandoc alone misses things a RAG index needs:
    picture's text after the block showing it: `pictures`).
 3. `pandoc`: the AST is written as GFM without raw HTML, math as `$...$`/`$$...$$`.
 
-Nothing is lost (SPEC §2): the words of every paragraph of the rewritten package are
-checked against pandoc's Markdown; where pandoc dropped more than a few, the body is
+Nothing is lost (docs/sources.md#nothing-is-lost): the words of every paragraph of the rewritten
+package are checked against pandoc's Markdown; where pandoc dropped more than a few, the body is
 read by `walk` (python-docx's own walk of the same package) instead, when that keeps
 more of them. Readers, best first (`normalizers.fallback`): pandoc, the walk (when
 pandoc cannot read the package at all), a LibreOffice round trip.

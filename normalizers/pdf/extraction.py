@@ -366,9 +366,9 @@ def _tables(page: Any, raw_lines: Sequence[tuple[int, _Bbox, list[Char]]]) -> li
 def _fill_spans(
     texts: list[list[str]], cells: Sequence[Sequence[_Bbox | None]], rows: Sequence[_Bbox]
 ) -> None:
-    """Repeat a merged cell's text in every slot it covers (SPEC §2's merged cells
-    filled): the finder lists a covered slot as None, and the cell to its left or above
-    whose box reaches over the slot's centre is the one covering it."""
+    """Repeat a merged cell's text in every slot it covers (docs/sources.md#nothing-is-lost: merged
+    cells filled): the finder lists a covered slot as None, and the cell to its left or above whose
+    box reaches over the slot's centre is the one covering it."""
     width = max((len(row) for row in cells), default=0)
     centres: list[float | None] = []
     for c in range(width):
