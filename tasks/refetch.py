@@ -12,11 +12,12 @@ from config.errors import ErrorCode, IngestError
 from config.settings import Settings
 from connectors.base import DocumentRef
 from stage_cache.keys import CacheKey
+from stage_cache.sync_log import SourceLog
 from tasks.plan import SourceSpec, discover
 from tasks.prepare import prepare_batch
 from tasks.resources import Resources
 from tasks.stages import handoff_cache
-from tasks.state import SourceLog, SyncState
+from tasks.state import SyncState
 
 
 @dataclass

@@ -196,6 +196,18 @@ def numbered_docx() -> bytes:
     return to_bytes(document)
 
 
+# What `merged_table_docx` normalizes to, and its DOC copy as well.
+MERGED_TABLE_MARKDOWN = (
+    "Before the table.\n\n"
+    "| H0    | H1    | H2            | H3   |\n"
+    "|-------|-------|---------------|------|\n"
+    "| r1c0  | wide  | wide          | tall |\n"
+    "| block | block | r2c2          | tall |\n"
+    "| block | block | r3c2 \\| piped | r3c3 |\n\n"
+    "After the table.\n"
+)
+
+
 def merged_table_docx() -> bytes:
     """A 4x4 table with a horizontal merge, a vertical merge and a 2x2 block merge."""
     document = docx.Document()

@@ -17,7 +17,7 @@ from connectors.base import DocumentGone, SourceDocument
 from connectors.confluence import ConfluenceConnector
 from connectors.confluence.comments import COMMENTS_OPENING
 from testkit.confluence_api import FakeConfluence, add_bulk_pages, build_fixture, confluence_api
-from tests.test_confluence_connector import EXTENSIONS, acl_payload, connector
+from tests.test_confluence_connector import EXTENSIONS, acl_payload, connector, listed
 
 __all__ = ["confluence_api"]  # the fixture factory, used by name below
 
@@ -114,9 +114,7 @@ def test_410_on_a_content_endpoint_is_an_api_problem_and_never_a_deletion(
     confluence_api: Factory,
 ) -> None:
     api = confluence_api("cloud")
-    fx = build_fixture(api)
-    conn = connector(api)
-    refs = {ref.document_id: ref for ref in conn.list_refs().refs}
+    fx, conn, refs = listed(api)
     api.delete(fx["notes"])  # a real deletion reads as one: v2 answers 404
     with pytest.raises(DocumentGone):
         conn.fetch(refs[fx["notes"]])

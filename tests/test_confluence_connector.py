@@ -40,6 +40,7 @@ from normalizers.model import LinkRecord
 from testkit.confluence_api import (
     FakeConfluence,
     FakeUser,
+    Fixture,
     add_bulk_pages,
     build_fixture,
     confluence_api,
@@ -93,6 +94,15 @@ def connector(
         api.token if token is None else token,
         attachment_extensions=EXTENSIONS,
     )
+
+
+def listed(
+    api: FakeConfluence,
+) -> tuple[Fixture, ConfluenceConnector, dict[str, DocumentRef]]:
+    """The fixture's pages, a connector to them, and its listing by document id."""
+    fx = build_fixture(api)
+    conn = connector(api)
+    return fx, conn, {ref.document_id: ref for ref in conn.list_refs().refs}
 
 
 def ids(refs: Any) -> set[str]:
@@ -256,9 +266,7 @@ def test_batch_fetch_does_not_take_search_index_lag_for_deletion(
     confluence_api: Factory,
 ) -> None:
     api = confluence_api("cloud")
-    fx = build_fixture(api)
-    conn = connector(api)
-    refs = {ref.document_id: ref for ref in conn.list_refs().refs}
+    fx, conn, refs = listed(api)
     api.hide_from_search(fx["notes"])
     api.delete(fx["deep"])
     docs = conn.fetch_many([refs[fx["guide"]], refs[fx["notes"]], refs[fx["deep"]]])
@@ -559,9 +567,7 @@ def test_errors_survive_pickling() -> None:
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_page_fetch_carries_storage_body_and_metadata(confluence_api: Factory, layout: str) -> None:
     api = confluence_api(layout)
-    fx = build_fixture(api)
-    conn = connector(api)
-    refs = {ref.document_id: ref for ref in conn.list_refs().refs}
+    fx, conn, refs = listed(api)
     doc = conn.fetch(refs[fx["guide"]])
     assert doc.mime == PAGE_MIME and doc.filename == "Install Guide.confluence"
     assert b"ri:content-title" in doc.data  # storage format, not rendered HTML
@@ -583,9 +589,7 @@ def test_attachments_download_through_the_context_path(
     confluence_api: Factory, layout: str
 ) -> None:
     api = confluence_api(layout)
-    fx = build_fixture(api)
-    conn = connector(api)
-    refs = {ref.document_id: ref for ref in conn.list_refs().refs}
+    fx, conn, refs = listed(api)
     for name in ("pdf", "docx"):
         doc = conn.fetch(refs[fx[name]])
         assert doc.data == api.content[fx[name]].data
@@ -769,9 +773,7 @@ def test_cloud_is_detected_and_wiki_path_added() -> None:
 
 def test_fetched_page_normalizes_and_its_links_resolve(confluence_api: Factory) -> None:
     api = confluence_api("cloud")
-    fx = build_fixture(api)
-    conn = connector(api)
-    refs = {ref.document_id: ref for ref in conn.list_refs().refs}
+    fx, conn, refs = listed(api)
     doc = conn.fetch(refs[fx["guide"]])
     normalized = normalize_bytes(
         doc.data,

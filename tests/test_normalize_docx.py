@@ -112,15 +112,7 @@ def test_word_number_labels_markdown_cannot_draw_are_written_out() -> None:
 
 def test_merged_cells_fill_every_column_of_a_pipe_table() -> None:
     doc = normalize(fixtures_docx.merged_table_docx())
-    assert doc.markdown == (
-        "Before the table.\n\n"
-        "| H0    | H1    | H2            | H3   |\n"
-        "|-------|-------|---------------|------|\n"
-        "| r1c0  | wide  | wide          | tall |\n"
-        "| block | block | r2c2          | tall |\n"
-        "| block | block | r3c2 \\| piped | r3c3 |\n\n"
-        "After the table.\n"
-    )
+    assert doc.markdown == fixtures_docx.MERGED_TABLE_MARKDOWN
 
 
 def test_footnote_tracked_changes_comment_and_text_box() -> None:

@@ -96,15 +96,7 @@ def test_doc_headings_lists_and_code(normalized: dict[str, NormalizedDocument]) 
 
 
 def test_doc_merged_table(normalized: dict[str, NormalizedDocument]) -> None:
-    assert normalized["table.doc"].markdown == (
-        "Before the table.\n\n"
-        "| H0    | H1    | H2            | H3   |\n"
-        "|-------|-------|---------------|------|\n"
-        "| r1c0  | wide  | wide          | tall |\n"
-        "| block | block | r2c2          | tall |\n"
-        "| block | block | r3c2 \\| piped | r3c3 |\n\n"
-        "After the table.\n"
-    )
+    assert normalized["table.doc"].markdown == fixtures_docx.MERGED_TABLE_MARKDOWN
 
 
 def test_doc_footnote_revisions_and_text_box(normalized: dict[str, NormalizedDocument]) -> None:
