@@ -7,10 +7,12 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+from qdrant_client import models
 
 from chunking.record import Chunk, compute_chunk_id
 from config.settings import LexicalSettings, QdrantSettings
@@ -180,3 +182,21 @@ def store_factory(tmp_path: Path, engine: str) -> Iterator[Any]:
                     store.drop_collection(name)
     for store in opened:
         store.connection.close()
+
+
+@contextmanager
+def batch_requests(store: QdrantStore) -> Iterator[list[list[models.QueryRequest]]]:
+    """The requests of each `query_batch_points` call the store makes inside the block:
+    what a search asks of the engine, whichever engine it is."""
+    asked: list[list[models.QueryRequest]] = []
+    real = store.client.query_batch_points
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        asked.append(list(kwargs["requests"]))
+        return real(*args, **kwargs)
+
+    store.client.query_batch_points = spy  # type: ignore[method-assign]
+    try:
+        yield asked
+    finally:
+        store.client.query_batch_points = real  # type: ignore[method-assign]

@@ -25,7 +25,7 @@ from indexing.reconcile import DocumentChunks, sync_documents
 from indexing.search import SearchUnavailable, find_points, search
 from indexing.store_schema import LEXICAL
 from stage_cache.store import StageCache
-from testkit.index_helpers import CountingStore, make_document, store_factory
+from testkit.index_helpers import CountingStore, batch_requests, make_document, store_factory
 from testkit.tiny_model import tiny_embedder, tiny_model_dir
 
 __all__ = ["store_factory", "tiny_embedder", "tiny_model_dir"]  # fixtures used below
@@ -198,21 +198,11 @@ def test_auto_fuses_dense_lexical_and_sparse_with_the_filter_in_every_prefetch(
     hybrid_store: CountingStore, tiny_embedder: BgeM3Embedder, cache: StageCache
 ) -> None:
     index(hybrid_store, tiny_embedder, cache, [make_document("acme", "d", "v1", [FILLER])])
-    asked: list[list[models.QueryRequest]] = []
-    real = hybrid_store.client.query_batch_points
-
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        asked.append(list(kwargs["requests"]))
-        return real(*args, **kwargs)
-
-    hybrid_store.client.query_batch_points = spy  # type: ignore[method-assign]
-    try:
+    with batch_requests(hybrid_store) as asked:
         search(
             hybrid_store, tiny_embedder, "service dashboards", limit=2,
             filters=SearchFilters(tenant_id="acme"), lexical=ENCODER, prefetch_limit=30,
         )  # fmt: skip
-    finally:
-        hybrid_store.client.query_batch_points = real  # type: ignore[method-assign]
     # one request to the engine, each vector searched once
     (requests,) = asked
     assert sorted(str(r.using) for r in requests) == ["dense", "lexical", "sparse"]

@@ -22,7 +22,12 @@ from indexing.reindex import reindex
 from indexing.search import find_points, search
 from indexing.store_schema import DENSE, DENSE_PARTS, LEXICAL, CollectionSchema
 from stage_cache.store import StageCache
-from testkit.index_helpers import CountingEmbedder, make_document, qdrant_settings
+from testkit.index_helpers import (
+    CountingEmbedder,
+    batch_requests,
+    make_document,
+    qdrant_settings,
+)
 from testkit.tiny_model import tiny_embedder, tiny_model_dir
 
 __all__ = ["tiny_embedder", "tiny_model_dir"]  # fixtures used below
@@ -150,28 +155,21 @@ def test_a_chunk_is_found_by_its_best_part_and_hybrid_prefetches_parts_with_filt
         assert best[0].payload["document_id"] == "doc1"
         assert best[0].score == pytest.approx(1.0, abs=1e-4)
 
-        asked: list[list[models.QueryRequest]] = []
-        real = store.client.query_batch_points
-
-        def spy(*args: Any, **kwargs: Any) -> Any:
-            asked.append(list(kwargs["requests"]))
-            return real(*args, **kwargs)
-
-        store.client.query_batch_points = spy  # type: ignore[method-assign]
-        filters = SearchFilters(tenant_id="acme", labels=("cli",))
-        hits = search(store, tiny_embedder, "backupctl volume add", 3, filters, lexical=ENCODER)
-        assert {h.document_id for h in hits} == {"doc2"}
-        # Each vector searched once, the filters in every search; the parts (no graph)
-        # rank the candidates of the chunk's vector and the lexical one.
-        searched, (parts,) = asked[-2:]
-        assert [r.using for r in searched] == [DENSE, LEXICAL] and parts.using == DENSE_PARTS
-        assert all(r.filter is not None for r in (*searched, parts))
-        assert parts.filter is not None and isinstance(parts.filter.must, list)
-        (among, _) = parts.filter.must
-        assert isinstance(among, models.HasIdCondition) and among.has_id
-        search(store, tiny_embedder, "backup", 3, filters, mode="dense")
-        (dense,), (parts,) = asked[-2:]
-        assert (dense.using, parts.using) == (DENSE, DENSE_PARTS)
+        with batch_requests(store) as asked:
+            filters = SearchFilters(tenant_id="acme", labels=("cli",))
+            hits = search(store, tiny_embedder, "backupctl volume add", 3, filters, lexical=ENCODER)
+            assert {h.document_id for h in hits} == {"doc2"}
+            # Each vector searched once, the filters in every search; the parts (no graph)
+            # rank the candidates of the chunk's vector and the lexical one.
+            searched, (parts,) = asked[-2:]
+            assert [r.using for r in searched] == [DENSE, LEXICAL] and parts.using == DENSE_PARTS
+            assert all(r.filter is not None for r in (*searched, parts))
+            assert parts.filter is not None and isinstance(parts.filter.must, list)
+            (among, _) = parts.filter.must
+            assert isinstance(among, models.HasIdCondition) and among.has_id
+            search(store, tiny_embedder, "backup", 3, filters, mode="dense")
+            (dense,), (parts,) = asked[-2:]
+            assert (dense.using, parts.using) == (DENSE, DENSE_PARTS)
 
 
 def test_parts_rank_the_other_vectors_candidates_never_the_whole_collection(
