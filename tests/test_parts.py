@@ -34,6 +34,14 @@ __all__ = ["tiny_embedder", "tiny_model_dir"]  # fixtures used below
 
 COUNTER = get_token_counter()
 ENCODER = LexicalEncoder(LexicalSettings(avg_len=20.0))  # type: ignore[call-arg]
+SPLITTER = PartSplitter(40, COUNTER)  # settings only: one serves every test
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> StageCache:
+    return StageCache(tmp_path / "cache", fsync=False)
+
+
 PROSE = (
     "The backup agent copies every volume at night. It keeps seven daily copies and four "
     "weekly ones. Restores are started from the console, never from the agent itself. A "
@@ -84,11 +92,10 @@ def test_a_sentence_over_the_limit_is_cut_into_windows() -> None:
 def test_parts_carry_the_context_header_and_the_splitter_id_names_its_settings() -> None:
     document = make_document("acme", "doc", "v1", [PROSE])
     chunk = document.chunks[0]
-    splitter = PartSplitter(40, COUNTER)
-    texts = splitter.texts(chunk)
+    texts = SPLITTER.texts(chunk)
     header = "Title of doc > Intro\n\n"
     assert texts == [header + part for part in chunk_parts(PROSE, 40, COUNTER)]
-    assert splitter.id != PartSplitter(60, COUNTER).id
+    assert SPLITTER.id != PartSplitter(60, COUNTER).id
 
 
 def _parts_schema(embedder: BgeM3Embedder, splitter: PartSplitter | None) -> CollectionSchema:
@@ -104,25 +111,23 @@ def _parts_schema(embedder: BgeM3Embedder, splitter: PartSplitter | None) -> Col
 
 
 def test_points_hold_a_vector_per_part_cached_like_embeddings(
-    tmp_path: Path, tiny_embedder: BgeM3Embedder
+    tmp_path: Path, tiny_embedder: BgeM3Embedder, cache: StageCache
 ) -> None:
-    splitter = PartSplitter(40, COUNTER)
-    cache = StageCache(tmp_path / "cache", fsync=False)
     embedder = CountingEmbedder(tiny_embedder)
     document = make_document("acme", "doc", "v1", [PROSE, TABLE])
     with QdrantConnection(qdrant_settings(tmp_path)) as qdrant:
-        store = QdrantStore(qdrant, _parts_schema(tiny_embedder, splitter))
+        store = QdrantStore(qdrant, _parts_schema(tiny_embedder, SPLITTER))
         store.ensure_collection()
-        assert store.describe().parts and store.describe().parts_id == splitter.id
-        result = sync_documents(store, embedder, cache, "acme", [document], ENCODER, splitter)
-        part_texts = [t for chunk in document.chunks for t in splitter.texts(chunk)]
+        assert store.describe().parts and store.describe().parts_id == SPLITTER.id
+        result = sync_documents(store, embedder, cache, "acme", [document], ENCODER, SPLITTER)
+        part_texts = [t for chunk in document.chunks for t in SPLITTER.texts(chunk)]
         assert result.parts_embedded == len(set(part_texts)) > 2
         records, _ = store.client.scroll(
             store.collection, limit=10, with_vectors=True, with_payload=["ordinal"]
         )
         held: dict[Any, Any] = {r.payload["ordinal"]: r.vector[DENSE_PARTS] for r in records}  # type: ignore[index,call-overload]
         for chunk in document.chunks:
-            expected = [e.dense for e in tiny_embedder.embed(splitter.texts(chunk))]
+            expected = [e.dense for e in tiny_embedder.embed(SPLITTER.texts(chunk))]
             assert len(held[chunk.ordinal]) == len(expected)
             for got, want in zip(held[chunk.ordinal], expected, strict=True):
                 assert got == pytest.approx(want, abs=1e-5)
@@ -130,26 +135,24 @@ def test_points_hold_a_vector_per_part_cached_like_embeddings(
         # The same texts in a new version: every part vector comes from the cache.
         embedder.texts.clear()
         again = make_document("acme", "doc", "v2", [PROSE, TABLE])
-        result = sync_documents(store, embedder, cache, "acme", [again], ENCODER, splitter)
+        result = sync_documents(store, embedder, cache, "acme", [again], ENCODER, SPLITTER)
         assert result.points_upserted == 2 and result.parts_embedded == 0
         assert embedder.texts == []
 
 
 def test_a_chunk_is_found_by_its_best_part_and_hybrid_prefetches_parts_with_filters(
-    tmp_path: Path, tiny_embedder: BgeM3Embedder
+    tmp_path: Path, tiny_embedder: BgeM3Embedder, cache: StageCache
 ) -> None:
-    splitter = PartSplitter(40, COUNTER)
-    cache = StageCache(tmp_path / "cache", fsync=False)
     documents = [
         make_document("acme", f"doc{i}", "v1", [text], extra={"labels": [label]})
         for i, (text, label) in enumerate([(PROSE, "ops"), (TABLE, "ops"), (CODE, "cli")])
     ]
     with QdrantConnection(qdrant_settings(tmp_path)) as qdrant:
-        store = QdrantStore(qdrant, _parts_schema(tiny_embedder, splitter))
+        store = QdrantStore(qdrant, _parts_schema(tiny_embedder, SPLITTER))
         store.ensure_collection()
-        sync_documents(store, tiny_embedder, cache, "acme", documents, ENCODER, splitter)
+        sync_documents(store, tiny_embedder, cache, "acme", documents, ENCODER, SPLITTER)
         # MaxSim: a query that is one part's own vector scores that chunk 1.0.
-        part = splitter.texts(documents[1].chunks[0])[2]
+        part = SPLITTER.texts(documents[1].chunks[0])[2]
         vector = tiny_embedder.embed([part])[0].dense
         best = find_points(store, {DENSE_PARTS: [vector]}, limit=3)
         assert best[0].payload["document_id"] == "doc1"
@@ -173,22 +176,20 @@ def test_a_chunk_is_found_by_its_best_part_and_hybrid_prefetches_parts_with_filt
 
 
 def test_parts_rank_the_other_vectors_candidates_never_the_whole_collection(
-    tmp_path: Path, tiny_embedder: BgeM3Embedder
+    tmp_path: Path, tiny_embedder: BgeM3Embedder, cache: StageCache
 ) -> None:
     """A chunk that only a part of it matches, outside every other vector's candidates, is
     not found: the parts have no graph, and scoring them over the collection would be a
     scan of every part at every search."""
-    splitter = PartSplitter(40, COUNTER)
-    cache = StageCache(tmp_path / "cache", fsync=False)
     documents = [
         make_document("acme", f"doc{i}", "v1", [text])
         for i, text in enumerate([PROSE, TABLE, CODE])
     ]
     with QdrantConnection(qdrant_settings(tmp_path)) as qdrant:
-        store = QdrantStore(qdrant, _parts_schema(tiny_embedder, splitter))
+        store = QdrantStore(qdrant, _parts_schema(tiny_embedder, SPLITTER))
         store.ensure_collection()
-        sync_documents(store, tiny_embedder, cache, "acme", documents, ENCODER, splitter)
-        part = tiny_embedder.embed([splitter.texts(documents[1].chunks[0])[2]])[0].dense
+        sync_documents(store, tiny_embedder, cache, "acme", documents, ENCODER, SPLITTER)
+        part = tiny_embedder.embed([SPLITTER.texts(documents[1].chunks[0])[2]])[0].dense
         alone = find_points(store, {DENSE_PARTS: [part]}, limit=2)
         assert alone[0].payload["document_id"] == "doc1"
         # Words of doc0 alone: the lexical vector's one candidate.
@@ -198,22 +199,20 @@ def test_parts_rank_the_other_vectors_candidates_never_the_whole_collection(
 
 
 def test_reindex_adds_parts_to_a_collection_without_them(
-    tmp_path: Path, tiny_embedder: BgeM3Embedder
+    tmp_path: Path, tiny_embedder: BgeM3Embedder, cache: StageCache
 ) -> None:
-    splitter = PartSplitter(40, COUNTER)
-    cache = StageCache(tmp_path / "cache", fsync=False)
     settings = qdrant_settings(tmp_path)
     documents = [make_document("acme", f"doc{i}", "v1", [PROSE, TABLE]) for i in range(3)]
     with QdrantConnection(settings) as qdrant:
         old = QdrantStore(qdrant, _parts_schema(tiny_embedder, None))
         old.ensure_collection()
         sync_documents(old, tiny_embedder, cache, "acme", documents, ENCODER)
-        live = QdrantStore(qdrant, _parts_schema(tiny_embedder, splitter))
+        live = QdrantStore(qdrant, _parts_schema(tiny_embedder, SPLITTER))
         assert DENSE_PARTS in live.describe().lacks(live.schema)
         embedder = CountingEmbedder(tiny_embedder)
-        result = reindex(live, embedder, ENCODER, cache, parts=splitter)
+        result = reindex(live, embedder, ENCODER, cache, parts=SPLITTER)
         assert result.moved and result.points == 6
-        distinct = {t for d in documents for chunk in d.chunks for t in splitter.texts(chunk)}
+        distinct = {t for d in documents for chunk in d.chunks for t in SPLITTER.texts(chunk)}
         # only part texts were embedded (chunk vectors were copied), each distinct one once
         assert sorted(embedder.texts) == sorted(distinct) and result.embedded == len(distinct)
         assert live.describe().parts and not live.describe().lacks(live.schema)

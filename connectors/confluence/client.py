@@ -121,6 +121,20 @@ class ConfluenceHttp:
     def get_json(self, path: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         return self.get(path, params).data
 
+    def principal_json(
+        self, path: str, params: dict[str, Any], principal: str
+    ) -> dict[str, Any] | None:
+        """A user or group a space permission names, or None where looking it up failed
+        for any reason but the credentials: that principal is left out of the ACL
+        (narrower, never wider), while a rejected token fails the listing."""
+        try:
+            return self.get_json(path, params)
+        except IngestError as exc:
+            if is_auth(exc):
+                raise self.auth_error() from None
+            log.warning("%s of a space permission is left out: %s", principal, exc)
+            return None
+
     def get_array(self, path: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         """An endpoint that answers with a JSON array (a few v1 ones on Data Center)."""
         data = _json(self.session.get(self.url(path), params=params), path)

@@ -419,12 +419,10 @@ class CloudSource(ConfluenceSource):
             known = self._groups.get(group_id)
         if known is not None:
             return known
-        try:
-            data = self.http.get_json("rest/api/group/by-id", {"id": group_id})
-        except IngestError as exc:
-            if is_auth(exc):
-                raise self.http.auth_error() from None
-            log.warning("group %s of a space permission is left out: %s", group_id, exc)
+        data = self.http.principal_json(
+            "rest/api/group/by-id", {"id": group_id}, f"group {group_id}"
+        )
+        if data is None:
             return None
         name = str(data.get("name") or "") or None
         if name:
@@ -572,8 +570,7 @@ class CloudSource(ConfluenceSource):
     ) -> PageAccess:
         page_id = str(item["id"])
         if comments is None:
-            with self._lock:
-                comments = list(self._comments.get(page_id, []))
+            comments = self._comments_seen(page_id)
         space_key = self._space_key(str(item.get("spaceId") or ""))
         return self._page_access_for(
             page_id,

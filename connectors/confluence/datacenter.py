@@ -178,12 +178,8 @@ class DataCenterSource(ConfluenceSource):
 
     def _username(self, user_key: str) -> str | None:
         """Restrictions name users by user name; space permissions by user key."""
-        try:
-            data = self.http.get_json("rest/api/user", {"key": user_key})
-        except IngestError as exc:
-            if is_auth(exc):
-                raise self.http.auth_error() from None
-            log.warning("user %s of a space permission is unknown (%s): left out", user_key, exc)
+        data = self.http.principal_json("rest/api/user", {"key": user_key}, f"user {user_key}")
+        if data is None:
             return None
         return str(data.get("username") or "") or None
 
@@ -386,8 +382,7 @@ class DataCenterSource(ConfluenceSource):
         """The access of a page from its JSON (restrictions and ancestors expanded)."""
         page_id = str(data["id"])
         if comments is None:
-            with self._lock:
-                comments = list(self._comments.get(page_id, []))
+            comments = self._comments_seen(page_id)
         own = restriction_from((data.get("restrictions") or {}).get("read") or {})
         with self._lock:
             self._restrictions[page_id] = own

@@ -326,6 +326,11 @@ class ConfluenceSource(ABC):
 
     # --- comments and content ----------------------------------------------------------
 
+    def _comments_seen(self, page_id: str) -> list[CommentState]:
+        """The comment states the listing saw under a page."""
+        with self._lock:
+            return list(self._comments.get(page_id, []))
+
     def _comments_digest(self, page_id: str, fetched: Sequence[Comment]) -> list[CommentState]:
         """The comment states that go into a fetched page's version: the listing's when
         it saw the page (so fetch and listing agree), else those just fetched."""
