@@ -40,11 +40,11 @@ from config.settings import QdrantSettings, Settings, load_settings
 from connectors.files import root_label
 from flows.ingest import ingest, task_runner_for
 from flows.report import summary_of
+from indexing import handles
 from indexing.qdrant_store import QdrantConnection, QdrantStore
 from indexing.search import search
 from indexing.store_schema import CollectionSchema
 from query.api import Index
-from tasks import resources
 from tasks.resources import Resources
 from testkit.confluence_api import (
     DEFAULT_TOKEN,
@@ -579,7 +579,7 @@ def outage(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Outage]]:
             super().__init__(settings)
             opened.append(self)
 
-    monkeypatch.setattr(resources, "QdrantConnection", RecordedConnection)
+    monkeypatch.setattr(handles, "QdrantConnection", RecordedConnection)
 
     def make(space: Workspace, *, at: str, recover: bool) -> Outage:
         qdrant = space.settings().qdrant
