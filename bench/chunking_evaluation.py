@@ -9,7 +9,11 @@ one final full stop; the exact text, else the same words whatever the whitespace
 ignored); a question's recall is the share of its excerpts' characters that the retrieved
 pieces of its corpus cover. Beside it, the bench's own placement ("in order": windows at
 their true offsets, other pieces searched for from where the previous piece stands),
-which credits a repeated passage only where the piece really is; and a departure that sets
+which credits a repeated passage only where the piece really is; the benchmark's other
+reading, "any copy" (a reference is credited whole where a piece holds any copy of its
+text, whitespace and case aside, as a passage of several chunks placed where its whole
+text stands may hold a later copy of a reference written on the first); and a departure
+that sets
 piece boundaries aside ("boundaries aside": each piece at its first copy with its final
 full stop kept, and the excerpts' whitespace not counted), since a piece that ends on a
 sentence loses that full stop and the space after it, which no stripped piece holds.
@@ -20,7 +24,8 @@ project's embedder: a text over its window is embedded window by window, as a ru
   written to a collection of the embedded store (Qdrant Edge by default) by
   `QdrantStore.upsert` and searched by
   `indexing.search` in its default mode (hybrid of every vector the collection holds) and
-  densely;
+  densely, its results shaped as the configured search shapes them (`search.expand`:
+  passages by default, a result of several chunks a piece of its own text and tokens);
 - baselines over the raw corpora: 1,000/200-character windows and the benchmark's
   RecursiveTokenChunker (separators blank line, line, sentence ends, space; no overlap) at
   400 and 200 BGE-M3 tokens, each searched densely (exact cosine) and hybrid: plain BM25
@@ -64,7 +69,7 @@ from config.settings import EmbedderSettings, load_settings
 from indexing.embed_cache import embed_with_cache
 from indexing.embedders import BgeM3Embedder, Embedding
 from indexing.lexical import LexicalEncoder
-from indexing.search import SearchMode, search
+from indexing.search import ResultShape, SearchHit, SearchMode, search
 from query.paired import sign_test
 from stage_cache.store import StageCache
 
@@ -92,6 +97,7 @@ class Question:
     corpus: str
     references: tuple[Span, ...]
     solid: tuple[Span, ...]  # the references less their whitespace (boundaries aside)
+    words: tuple[str, ...] = ()  # each reference's text, whitespace and case aside
 
     @property
     def key(self) -> str:
@@ -100,7 +106,8 @@ class Question:
 
 
 NOWHERE: Span = (-1, -1)  # a piece not found: covers nothing, still takes its room
-FIRST_COPY, IN_ORDER, BOUNDARIES_ASIDE = "first copy", "in order", "boundaries aside"
+FIRST_COPY, ANY_COPY = "first copy", "any copy"
+IN_ORDER, BOUNDARIES_ASIDE = "in order", "boundaries aside"
 
 
 @dataclass(frozen=True)
@@ -125,9 +132,11 @@ class Piece:
         return cls(name, (start, end), (start, kept), in_order, text, embed_text, tokens)
 
     def span(self, placement: str) -> Span:
-        return {FIRST_COPY: self.first_copy, BOUNDARIES_ASIDE: self.stop_kept}.get(
-            placement, self.in_order
-        )
+        return {
+            FIRST_COPY: self.first_copy,
+            ANY_COPY: self.first_copy,
+            BOUNDARIES_ASIDE: self.stop_kept,
+        }.get(placement, self.in_order)
 
 
 @dataclass(frozen=True)
@@ -136,6 +145,7 @@ class Retrieved:
     start: int
     end: int
     tokens: int
+    words: str = ""  # any copy: its text, whitespace and case aside
 
 
 class CachedEmbedder(MemoEmbedder):
@@ -176,8 +186,13 @@ def load_questions() -> list[Question]:
                 for start, end in references
                 for match in re.finditer(r"\S+", corpus[start:end])
             )
-            questions.append(Question(row["question"], row["corpus_id"], references, solid))
+            words = tuple(_words(corpus[start:end]) for start, end in references)
+            questions.append(Question(row["question"], row["corpus_id"], references, solid, words))
     return questions
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split()).casefold()
 
 
 def load_corpora() -> dict[str, str]:
@@ -435,14 +450,20 @@ def baseline_rankings(
 
 
 def product_rankings(
+    corpora: dict[str, str],
     chunks: Sequence[Chunk],
+    pieces: Sequence[Piece],
     questions: Sequence[Question],
     embedder: MemoEmbedder,
     lexical: LexicalEncoder,
     root: Path,
     parts: PartSplitter | None,
-) -> dict[str, list[list[int]]]:
-    """The chunks written as a run writes them and searched by the product's search."""
+) -> dict[str, list[Ranked]]:
+    """The chunks written as a run writes them and searched by the product's search, its
+    results shaped as the configured search shapes them (`search.expand`): for recall@5
+    asked for 5 results, for each context asked for its tokens (`tokens`: the best hits
+    until the next would overflow, the measure's own rule, joined where they touch). A
+    result of one chunk is that chunk's piece, a passage a piece of its own text."""
     name = "parts" if parts else "plain"
     _progress(f"indexing the product's {len(chunks)} chunks ({name})")
     store = retrieval.index(name, chunks, embedder, lexical, root, parts)
@@ -450,18 +471,46 @@ def product_rankings(
     # The questions in one batch: one at a time (as each search asks) pays the model's
     # per-call cost 472 times, minutes on a busy machine.
     embedder.embed([question.text for question in questions])
-    ordinal = {chunk.chunk_id: i for i, chunk in enumerate(chunks)}
-    found: dict[str, list[list[int]]] = {}
-    for name, mode in PRODUCT_MODES.items():
-        found[name] = [
-            [
-                ordinal[hit.chunk_id]
-                for hit in search(
-                    store, embedder, question.text, limit=RETRIEVED, mode=mode, lexical=lexical
-                )
-            ]
+    position = {chunk.chunk_id: i for i, chunk in enumerate(chunks)}
+    shape = ResultShape.of(load_settings().search)
+
+    def piece(hit: SearchHit) -> Piece:
+        if not hit.context:
+            return pieces[position[hit.chunk_id]]
+        first, last = (
+            pieces[position[str(c["chunk_id"])]] for c in (hit.context[0], hit.context[-1])
+        )
+        in_order = (first.in_order[0], last.in_order[1])
+        corpus = corpora[hit.document_id]
+        return Piece.placed(hit.document_id, corpus, in_order, hit.text, "", hit.tokens)
+
+    def results(
+        question: Question, mode: SearchMode, limit: int, tokens: int | None
+    ) -> list[Piece]:
+        hits = search(
+            store,
+            embedder,
+            question.text,
+            limit=limit,
+            mode=mode,
+            lexical=lexical,
+            expand=shape.expand,
+            expand_tokens=shape.expand_tokens,
+            grow_tokens=shape.grow_tokens,
+            tokens=tokens,
+        )
+        return [piece(hit) for hit in hits]
+
+    found = {
+        name: [
+            {
+                "recall@5": results(question, mode, 5, None),
+                **{f"within {c}": results(question, mode, RETRIEVED, c) for c in CONTEXTS},
+            }
             for question in questions
         ]
+        for name, mode in PRODUCT_MODES.items()
+    }
     store.connection.close()
     return found
 
@@ -505,11 +554,17 @@ def _union(ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
 
 
 def recall(question: Question, retrieved: Sequence[Retrieved]) -> float:
+    """The share of the question's reference characters the pieces cover where they are
+    placed; a piece that carries `words` (any copy) covers a whole reference whose text it
+    holds, wherever the copy it holds stands."""
     covered = []
     for piece in retrieved:
         if piece.corpus != question.corpus:
             continue
-        for start, end in question.references:
+        for number, (start, end) in enumerate(question.references):
+            if piece.words and question.words[number] in piece.words:
+                covered.append((start, end))
+                continue
             low, high = max(start, piece.start), min(end, piece.end)
             if low < high:
                 covered.append((low, high))
@@ -527,31 +582,50 @@ def within(retrieved: Sequence[Retrieved], budget: int) -> list[Retrieved]:
     return taken
 
 
-def scores(question: Question, retrieved: Sequence[Retrieved]) -> dict[str, float]:
+MEASURES = ("recall@5", *(f"within {c}" for c in CONTEXTS))
+# What a method returned for a question, per measure: a baseline's one ranked list for
+# every measure; the product's search asked for 5 results, and for each context's tokens.
+Ranked = dict[str, list["Piece"]]
+
+
+def scores(question: Question, retrieved: dict[str, list[Retrieved]]) -> dict[str, float]:
     return {
-        "recall@5": recall(question, retrieved[:5]),
-        **{f"within {c}": recall(question, within(retrieved, c)) for c in CONTEXTS},
+        "recall@5": recall(question, retrieved["recall@5"][:5]),
+        **{f"within {c}": recall(question, within(retrieved[f"within {c}"], c)) for c in CONTEXTS},
     }
 
 
-MEASURES = ("recall@5", *(f"within {c}" for c in CONTEXTS))
 # Each measure by the benchmark's placement under its own name, the others beside it.
-PLACEMENTS = {FIRST_COPY: "", IN_ORDER: " in order", BOUNDARIES_ASIDE: " boundaries aside"}
+PLACEMENTS = {
+    FIRST_COPY: "",
+    ANY_COPY: " any copy",
+    IN_ORDER: " in order",
+    BOUNDARIES_ASIDE: " boundaries aside",
+}
+DEPARTURES = (ANY_COPY, IN_ORDER, BOUNDARIES_ASIDE)
 
 
-def scored(question: Question, pieces: Sequence[Piece], order: Sequence[int]) -> dict[str, float]:
-    """A question's measures for the pieces ranked `order`, under each placement."""
+def scored(question: Question, ranked: Ranked) -> dict[str, float]:
+    """A question's measures for its `ranked` pieces, under each placement."""
     return {
         f"{measure}{suffix}": value
         for placement, suffix in PLACEMENTS.items()
         for measure, value in scores(
-            replace(question, references=question.solid)
+            replace(question, references=question.solid, words=())
             if placement == BOUNDARIES_ASIDE
             else question,
-            [
-                Retrieved(pieces[i].corpus, *pieces[i].span(placement), pieces[i].tokens)
-                for i in order
-            ],
+            {
+                measure: [
+                    Retrieved(
+                        piece.corpus,
+                        *piece.span(placement),
+                        piece.tokens,
+                        _words(piece.text) if placement == ANY_COPY else "",
+                    )
+                    for piece in pieces
+                ]
+                for measure, pieces in ranked.items()
+            },
         ).items()
     }
 
@@ -587,23 +661,26 @@ def main() -> None:
         "RecursiveTokenChunker 400": token_chunker_pieces(corpora, 400, counter.count),
         "RecursiveTokenChunker 200": token_chunker_pieces(corpora, 200, counter.count),
     }
-    rankings: dict[tuple[str, str], list[list[int]]] = {}
+    rankings: dict[tuple[str, str], list[Ranked]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-chunking-evaluation-") as tmp:
         for name, parts in products.items():
-            found = product_rankings(chunks, questions, embedder, lexical, Path(tmp), parts)
-            for mode, ranked in found.items():
-                rankings[name, mode] = ranked
+            found = product_rankings(
+                corpora, chunks, product, questions, embedder, lexical, Path(tmp), parts
+            )
+            for mode, results in found.items():
+                rankings[name, mode] = results
     for method, pieces in methods.items():
         if method not in products:
             _progress(f"searching {method}")
             for mode, ranked in baseline_rankings(pieces, questions, embedder).items():
-                rankings[method, mode] = ranked
+                rankings[method, mode] = [
+                    {measure: [pieces[i] for i in order] for measure in MEASURES}
+                    for order in ranked
+                ]
 
     per_question = {
-        (method, mode): [
-            scored(q, methods[method], order) for q, order in zip(questions, ranked, strict=True)
-        ]
-        for (method, mode), ranked in rankings.items()
+        key: [scored(q, results) for q, results in zip(questions, ranked, strict=True)]
+        for key, ranked in rankings.items()
     }
     if args.save:
         saved_runs.save(args.save, per_question)
@@ -663,8 +740,10 @@ def _row(
         "pieces": len(pieces),
         "mean_tokens": round(statistics.mean(p.tokens for p in pieces), 1),
         **{m: mean(m) for m in MEASURES},
-        "in order": {m: mean(f"{m}{PLACEMENTS[IN_ORDER]}") for m in MEASURES},
-        BOUNDARIES_ASIDE: {m: mean(f"{m}{PLACEMENTS[BOUNDARIES_ASIDE]}") for m in MEASURES},
+        **{
+            departure: {m: mean(f"{m}{PLACEMENTS[departure]}") for m in MEASURES}
+            for departure in DEPARTURES
+        },
         "placed at an earlier copy": sum(1 for p in pieces if p.first_copy[0] < p.in_order[0]),
         "recall@5 by corpus": _by_corpus("recall@5", questions, results),
         "within 1000 by corpus": _by_corpus("within 1000", questions, results),
@@ -679,21 +758,25 @@ def _paired(
     """The product's default search against every other method and mode, and each method
     and mode against itself in the `--against` run, per reported question."""
 
-    aside = PLACEMENTS[BOUNDARIES_ASIDE]
-
     def compared(a: str, b: str, now: Sequence[Any], then: Sequence[Any]) -> dict[str, Any]:
         now, then = [now[i] for i in reported], [then[i] for i in reported]
         return {
             "a": a,
             "b": b,
             **{m: sign_test([x[m] for x in now], [y[m] for y in then]) for m in MEASURES},
-            # A run saved before the departure was scored has no figures for it.
-            BOUNDARIES_ASIDE: {
-                m: sign_test([x[f"{m}{aside}"] for x in now], [y[f"{m}{aside}"] for y in then])
-                for m in MEASURES
-            }
-            if f"recall@5{aside}" in then[0]
-            else None,
+            # A run saved before a departure was scored has no figures for it.
+            **{
+                departure: {
+                    m: sign_test(
+                        [x[f"{m}{PLACEMENTS[departure]}"] for x in now],
+                        [y[f"{m}{PLACEMENTS[departure]}"] for y in then],
+                    )
+                    for m in MEASURES
+                }
+                if f"recall@5{PLACEMENTS[departure]}" in then[0]
+                else None
+                for departure in (ANY_COPY, BOUNDARIES_ASIDE)
+            },
         }
 
     default = per_question["product", "hybrid"]
@@ -717,10 +800,11 @@ def _print(report: dict[str, Any]) -> None:
     )
     print(f"embedding cost with parts: {report['embedding cost with parts']}")
     print(
-        "by the benchmark's placement (first copy); in order: the bench's own; "
-        "boundaries aside: first copy, final full stop kept, whitespace not counted"
+        "by the benchmark's placement (first copy); any copy: a reference a piece holds "
+        "is covered wherever that copy stands; in order: the bench's own; boundaries "
+        "aside: first copy, final full stop kept, whitespace not counted"
     )
-    departures = ("in order", BOUNDARIES_ASIDE)
+    departures = DEPARTURES
     print(
         " | ".join(
             ("method", "mode", "pieces", "mean tokens", *MEASURES, *departures, "at earlier copy")
@@ -737,8 +821,9 @@ def _print(report: dict[str, Any]) -> None:
     print("\npaired per question, sign test (diff, won/lost, p)")
     for row in report["paired"]:
         print(f"{row['a']} vs {row['b']}: {_tests(row)}")
-        if row[BOUNDARIES_ASIDE]:
-            print(f"  {BOUNDARIES_ASIDE}: {_tests(row[BOUNDARIES_ASIDE])}")
+        for departure in (ANY_COPY, BOUNDARIES_ASIDE):
+            if row[departure]:
+                print(f"  {departure}: {_tests(row[departure])}")
 
 
 def _tests(row: dict[str, Any]) -> str:

@@ -12,7 +12,10 @@ local) by `QdrantStore.upsert` (dense vectors, and the `lexical` vector of the d
 lexical settings, IDF from Qdrant), its index built past `qdrant.optimize_threshold` as at
 a run's end (`INGEST_QDRANT__OPTIMIZE_THRESHOLD=1` builds it on this small corpus, to
 measure search through the graph), and searched by `indexing.search.search` in each mode
-(dense, lexical, hybrid = RRF of the two).
+(dense, lexical, hybrid = RRF of the two). The chunks' results are shaped as the
+configured search shapes them (`search.expand`: passages by default, hits that touch
+joined and small hits with their neighbours, docs/qdrant.md#passages); the windows' are
+each window alone.
 
 Methods: `chunks`, the chunker of this checkout at each budget profile asked for
 (`--budgets`: 150/250/300, the default, and the quickstart's, which fit the
@@ -21,8 +24,9 @@ first profile again without them, to pair with); `windows`, fixed 1,000-characte
 with 200 characters of overlap, searched with the same modes (their embed_text is the
 window alone).
 
-A piece is a hit for a question when its text contains the evidence or its character
-span covers at least half of the evidence's. Reported: recall@1/5/10, MRR@10, recall@5 by
+A result is a hit for a question when its text contains the evidence or its character
+span covers at least half of the evidence's. Reported: the mean tokens of the first 5
+results (what a larger result buys is in view), recall@1/5/10, MRR@10, recall@5 by
 question kind, and paired comparisons per question (McNemar's exact test on hit@5, a
 sign test on reciprocal ranks) so that a difference of a few questions is not read as a
 gain. Also the mean lexical terms per embed_text (what `lexical.avg_len` is set from).
@@ -53,7 +57,7 @@ from indexing.embedders import BgeM3Embedder, Embedding
 from indexing.lexical import LexicalEncoder
 from indexing.qdrant_store import QdrantConnection, QdrantStore
 from indexing.reconcile import DocumentChunks, sync_documents
-from indexing.search import SearchMode, search
+from indexing.search import ResultShape, SearchHit, SearchMode, search
 from indexing.store_schema import CollectionSchema
 from markdown_text import Anchor
 from query.evaluate import measures
@@ -166,12 +170,14 @@ def _collapsed(text: str) -> str:
     return " ".join(text.split())
 
 
-def is_hit(payload: dict[str, Any], question: Question, span: tuple[int, int]) -> bool:
-    if payload.get("document_id") != question.document:
+def is_hit(hit: SearchHit, question: Question, span: tuple[int, int]) -> bool:
+    """The result holds the evidence, or its span covers at least half of it."""
+    if hit.document_id != question.document:
         return False
-    if _collapsed(question.evidence) in _collapsed(str(payload.get("md_text", ""))):
+    if _collapsed(question.evidence) in _collapsed(hit.text):
         return True
-    covered = min(int(payload["char_end"]), span[1]) - max(int(payload["char_start"]), span[0])
+    first, last = (hit.context[0], hit.context[-1]) if hit.context else (hit.payload,) * 2
+    covered = min(int(last["char_end"]), span[1]) - max(int(first["char_start"]), span[0])
     return covered * 2 >= span[1] - span[0]
 
 
@@ -237,15 +243,27 @@ def ranks(
     embedder: MemoEmbedder,
     lexical: LexicalEncoder,
     spans: Sequence[tuple[int, int]],
-) -> list[int | None]:
-    """Each question's rank of its first hit within the top 10 (None: not found)."""
+    shape: ResultShape,
+) -> tuple[list[int | None], list[float]]:
+    """Each question's rank of its first hit within the top 10 (None: not found), and the
+    mean tokens of its first 5 results."""
     found: list[int | None] = []
+    tokens: list[float] = []
     for question, span in zip(QUESTIONS, spans, strict=True):
-        hits = search(store, embedder, question.text, limit=10, mode=mode, lexical=lexical)
-        found.append(
-            next((r for r, h in enumerate(hits, 1) if is_hit(h.payload, question, span)), None)
+        hits = search(
+            store,
+            embedder,
+            question.text,
+            limit=10,
+            mode=mode,
+            lexical=lexical,
+            expand=shape.expand,
+            expand_tokens=shape.expand_tokens,
+            grow_tokens=shape.grow_tokens,
         )
-    return found
+        found.append(next((r for r, h in enumerate(hits, 1) if is_hit(h, question, span)), None))
+        tokens.append(statistics.mean(h.tokens for h in hits[:5]) if hits else 0.0)
+    return found, tokens
 
 
 def metrics(found: Sequence[int | None], questions: Sequence[Question]) -> dict[str, Any]:
@@ -296,6 +314,7 @@ def main() -> None:
     methods = {f"chunks {b}": chunks_of(documents, profiles[b]) for b in budgets}
     # The product writes part vectors (parts.enabled); its first profile again without them.
     settings = load_settings()
+    default_shape = ResultShape.of(settings.search)
     splitter = (
         PartSplitter(settings.parts.max_tokens, get_token_counter())
         if settings.parts.enabled
@@ -312,9 +331,13 @@ def main() -> None:
             parts = splitter if method.startswith("chunks") and method != plain else None
             store = index(f"m{number}", pieces, embedder, lexical, Path(tmp), parts)
             terms = [len(lexical.terms(p.embed_text)) for p in pieces]
+            # The product's results as its search shapes them; the windows each alone.
+            shape = default_shape if method.startswith("chunks") else ResultShape("none", 0, 0)
             for mode in MODES:
-                found[method, mode] = ranks(store, mode, embedder, lexical, spans)
-                rows.append(_row(method, mode, pieces, terms, pick(found[method, mode]), picked))
+                found[method, mode], tokens = ranks(store, mode, embedder, lexical, spans, shape)
+                ranked = pick(found[method, mode])
+                sizes = [tokens[i] for i in reported]
+                rows.append(_row(method, mode, pieces, terms, sizes, ranked, picked))
             store.connection.close()
     if args.save:
         saved_runs.save(args.save, found)
@@ -341,15 +364,18 @@ def _row(
     mode: str,
     pieces: Sequence[Chunk],
     terms: Sequence[int],
+    result_tokens: Sequence[float],
     ranked: Sequence[int | None],
     picked: Sequence[Question],
 ) -> dict[str, Any]:
-    """One method and mode: its pieces' sizes, the measures, the questions missed at 5."""
+    """One method and mode: its pieces' sizes, its results' (the first 5 of each
+    question's), the measures, the questions missed at 5."""
     return {
         "method": method,
         "mode": mode,
         "pieces": len(pieces),
         "mean_tokens": round(statistics.mean(p.token_count for p in pieces), 1),
+        "result_tokens": round(statistics.mean(result_tokens), 1),
         "mean_terms": round(statistics.mean(terms), 1),
         **metrics(ranked, picked),
         "missed": [q.text for q, r in zip(picked, ranked, strict=True) if r is None or r > 5],
@@ -396,7 +422,7 @@ def _print(report: dict[str, Any], missed: bool) -> None:
         f"{report['documents']} documents, "
         f"model {report['model']}, lexical {report['lexical']}, {report['seconds']} s"
     )
-    header = ("method", "mode", "pieces", "mean_tokens", "mean_terms")
+    header = ("method", "mode", "pieces", "mean_tokens", "result_tokens", "mean_terms")
     values = ("recall@1", "recall@5", "recall@10", "mrr@10", *(f"r@5 {k}" for k in KINDS))
     print(" | ".join((*header, *values)))
     for row in report["results"]:

@@ -311,6 +311,7 @@ class PartsSettings(StrictModel):
 
 
 SearchModeSetting = Literal["auto", "hybrid", "dense", "lexical", "sparse"]
+SearchExpandSetting = Literal["none", "passage", "neighbours", "section"]
 
 
 class SearchSettings(StrictModel):
@@ -321,6 +322,13 @@ class SearchSettings(StrictModel):
     # larger limit asks for that many): the fused list is only cut by the limit, so the
     # first k results are the same for every limit from k up to this.
     prefetch_limit: int = Field(40, gt=0)
+    # What a result is (docs/qdrant.md#passages): `passage`, hits that touch in a document
+    # joined into one result of at most `passage_tokens`, a hit under `passage_grow_tokens`
+    # taking in its neighbours up to that; `none`, each chunk alone; `neighbours` and
+    # `section` widen every hit (up to 1024 tokens unless asked otherwise).
+    expand: SearchExpandSetting = "passage"
+    passage_tokens: int = Field(512, gt=0)
+    passage_grow_tokens: int = Field(256, ge=0)
 
 
 class EvalSettings(StrictModel):

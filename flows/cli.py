@@ -178,17 +178,25 @@ def _search_command(commands: Commands, common: argparse.ArgumentParser) -> None
     _search_scope_options(search)
     search.add_argument(
         "--expand",
-        choices=("none", "neighbours", "section"),
-        default="none",
-        help="widen each hit to its adjacent chunks or its whole section (merging "
-        "overlapping hits of one document)",
+        choices=("none", "passage", "neighbours", "section"),
+        help="what a result is, printed whole: a passage (hits that touch joined, a small "
+        "hit with its neighbours), each chunk alone, or each hit widened to its adjacent "
+        "chunks or its whole section (default: the search.expand setting, passage, "
+        "printed as one line)",
     )
     search.add_argument(
         "--expand-tokens",
         type=int,
-        default=1024,
         metavar="N",
-        help="most tokens of an expanded hit (default 1024)",
+        help="most tokens of a result (default: search.passage_tokens, 512, for "
+        "passages; 1024 for neighbours and section)",
+    )
+    search.add_argument(
+        "--tokens",
+        type=int,
+        metavar="N",
+        help="only the best hits that fit a context of N tokens, in rank order (a "
+        "caller's context budget; passages are then not grown)",
     )
     search.add_argument("--json", action="store_true", help="one JSON object per hit")
     search.set_defaults(handler=_search)
@@ -570,7 +578,7 @@ def _search(args: argparse.Namespace, settings: Settings) -> int:
         if args.json:
             for rank, hit in enumerate(hits, 1):
                 print(json.dumps(_search_record(rank, hit), ensure_ascii=False))
-        shown = [_shown(hit) for hit in hits]
+        shown = [_shown(hit, whole=args.expand not in (None, "none")) for hit in hits]
     if not args.json:
         _print_hits(shown, args.query)
     if not shown:
@@ -597,6 +605,7 @@ def _local_search(
                 labels=args.label,
                 expand=args.expand,
                 expand_tokens=args.expand_tokens,
+                tokens=args.tokens,
             )
         except (IndexMissing, SearchUnavailable) as exc:
             _search_failed(exc)
@@ -608,11 +617,14 @@ def _served_search(
 ) -> list[_Shown] | None:
     """The hits as a running `ingest mcp --http` server answers for exactly this identity
     and settings (`query.served`); None where there is none or it cannot answer this
-    search (an expanded hit, another tenant, a limit over `mcp.max_results`)."""
+    search (a result shape asked on the command line, another tenant, a limit over
+    `mcp.max_results`)."""
     from query import served
 
     if (
-        args.expand != "none"
+        args.expand is not None
+        or args.expand_tokens is not None
+        or args.tokens is not None
         or args.tenant not in (None, settings.tenant_id)
         or not 0 < args.limit <= settings.mcp.max_results
     ):
@@ -771,11 +783,12 @@ class _Shown:
     span: str = ""  # an expanded hit: its chunks and tokens
 
 
-def _shown(hit: Hit) -> _Shown:
+def _shown(hit: Hit, whole: bool) -> _Shown:
+    """The hit as printed: one line of it, or (`whole`) its whole text under its span."""
     from query.snippet import location
 
     span = ""
-    if hit.context:
+    if whole and hit.context:
         first, last = hit.context[0].get("ordinal"), hit.context[-1].get("ordinal")
         merged = f", {len(hit.hits)} hits" if len(hit.hits) > 1 else ""
         span = f"chunks {first}-{last}, {hit.tokens} tokens{merged}"

@@ -14,8 +14,13 @@ hit's `prev_chunk_id`/`next_chunk_id`: a lookup by point id; points without them
 by an older chunker, are looked up by `document_id` + `ordinal`); `expand="section"` to
 the chunks of its section (`section_id`, a payload-index lookup on a server). Either stops
 growing at `expand_tokens` (chunk `token_count`s, the hit always kept), growing one chunk
-at a time on each side. Hits of one document whose spans overlap or touch become one
-result, ranked where the best of them ranked.
+at a time on each side. `expand="passage"` (docs/qdrant.md#passages) grows a hit into its
+neighbours only up to `grow_tokens`. A hit grows only into chunks no better result holds;
+a hit a better result already holds joins it. Hits of one document whose spans touch
+become one result, ranked where the best of them ranked, while it stays within
+`expand_tokens`. The results are made of the best `limit` hits (fewer results where hits
+join), or with `tokens` of the best hits that fit that many tokens: a caller's context,
+filled in rank order until the next hit would overflow it, passages not grown.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from typing import Any, Literal
 import numpy
 
 from chunking.record import ChunkPayload
+from config.settings import SearchSettings
 from indexing.embedders import Embedder
 from indexing.lexical import LexicalEncoder, SparseWeights
 from indexing.qdrant_store import (
@@ -47,12 +53,19 @@ from indexing.store_schema import (
     CollectionSchema,
 )
 
-__all__ = ["SearchFilters", "SearchHit", "expand_hits", "find_points", "search"]
+__all__ = [
+    "ResultShape",
+    "SearchFilters",
+    "SearchHit",
+    "expand_hits",
+    "find_points",
+    "search",
+]
 
 log = logging.getLogger(__name__)
 
 SearchMode = Literal["auto", "hybrid", "dense", "lexical", "sparse"]
-Expand = Literal["none", "neighbours", "section"]
+Expand = Literal["none", "passage", "neighbours", "section"]
 DEFAULT_EXPAND_TOKENS = 1024
 RRF_K = 2  # Qdrant's and qdrant-client's default
 FIRST_RANKING_WEIGHT = 1.0001  # see _rrf
@@ -101,6 +114,26 @@ class SearchHit:
         return sum(ChunkPayload.of(chunk).token_count for chunk in chunks)
 
 
+@dataclass(frozen=True)
+class ResultShape:
+    """What a search's results are: `search`'s `expand`, `expand_tokens`, `grow_tokens`."""
+
+    expand: Expand
+    expand_tokens: int
+    grow_tokens: int | None
+
+    @classmethod
+    def of(
+        cls, settings: SearchSettings, expand: Expand | None = None, tokens: int | None = None
+    ) -> ResultShape:
+        """`expand` None: the `search.expand` setting; `tokens` None: `search.passage_tokens`
+        for passages, DEFAULT_EXPAND_TOKENS for neighbours and sections."""
+        chosen = expand or settings.expand
+        if chosen == "passage":
+            return cls(chosen, tokens or settings.passage_tokens, settings.passage_grow_tokens)
+        return cls(chosen, tokens or DEFAULT_EXPAND_TOKENS, None)
+
+
 class SearchUnavailable(ValueError):
     """The mode asked for cannot run on this collection or query; the message says why."""
 
@@ -117,10 +150,14 @@ def search(
     prefetch_limit: int = 40,
     expand: Expand = "none",
     expand_tokens: int = DEFAULT_EXPAND_TOKENS,
+    grow_tokens: int | None = None,
+    tokens: int | None = None,
 ) -> list[SearchHit]:
-    """The best `limit` chunks for `query` (fewer when expanded hits merge). `lexical` is
-    the encoder of the collection's lexical vector (None: lexical search is off); a
-    lexical search needs no `embedder`."""
+    """The best `limit` chunks for `query` (with `tokens`, those of them that fit that many
+    tokens), or with `expand` the results they widen and join into. `lexical` is the
+    encoder of the collection's lexical vector (None: lexical search is off); a lexical
+    search needs no `embedder`. `grow_tokens` (None: `expand_tokens`) is how far a hit
+    grows by itself."""
     held = store.describe()
     if lexical is not None and not held.lexical and "lexical" not in store.connection.warned:
         store.connection.warned.add("lexical")
@@ -146,7 +183,25 @@ def search(
         prefetch_limit=max(prefetch_limit, limit),
     )
     hits = _first_copies(SearchHit.of(point.payload, point.score) for point in points)[:limit]
-    return hits if expand == "none" else expand_hits(store, hits, expand, expand_tokens)
+    if tokens is not None:
+        hits = _fitting(hits, tokens)
+        if expand == "passage":
+            grow_tokens = 0  # the caller's context goes to the best hits
+    if expand == "none":
+        return hits
+    return expand_hits(store, hits, expand, expand_tokens, grow_tokens=grow_tokens)
+
+
+def _fitting(hits: Sequence[SearchHit], tokens: int) -> list[SearchHit]:
+    """The best hits, in rank order, until the next would take their tokens past `tokens`."""
+    taken: list[SearchHit] = []
+    used = 0
+    for hit in hits:
+        used += hit.tokens
+        if used > tokens:
+            break
+        taken.append(hit)
+    return taken
 
 
 def _first_copies(hits: Iterable[SearchHit]) -> list[SearchHit]:
@@ -310,23 +365,50 @@ def _rrf(rankings: Sequence[Sequence[str]], limit: int) -> list[tuple[str, float
 
 
 def expand_hits(
-    store: QdrantStore, hits: Sequence[SearchHit], expand: Expand, max_tokens: int
+    store: QdrantStore,
+    hits: Sequence[SearchHit],
+    expand: Expand,
+    max_tokens: int,
+    *,
+    grow_tokens: int | None = None,
 ) -> list[SearchHit]:
-    """Each hit widened to its neighbours or section (at most `max_tokens`), hits of one
-    document version whose spans overlap or touch merged; in the order of their best hit."""
+    """Each hit widened to its neighbours or section, in the order of the best hit of each
+    result: a hit grows (up to `grow_tokens`, None: `max_tokens`) only into chunks no
+    better result holds, a hit a better result holds joins it, and results of one
+    document version that touch merge while they hold at most `max_tokens`."""
+    grow = max_tokens if grow_tokens is None else min(grow_tokens, max_tokens)
     rank = {id(hit): position for position, hit in enumerate(hits)}
     results: list[_Result] = []
     for hit in hits:
-        key = ChunkPayload.of(hit.payload).version_key
-        span = _grow(hit.payload, _candidates(store, hit.payload, expand), max_tokens)
-        merged = _Result(key, span, [hit])
-        for other in [r for r in results if r.key == key and r.touches(merged)]:
-            results.remove(other)
-            merged = merged.absorb(other)
+        own = ChunkPayload.of(hit.payload)
+        same = [r for r in results if r.key == own.version_key]
+        holder = next((r for r in same if own.ordinal in r.chunks), None)
+        taken = {ordinal for r in same for ordinal in r.chunks}
+        room = _room(store, hit.payload, expand, taken) if own.token_count < grow else {}
+        merged = _Result(own.version_key, _grow(hit.payload, room, grow), [hit])
+        if holder is not None and _tokens({**holder.chunks, **merged.chunks}) > max_tokens:
+            holder.hits.append(hit)  # held already; widening it would pass the limit
+            continue
+        for other in sorted(same, key=lambda r: r is not holder):  # the holder first
+            if other.touches(merged) and _tokens({**merged.chunks, **other.chunks}) <= max_tokens:
+                results.remove(other)
+                merged = merged.absorb(other)
         merged.hits.sort(key=lambda h: rank[id(h)])
         results.append(merged)
         results.sort(key=lambda r: rank[id(r.hits[0])])
-    return [result.as_hit() for result in results]
+    return [result.as_hit(alone_bare=expand == "passage") for result in results]
+
+
+def _room(
+    store: QdrantStore, hit: dict[str, Any], expand: Expand, taken: set[int]
+) -> dict[int, dict[str, Any]]:
+    """The chunks the hit may grow into that no better result holds."""
+    found = _candidates(store, hit, expand)
+    return {ordinal: chunk for ordinal, chunk in found.items() if ordinal not in taken}
+
+
+def _tokens(chunks: dict[int, dict[str, Any]]) -> int:
+    return sum(ChunkPayload.of(chunk).token_count for chunk in chunks.values())
 
 
 @dataclass
@@ -346,8 +428,12 @@ class _Result:
         """One result with the chunks and hits of both."""
         return _Result(self.key, {**self.chunks, **other.chunks}, self.hits + other.hits)
 
-    def as_hit(self) -> SearchHit:
+    def as_hit(self, alone_bare: bool) -> SearchHit:
+        """The best hit, widened to the result's chunks (`alone_bare`: a result of the hit
+        alone is the hit as search found it, not an expanded one)."""
         best = self.hits[0]
+        if alone_bare and len(self.chunks) == 1:
+            return best
         context = tuple(self.chunks[o] for o in sorted(self.chunks))
         paths = [list(ChunkPayload.of(chunk).headings_path) for chunk in context]
         return replace(

@@ -30,6 +30,7 @@ from indexing.qdrant_store import QdrantStore, SearchFilters
 from indexing.search import (
     DEFAULT_EXPAND_TOKENS,
     Expand,
+    ResultShape,
     SearchHit,
     SearchMode,
     SearchUnavailable,
@@ -278,12 +279,17 @@ class Index:
         tenant: str | None = None,
         containers: Sequence[str] = (),
         labels: Sequence[str] = (),
-        expand: Expand = "none",
-        expand_tokens: int = DEFAULT_EXPAND_TOKENS,
+        expand: Expand | None = None,
+        expand_tokens: int | None = None,
+        tokens: int | None = None,
     ) -> list[Hit]:
-        """The best `limit` chunks for `query` the identity may read (fewer when
-        expanded hits merge). `mode` None: the `search.mode` setting. Raises
-        `SearchUnavailable` when the mode cannot run on this collection or query."""
+        """The results for `query` the identity may read, made of its best `limit` chunks
+        (with `tokens`, of those that fit a context of that many tokens): passages, chunks
+        or widened hits as `expand` says (None: the `search.expand` setting;
+        `expand_tokens` None: its default, `ResultShape.of`). `mode` None: the
+        `search.mode` setting. Raises `SearchUnavailable` when the mode cannot run on this
+        collection or query."""
+        shape = ResultShape.of(self.settings.search, expand, expand_tokens)
         with self._query():
             store = self._store()
             lexical = self._resources.lexical()
@@ -297,8 +303,10 @@ class Index:
                 mode=mode or self.settings.search.mode,
                 lexical=lexical,
                 prefetch_limit=self.settings.search.prefetch_limit,
-                expand=expand,
-                expand_tokens=expand_tokens,
+                expand=shape.expand,
+                expand_tokens=shape.expand_tokens,
+                grow_tokens=shape.grow_tokens,
+                tokens=tokens,
             )
             return [Hit.of(hit) for hit in hits]
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from bench import halves
 from bench.chunking_evaluation import (
+    ANY_COPY,
     BOUNDARIES_ASIDE,
     IN_ORDER,
+    MEASURES,
     NOWHERE,
     Piece,
     load_corpora,
@@ -42,9 +44,27 @@ def test_a_reference_is_credited_to_a_piece_holding_a_later_copy_of_it() -> None
         raise AssertionError("no question's reference is repeated later in its corpus")
     text = corpus[later : later + end - start]
     piece = Piece.placed(question.corpus, corpus, (later, later + len(text)), text, text, 10)
-    measures = scored(question, [piece], [0])
+    measures = scored(question, {measure: [piece] for measure in MEASURES})
     assert measures["recall@5"] > 0.99 and measures["within 1000"] > 0.99
     assert measures[f"recall@5 {IN_ORDER}"] == 0.0
+
+
+def test_any_copy_credits_a_passage_whose_text_holds_a_later_copy_of_the_reference() -> None:
+    corpora = load_corpora()
+    for question in load_questions():
+        corpus = corpora[question.corpus]
+        start, end = question.references[0]
+        later = corpus.find(corpus[start:end], start + 1)
+        # A passage of the later copy and the text after it: its own text stands only there.
+        text = corpus[later : later + end - start + 300] if later >= end else ""
+        if len(question.references) == 1 and text and corpus.find(text) == later:
+            break
+    else:
+        raise AssertionError("no question's reference is repeated later in its corpus")
+    piece = Piece.placed(question.corpus, corpus, (later, later + len(text)), text, text, 10)
+    measures = scored(question, {measure: [piece] for measure in MEASURES})
+    assert measures["recall@5"] == 0.0  # placed where its whole text stands: the later copy
+    assert measures[f"recall@5 {ANY_COPY}"] == 1.0
 
 
 def test_boundaries_aside_credit_two_sentences_that_hold_a_reference_between_them() -> None:
@@ -67,7 +87,7 @@ def test_boundaries_aside_credit_two_sentences_that_hold_a_reference_between_the
     pieces = [
         Piece.placed(question.corpus, corpus, NOWHERE, text, text, 10) for text in (first, second)
     ]
-    measures = scored(question, pieces, [0, 1])
+    measures = scored(question, {measure: pieces for measure in MEASURES})
     # The benchmark's placement drops the first piece's full stop (and the second's, where
     # the excerpt keeps it), and the space after it is in neither piece.
     assert end - start - 3 <= round(measures["recall@5"] * (end - start)) < end - start

@@ -318,6 +318,68 @@ def test_hits_of_one_document_that_touch_become_one_result(handbook, tiny_embedd
     assert ordinals == list(range(zanzibar.ordinal - 1, quokka.ordinal + 2))
 
 
+def test_a_passage_joins_hits_that_touch_within_its_limit_and_stays_apart_past_it(
+    handbook, tiny_embedder
+):
+    store, chunks = handbook
+    zanzibar, quokka = containing(chunks, "Zanzibar"), containing(chunks, "Quokka")
+    both = zanzibar.token_count + quokka.token_count
+    words = "Zanzibar Quokka"
+    (joined,) = search(
+        store, tiny_embedder, words, limit=2, mode="sparse", expand="passage",
+        expand_tokens=both, grow_tokens=0,
+    )  # fmt: skip
+    assert [c["ordinal"] for c in joined.context] == [zanzibar.ordinal, quokka.ordinal]
+    assert set(joined.hits) == {zanzibar.chunk_id, quokka.chunk_id} and joined.tokens == both
+    apart = search(
+        store, tiny_embedder, words, limit=2, mode="sparse", expand="passage",
+        expand_tokens=both - 1, grow_tokens=0,
+    )  # fmt: skip
+    # Past the limit each hit is a result of its own, as search found it: no shared chunk.
+    assert [(h.chunk_id, h.context) for h in apart] == [
+        (h.chunk_id, ()) for h in search(store, tiny_embedder, words, limit=2, mode="sparse")
+    ]
+
+
+def test_a_small_hit_grows_into_its_neighbours_up_to_the_grow_limit(handbook, tiny_embedder):
+    store, chunks = handbook
+    target = containing(chunks, "Zanzibar")
+    before = chunks[target.ordinal - 1]
+    grow = target.token_count + before.token_count  # room for one neighbour, the one before
+    (hit,) = search(
+        store, tiny_embedder, "Zanzibar", limit=1, mode="sparse", expand="passage",
+        expand_tokens=1000, grow_tokens=grow,
+    )  # fmt: skip
+    assert [c["ordinal"] for c in hit.context] == [before.ordinal, target.ordinal]
+    assert hit.chunk_id == target.chunk_id and hit.hits == (target.chunk_id,)
+    assert before.md_text in hit.text and target.md_text in hit.text
+
+
+def test_passages_hold_the_best_hits_and_a_context_budget_takes_them_in_rank_order(
+    handbook, tiny_embedder
+):
+    store, _ = handbook
+    words = "backups cluster"
+    plain = search(store, tiny_embedder, words, limit=4, mode="sparse")
+    passages = search(
+        store, tiny_embedder, words, limit=4, mode="sparse", expand="passage",
+        expand_tokens=1000, grow_tokens=0,
+    )  # fmt: skip
+    held = [set(p.hits) or {p.chunk_id} for p in passages]
+    assert set().union(*held) == {h.chunk_id for h in plain}  # the same chunks, joined
+    assert len(passages) < len(plain) and passages[0].chunk_id == plain[0].chunk_id
+    budget = plain[0].tokens + plain[1].tokens + plain[2].tokens - 1  # two of them fit
+    fitting = search(
+        store, tiny_embedder, words, limit=4, mode="sparse", expand="passage",
+        expand_tokens=1000, grow_tokens=1000, tokens=budget,
+    )  # fmt: skip
+    held = [set(p.hits) or {p.chunk_id} for p in fitting]
+    assert set().union(*held) == {plain[0].chunk_id, plain[1].chunk_id}  # and not grown
+    assert sum(p.tokens for p in fitting) <= budget
+    alone = search(store, tiny_embedder, words, limit=4, mode="sparse", tokens=budget)
+    assert [h.chunk_id for h in alone] == [h.chunk_id for h in plain[:2]]
+
+
 def test_points_without_neighbour_ids_expand_by_document_and_ordinal(handbook, tiny_embedder):
     """Points written by the previous chunker have no prev/next ids or section id."""
     store, chunks = handbook
@@ -418,6 +480,7 @@ def test_search_command_expands_and_does_not_repeat_the_title(
     target = containing(chunks, "Zanzibar")
 
     args = ["search", "Zanzibar", "--config", str(config), "--mode", "sparse", "--limit", "1"]
+    args += ["--expand", "none"]  # the chunk alone (a passage would take in its neighbours)
     monkeypatch.setenv("COLUMNS", "200")
     assert main(args) == 0
     printed = capsys.readouterr()
@@ -493,7 +556,7 @@ def test_hits_under_one_heading_say_where_in_the_document_they_are(
         hit(5, sheet="Rota"),
         hit(1, title="Other", headings_path=["Intro"]),
     ]
-    _print_hits([_shown(found) for found in hits], "part")
+    _print_hits([_shown(found, whole=False) for found in hits], "part")
     lines = capsys.readouterr().out.splitlines()
     headings = [line for line in lines if line[0].isdigit()]
     assert headings == [
@@ -533,11 +596,15 @@ def test_the_first_hits_do_not_depend_on_the_limit_asked(query_index: QueryIndex
     """An agent asking again with a larger limit sees the same first results: the
     candidates each vector gives a hybrid search do not follow the limit, which only cuts
     the fused list. (Hybrid only: the tiny model's dense scores tie to the 5th decimal,
-    and one vector's exact ties may come in any order.)"""
+    and one vector's exact ties may come in any order. Chunks alone: a passage may take in
+    a later hit that touches it.)"""
     with Index.open(query_index.config) as index:
         for question in QUESTIONS:
             ranked = {
-                limit: [hit.chunk_id for hit in index.search(question, limit=limit, mode="hybrid")]
+                limit: [
+                    hit.chunk_id
+                    for hit in index.search(question, limit=limit, mode="hybrid", expand="none")
+                ]
                 for limit in (1, 3, 5, 10, 20, 40)
             }
             assert len(ranked[40]) >= 20, (question, ranked)  # the index holds enough
