@@ -1,13 +1,12 @@
 """`ingest eval` through the real command line over the quickstart: the samples indexed by
-`ingest run` (Qdrant Edge, the quickstart's small model), the quickstart's questions file
+`ingest run` (Qdrant Edge, the quickstart's small model: the session's quickstart run,
+tests/quickstart_run.py), the quickstart's questions file
 searched through the query API, saved, paired with another run, the `--self` check made
 from the normalized documents, and bad input named by its line."""
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,12 +18,11 @@ from config.settings import load_settings
 from query.api import Index
 from query.evaluate import Targets, load_questions, matches
 from tests.process_helpers import run_ingest
+from tests.quickstart_run import CONFIG, ROOT, Quickstart
 
 # Each test runs ingest commands as processes: outside the fast lane.
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
-CONFIG = ROOT / "samples" / "quickstart.yaml"
 QUESTIONS = ROOT / "samples" / "questions.yaml"
 
 
@@ -32,7 +30,6 @@ QUESTIONS = ROOT / "samples" / "questions.yaml"
 class Indexed:
     env: dict[str, str]
     cwd: Path
-    docs: Path
 
 
 def ingest(args: list[str], indexed: Indexed) -> subprocess.CompletedProcess[str]:
@@ -40,20 +37,11 @@ def ingest(args: list[str], indexed: Indexed) -> subprocess.CompletedProcess[str
 
 
 @pytest.fixture(scope="module")
-def indexed(tmp_path_factory: pytest.TempPathFactory) -> Indexed:
-    tmp_path = tmp_path_factory.mktemp("eval")
-    docs = shutil.copytree(ROOT / "samples" / "docs", tmp_path / "docs")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "INGEST_"))}
-    env |= {
-        "PREFECT_HOME": str(tmp_path / "prefect"),
-        "INGEST_QDRANT__PATH": str(tmp_path / "qdrant"),
-        "INGEST_CACHE__DIR": str(tmp_path / "cache"),
-        "PYTHONPATH": str(ROOT),
-    }
-    done = Indexed(env, tmp_path, docs)
-    run = ingest(["run", "files", str(docs), "--json"], done)
-    assert json.loads(run.stdout)["new"] > 0, run.stderr
-    return done
+def indexed(quickstart: Quickstart, tmp_path_factory: pytest.TempPathFactory) -> Indexed:
+    """The index of the session's quickstart run, which these tests only read; the files
+    they write go in a directory of their own."""
+    assert quickstart.code == 0, quickstart.output
+    return Indexed(quickstart.env, tmp_path_factory.mktemp("eval"))
 
 
 @dataclass(frozen=True)
