@@ -1,16 +1,16 @@
 """`ingest eval` through the real command line over the quickstart: the samples indexed by
-`ingest run` (Qdrant Edge, the quickstart's small model), the quickstart's questions file
+`ingest run` (Qdrant Edge, the quickstart's small model: the session's quickstart run,
+tests/quickstart_run.py), the quickstart's questions file
 searched through the query API, saved, paired with another run, the `--self` check made
 from the normalized documents, and bad input named by its line."""
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,12 +18,11 @@ from config.settings import load_settings
 from query.api import Index
 from query.evaluate import Targets, load_questions, matches
 from tests.process_helpers import run_ingest
+from tests.quickstart_run import CONFIG, ROOT, Quickstart
 
 # Each test runs ingest commands as processes: outside the fast lane.
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
-CONFIG = ROOT / "samples" / "quickstart.yaml"
 QUESTIONS = ROOT / "samples" / "questions.yaml"
 
 
@@ -31,7 +30,6 @@ QUESTIONS = ROOT / "samples" / "questions.yaml"
 class Indexed:
     env: dict[str, str]
     cwd: Path
-    docs: Path
 
 
 def ingest(args: list[str], indexed: Indexed) -> subprocess.CompletedProcess[str]:
@@ -39,27 +37,34 @@ def ingest(args: list[str], indexed: Indexed) -> subprocess.CompletedProcess[str
 
 
 @pytest.fixture(scope="module")
-def indexed(tmp_path_factory: pytest.TempPathFactory) -> Indexed:
-    tmp_path = tmp_path_factory.mktemp("eval")
-    docs = shutil.copytree(ROOT / "samples" / "docs", tmp_path / "docs")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "INGEST_"))}
-    env |= {
-        "PREFECT_HOME": str(tmp_path / "prefect"),
-        "INGEST_QDRANT__PATH": str(tmp_path / "qdrant"),
-        "INGEST_CACHE__DIR": str(tmp_path / "cache"),
-        "PYTHONPATH": str(ROOT),
-    }
-    done = Indexed(env, tmp_path, docs)
-    run = ingest(["run", "files", str(docs), "--json"], done)
-    assert json.loads(run.stdout)["new"] > 0, run.stderr
-    return done
+def indexed(quickstart: Quickstart, tmp_path_factory: pytest.TempPathFactory) -> Indexed:
+    """The index of the session's quickstart run, which these tests only read; the files
+    they write go in a directory of their own."""
+    assert quickstart.code == 0, quickstart.output
+    return Indexed(quickstart.env, tmp_path_factory.mktemp("eval"))
 
 
-def test_eval_finds_the_quickstart_questions_where_search_ranks_them(indexed: Indexed) -> None:
-    saved = indexed.cwd / "first.json"
+@dataclass(frozen=True)
+class Saved:
+    """`ingest eval` of the quickstart's questions in the default mode, `--json --save`:
+    what it printed and the file it kept (the tests below only read them)."""
+
+    report: dict[str, Any]
+    path: Path
+
+
+@pytest.fixture(scope="module")
+def hybrid(indexed: Indexed) -> Saved:
+    saved = indexed.cwd / "hybrid.json"
     done = ingest(["eval", str(QUESTIONS), "--json", "--save", str(saved)], indexed)
     assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    return Saved(json.loads(done.stdout), saved)
+
+
+def test_eval_finds_the_quickstart_questions_where_search_ranks_them(
+    indexed: Indexed, hybrid: Saved
+) -> None:
+    report, saved = hybrid.report, hybrid.path
     questions = load_questions(QUESTIONS)
     assert report["questions"] == report["measured"] == len(questions)
     assert {"recall@1", "recall@5", "recall@10", "mrr@10"} == set(report["overall"])
@@ -87,20 +92,21 @@ def test_eval_finds_the_quickstart_questions_where_search_ranks_them(indexed: In
     assert f"line {questions[0].line}: rank " in text.stdout
 
 
-def test_eval_against_a_saved_run_pairs_question_by_question(indexed: Indexed) -> None:
-    hybrid, lexical = indexed.cwd / "hybrid.json", indexed.cwd / "lexical.json"
-    first = ingest(["eval", str(QUESTIONS), "--json", "--save", str(hybrid)], indexed)
-    assert first.returncode == 0, first.stderr
+def test_eval_against_a_saved_run_pairs_question_by_question(
+    indexed: Indexed, hybrid: Saved
+) -> None:
+    lexical = indexed.cwd / "lexical.json"
     second = ingest(
         ["eval", str(QUESTIONS), "--mode", "lexical", "--save", str(lexical), "--json"], indexed
     )
     assert second.returncode == 0, second.stderr
     paired = ingest(
-        ["eval", str(QUESTIONS), "--mode", "lexical", "--against", str(hybrid), "--json"], indexed
+        ["eval", str(QUESTIONS), "--mode", "lexical", "--against", str(hybrid.path), "--json"],
+        indexed,
     )
     assert paired.returncode == 0, paired.stderr
     against = json.loads(paired.stdout)["against"]
-    before = {r["key"]: r["rank"] for r in json.loads(hybrid.read_text())["results"]}
+    before = {r["key"]: r["rank"] for r in json.loads(hybrid.path.read_text())["results"]}
     now = {r["key"]: r["rank"] for r in json.loads(lexical.read_text())["results"]}
     changed = {key for key in now if now[key] != before[key]}
     assert against["paired"] == len(now)
@@ -109,7 +115,7 @@ def test_eval_against_a_saved_run_pairs_question_by_question(indexed: Indexed) -
     lost = sum(1 for key in now if (before[key] or 99) <= 5 < (now[key] or 99))
     assert against["hit@5 won/lost"] == f"{won}/{lost}"
 
-    same = ingest(["eval", str(QUESTIONS), "--against", str(hybrid)], indexed)
+    same = ingest(["eval", str(QUESTIONS), "--against", str(hybrid.path)], indexed)
     assert same.returncode == 0, same.stderr
     assert "hit@5 won/lost 0/0" in same.stdout, same.stdout
 

@@ -10,24 +10,20 @@ about the Russian sample's chunks that exceed the small model's window, with no 
 line, library table, traceback or telemetry notice; the process ends as it prints its
 total; the re-run is all cache hits. The README's tour commands run as printed. The README's example search for a word
 of the sample draw.io diagram's labels finds that diagram.
+
+The first run is the session's `quickstart` fixture (tests/quickstart_run.py): the eval
+tests read the index it builds.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
-import pty
 import re
 import shlex
-import shutil
-import struct
 import subprocess
 import sys
-import termios
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -36,6 +32,7 @@ from config.settings import load_settings
 from connectors.files import root_label
 from query.api import Index
 from tests.process_helpers import run_ingest, wait_for_port
+from tests.quickstart_run import Quickstart, in_terminal
 
 # The README's quickstart run end to end, as processes: outside the fast lane.
 pytestmark = pytest.mark.slow
@@ -45,40 +42,6 @@ NOISE = ("ERROR", "Traceback", "LOAD REPORT", "UNEXPECTED", "Warning", "warn(")
 
 
 ingest = run_ingest
-
-
-def in_terminal(
-    args: list[str], env: dict[str, str], cwd: Path, stdout: Path | None = None
-) -> tuple[int, str]:
-    """`ingest ARGS` with a pseudo-terminal for its output, as a user's shell runs it
-    (Prefect shows its telemetry notice and rich its live progress only there); with
-    `stdout`, its stdout goes to that file as `> FILE` sends it. Returns the exit code
-    and the output."""
-    main, child = pty.openpty()
-    # wide enough that no line of the summary wraps
-    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 400, 0, 0))
-    with open(stdout or os.devnull, "w") as redirected:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "flows.cli", *args],
-            cwd=cwd,
-            env=env | {"TERM": "xterm", "COLUMNS": "400", "LINES": "40"},
-            stdin=child,
-            stdout=child if stdout is None else redirected,
-            stderr=child,
-        )
-    os.close(child)
-    output = bytearray()
-    while True:
-        try:
-            data = os.read(main, 65536)
-        except OSError:  # the child closed the terminal
-            break
-        if not data:
-            break
-        output += data
-    os.close(main)
-    code = process.wait(timeout=540)
-    return code, output.decode("utf-8", errors="replace")
 
 
 def tour_commands() -> list[str]:
@@ -96,36 +59,6 @@ def as_printed(command: str, env: dict[str, str]) -> subprocess.CompletedProcess
     words = shlex.split(command)
     assert words[0] == ".venv/bin/ingest", command
     return ingest(words[1:], env | {"COLUMNS": "200"}, ROOT)
-
-
-@dataclass(frozen=True)
-class Quickstart:
-    """The quickstart's first run, in a terminal, and how to run `ingest` again on it."""
-
-    code: int
-    output: str
-    home: Path
-    env: dict[str, str]
-    args: list[str]
-    cwd: Path
-    docs: Path
-
-
-@pytest.fixture(scope="module")
-def quickstart(tmp_path_factory: pytest.TempPathFactory) -> Quickstart:
-    tmp_path = tmp_path_factory.mktemp("quickstart")
-    docs = shutil.copytree(ROOT / "samples" / "docs", tmp_path / "docs")
-    home = tmp_path / "job" / "nested" / "prefect-home"  # no parent exists yet
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "INGEST_"))}
-    env |= {
-        "PREFECT_HOME": str(home),
-        "INGEST_QDRANT__PATH": str(tmp_path / "state" / "qdrant"),
-        "INGEST_CACHE__DIR": str(tmp_path / "state" / "cache"),
-        "PYTHONPATH": str(ROOT),
-    }
-    args = ["run", "files", str(docs), "--config", str(ROOT / "samples" / "quickstart.yaml")]
-    code, output = in_terminal(args, env, tmp_path)
-    return Quickstart(code, output, home, env, args, tmp_path, docs)
 
 
 def test_quickstart_run_is_quiet_creates_its_directories_and_reruns_from_cache(
@@ -202,10 +135,11 @@ def test_the_readme_tour_commands_run_as_printed_and_show_what_the_index_holds(
     with Index(settings) as index:
         whole = index.fetch(f"{root_label(quickstart.docs)}/runbooks/restart-service.html")
     assert whole is not None and whole.span
+    ran = {}  # each command's output, without a server running
     for command in tour:
         if command in servers:
             continue
-        done = as_printed(command, quickstart.env)
+        done = ran[command] = as_printed(command, quickstart.env)
         assert done.returncode == 0, (command, done.stderr)
         if " chunk " in command:  # the chunks the index holds for that file
             rows = re.findall(r"^│\s*\d+\s*│", done.stdout, flags=re.MULTILINE)
@@ -217,7 +151,7 @@ def test_the_readme_tour_commands_run_as_printed_and_show_what_the_index_holds(
     search = next(  # one a server answers: no --expand
         command for command in tour if command.split()[1] == "search" and "--expand" not in command
     )
-    alone = as_printed(search, quickstart.env)
+    alone = ran[search]
     for command in servers:  # a server, as printed: the tour's search is answered by it
         with serving(command, quickstart.env):
             served = as_printed(search, quickstart.env)
