@@ -12,6 +12,7 @@ from bench.chunking_evaluation import (
     MEASURES,
     NOWHERE,
     Piece,
+    Question,
     load_corpora,
     load_questions,
     scored,
@@ -32,36 +33,36 @@ def test_a_repeated_window_is_placed_at_the_first_copy_of_its_text() -> None:
         assert finance.find(target) == start
 
 
-def test_a_reference_is_credited_to_a_piece_holding_a_later_copy_of_it() -> None:
+def _later_copy(extra: int) -> tuple[Question, Piece]:
+    """A question of one reference whose text its corpus repeats later, and a piece of that
+    later copy and the `extra` characters after it, standing first where it was cut."""
     corpora = load_corpora()
     for question in load_questions():
         corpus = corpora[question.corpus]
         start, end = question.references[0]
         later = corpus.find(corpus[start:end], start + 1)
-        if len(question.references) == 1 and later >= end:
-            break
-    else:
-        raise AssertionError("no question's reference is repeated later in its corpus")
-    text = corpus[later : later + end - start]
-    piece = Piece.placed(question.corpus, corpus, (later, later + len(text)), text, text, 10)
+        text = corpus[later : later + end - start + extra]
+        if (
+            len(question.references) == 1
+            and later >= end
+            and (not extra or corpus.find(text) == later)
+        ):
+            piece = Piece.placed(
+                question.corpus, corpus, (later, later + len(text)), text, text, 10
+            )
+            return question, piece
+    raise AssertionError("no question's reference is repeated later in its corpus")
+
+
+def test_a_reference_is_credited_to_a_piece_holding_a_later_copy_of_it() -> None:
+    question, piece = _later_copy(0)
     measures = scored(question, {measure: [piece] for measure in MEASURES})
     assert measures["recall@5"] > 0.99 and measures["within 1000"] > 0.99
     assert measures[f"recall@5 {IN_ORDER}"] == 0.0
 
 
 def test_any_copy_credits_a_passage_whose_text_holds_a_later_copy_of_the_reference() -> None:
-    corpora = load_corpora()
-    for question in load_questions():
-        corpus = corpora[question.corpus]
-        start, end = question.references[0]
-        later = corpus.find(corpus[start:end], start + 1)
-        # A passage of the later copy and the text after it: its own text stands only there.
-        text = corpus[later : later + end - start + 300] if later >= end else ""
-        if len(question.references) == 1 and text and corpus.find(text) == later:
-            break
-    else:
-        raise AssertionError("no question's reference is repeated later in its corpus")
-    piece = Piece.placed(question.corpus, corpus, (later, later + len(text)), text, text, 10)
+    question, piece = _later_copy(300)  # a passage: the copy and the text after it
     measures = scored(question, {measure: [piece] for measure in MEASURES})
     assert measures["recall@5"] == 0.0  # placed where its whole text stands: the later copy
     assert measures[f"recall@5 {ANY_COPY}"] == 1.0
