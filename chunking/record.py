@@ -129,11 +129,16 @@ class ChunkPayload:
     document_id: str
     source_version_id: str
     ordinal: int
+    chunk_type: str | None
     md_text: str
     headings_path: tuple[str, ...]
     token_count: int
     char_start: int
     char_end: int
+    # The first and last block of the normalized document it holds; two chunks that
+    # share one split it. None: written by a chunker that did not record them.
+    block_start_idx: int | None
+    block_end_idx: int | None
     page_start: int | None
     sheet: str | None
     slide: int | None
@@ -163,11 +168,14 @@ class ChunkPayload:
             document_id=str(payload.get("document_id", "")),
             source_version_id=str(payload.get("source_version_id", "")),
             ordinal=int(payload.get("ordinal") or 0),
+            chunk_type=payload.get("chunk_type"),
             md_text=str(payload.get("md_text", "")),
             headings_path=tuple(payload.get("headings_path") or ()),
             token_count=int(payload.get("token_count") or 0),
             char_start=int(payload.get("char_start") or 0),
             char_end=int(payload.get("char_end") or 0),
+            block_start_idx=payload.get("block_start_idx"),
+            block_end_idx=payload.get("block_end_idx"),
             page_start=payload.get("page_start"),
             sheet=payload.get("sheet"),
             slide=payload.get("slide"),
@@ -196,6 +204,14 @@ class ChunkPayload:
     def version_key(self) -> tuple[str, str, str]:
         """Tenant, document and version: the chunks of one indexed document."""
         return (self.tenant_id, self.document_id, self.source_version_id)
+
+    def continues(self, before: ChunkPayload) -> bool:
+        """Whether it goes on with the paragraph `before` ends (the chunker split one)."""
+        return (
+            self.chunk_type == before.chunk_type == "paragraph"
+            and before.block_end_idx is not None
+            and before.block_end_idx == self.block_start_idx
+        )
 
     @property
     def neighbour_ids(self) -> list[str]:

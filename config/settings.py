@@ -323,9 +323,10 @@ class SearchSettings(StrictModel):
     # first k results are the same for every limit from k up to this.
     prefetch_limit: int = Field(40, gt=0)
     # What a result is (docs/qdrant.md#passages): `passage`, hits that touch in a document
-    # joined into one result of at most `passage_tokens`, a hit under `passage_grow_tokens`
-    # taking in its neighbours up to that; `none`, each chunk alone; `neighbours` and
-    # `section` widen every hit (up to 1024 tokens unless asked otherwise).
+    # joined into one result of at most `passage_tokens` (hits taken until there are as many
+    # results as asked), a piece of a split block taking in the rest of it up to that, a
+    # hit under `passage_grow_tokens` its neighbours up to that; `none`, each chunk alone;
+    # `neighbours` and `section` widen every hit (up to 1024 tokens unless asked otherwise).
     expand: SearchExpandSetting = "passage"
     passage_tokens: int = Field(512, gt=0)
     passage_grow_tokens: int = Field(256, ge=0)

@@ -179,10 +179,10 @@ def _search_command(commands: Commands, common: argparse.ArgumentParser) -> None
     search.add_argument(
         "--expand",
         choices=("none", "passage", "neighbours", "section"),
-        help="what a result is, printed whole: a passage (hits that touch joined, a small "
-        "hit with its neighbours), each chunk alone, or each hit widened to its adjacent "
-        "chunks or its whole section (default: the search.expand setting, passage, "
-        "printed as one line)",
+        help="what a result is, printed whole: a passage (hits that touch joined, a split "
+        "paragraph whole, a small hit with its neighbours), each chunk alone, or each hit "
+        "widened to its adjacent chunks or its whole section (default: the search.expand "
+        "setting, passage, printed as one line)",
     )
     search.add_argument(
         "--expand-tokens",

@@ -182,14 +182,14 @@ def search(
         filters=filters,
         prefetch_limit=max(prefetch_limit, limit),
     )
-    hits = _first_copies(SearchHit.of(point.payload, point.score) for point in points)[:limit]
+    hits = _first_copies(SearchHit.of(point.payload, point.score) for point in points)
     if tokens is not None:
-        hits = _fitting(hits, tokens)
+        hits = _fitting(hits[:limit], tokens)
         if expand == "passage":
             grow_tokens = 0  # the caller's context goes to the best hits
     if expand == "none":
-        return hits
-    return expand_hits(store, hits, expand, expand_tokens, grow_tokens=grow_tokens)
+        return hits[:limit]
+    return expand_hits(store, hits, expand, expand_tokens, grow_tokens=grow_tokens, results=limit)
 
 
 def _fitting(hits: Sequence[SearchHit], tokens: int) -> list[SearchHit]:
@@ -371,32 +371,41 @@ def expand_hits(
     max_tokens: int,
     *,
     grow_tokens: int | None = None,
+    results: int | None = None,
 ) -> list[SearchHit]:
     """Each hit widened to its neighbours or section, in the order of the best hit of each
     result: a hit grows (up to `grow_tokens`, None: `max_tokens`) only into chunks no
     better result holds, a hit a better result holds joins it, and results of one
-    document version that touch merge while they hold at most `max_tokens`."""
+    document version that touch merge while they hold at most `max_tokens`. With
+    `results`, the hits are taken in rank order until there are that many results (a hit
+    that joins a better result does not make one of its own)."""
     grow = max_tokens if grow_tokens is None else min(grow_tokens, max_tokens)
     rank = {id(hit): position for position, hit in enumerate(hits)}
-    results: list[_Result] = []
+    shaped: list[_Result] = []
     for hit in hits:
         own = ChunkPayload.of(hit.payload)
-        same = [r for r in results if r.key == own.version_key]
+        same = [r for r in shaped if r.key == own.version_key]
         holder = next((r for r in same if own.ordinal in r.chunks), None)
         taken = {ordinal for r in same for ordinal in r.chunks}
-        room = _room(store, hit.payload, expand, taken) if own.token_count < grow else {}
-        merged = _Result(own.version_key, _grow(hit.payload, room, grow), [hit])
+        whole = expand == "passage" and grow > 0
+        block = _split_block(store, hit.payload, taken, max_tokens) if whole else None
+        if block is None:
+            room = _room(store, hit.payload, expand, taken) if own.token_count < grow else {}
+            block = _grow(hit.payload, room, grow)
+        merged = _Result(own.version_key, block, [hit])
         if holder is not None and _tokens({**holder.chunks, **merged.chunks}) > max_tokens:
             holder.hits.append(hit)  # held already; widening it would pass the limit
             continue
         for other in sorted(same, key=lambda r: r is not holder):  # the holder first
             if other.touches(merged) and _tokens({**merged.chunks, **other.chunks}) <= max_tokens:
-                results.remove(other)
+                shaped.remove(other)
                 merged = merged.absorb(other)
         merged.hits.sort(key=lambda h: rank[id(h)])
-        results.append(merged)
-        results.sort(key=lambda r: rank[id(r.hits[0])])
-    return [result.as_hit(alone_bare=expand == "passage") for result in results]
+        shaped.append(merged)
+        shaped.sort(key=lambda r: rank[id(r.hits[0])])
+        if results is not None and len(shaped) == results:
+            break
+    return [result.as_hit(alone_bare=expand == "passage") for result in shaped]
 
 
 def _room(
@@ -405,6 +414,50 @@ def _room(
     """The chunks the hit may grow into that no better result holds."""
     found = _candidates(store, hit, expand)
     return {ordinal: chunk for ordinal, chunk in found.items() if ordinal not in taken}
+
+
+def _split_block(
+    store: QdrantStore, hit: dict[str, Any], taken: set[int], max_tokens: int
+) -> dict[int, dict[str, Any]] | None:
+    """The chunks of the blocks the hit shares with its neighbours (a paragraph, list or
+    table the chunker split to fit its budget), when they hold at most `max_tokens`
+    together and no better result holds one of them; None otherwise. A reader gets the
+    block whole rather than the piece of it the search matched."""
+    own = ChunkPayload.of(hit)
+    if own.block_start_idx is None or not own.names_neighbours:
+        return None
+    run = {own.ordinal: hit}
+    edges = {True: own, False: own}  # before the hit, after it
+    while edges:
+        following = {
+            before: i
+            for before, edge in edges.items()
+            if (i := edge.prev_chunk_id if before else edge.next_chunk_id) is not None
+        }
+        found = {
+            str(chunk["chunk_id"]): chunk
+            for chunk in store.chunks_by_id(own.tenant_id, list(following.values()))
+        }
+        shares: dict[bool, ChunkPayload] = {}
+        for before, chunk_id in following.items():
+            chunk = found.get(chunk_id)
+            other = ChunkPayload.of(chunk) if chunk is not None else None
+            edge = edges[before]
+            if (
+                other is None
+                or other.version_key != own.version_key
+                or (other.block_end_idx if before else other.block_start_idx)
+                != (edge.block_start_idx if before else edge.block_end_idx)
+            ):
+                continue
+            if other.ordinal in taken:
+                return None
+            run[other.ordinal] = found[chunk_id]
+            shares[before] = other
+        if _tokens(run) > max_tokens:
+            return None
+        edges = shares
+    return run if len(run) > 1 else None
 
 
 def _tokens(chunks: dict[int, dict[str, Any]]) -> int:
@@ -498,13 +551,16 @@ def joined_markdown(chunks: Sequence[dict[str, Any]]) -> str:
     first piece gets it back from `table_header`. What a chunk repeats from the one before it is
     left out: the heading lines it carries from before its own span (a split section's
     heading), and the header of a table the text before it already holds (the table's
-    rows go on)."""
+    rows go on). The pieces of a paragraph the chunker split read as that paragraph."""
     parts: list[str] = []
     previous: list[str] | None = None
+    before: ChunkPayload | None = None
     in_effect: dict[int, str] = {}  # heading level -> the heading line the text is under
     for record in chunks:
         chunk = ChunkPayload.of(record)
         path = list(chunk.headings_path)
+        goes_on = before is not None and path == previous and chunk.continues(before)
+        before = chunk
         if previous is not None and path != previous:
             same = 0
             while same < min(len(path), len(previous)) and path[same] == previous[same]:
@@ -520,7 +576,9 @@ def joined_markdown(chunks: Sequence[dict[str, Any]]) -> str:
             text = _without_carried_headings(text, _carried_length(chunk), in_effect)
         _note_headings(in_effect, text.split("\n"))
         table = _table_piece(text, chunk.table_header, parts[-1] if parts else "")
-        if table.continues:
+        if goes_on:
+            parts[-1] += f" {text}"  # one paragraph again, as the document has it
+        elif table.continues:
             parts[-1] += f"\n{table.rows}"
         else:
             parts.append(table.text)

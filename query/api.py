@@ -283,7 +283,7 @@ class Index:
         expand_tokens: int | None = None,
         tokens: int | None = None,
     ) -> list[Hit]:
-        """The results for `query` the identity may read, made of its best `limit` chunks
+        """`limit` results for `query` the identity may read, made of its best chunks
         (with `tokens`, of those that fit a context of that many tokens): passages, chunks
         or widened hits as `expand` says (None: the `search.expand` setting;
         `expand_tokens` None: its default, `ResultShape.of`). `mode` None: the

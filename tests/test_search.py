@@ -215,22 +215,24 @@ Never restore over the live primary: restore into a new instance, verify it, the
 """
 
 
+SMALL_BUDGETS = ChunkingSettings.model_validate(
+    {
+        "min_tokens": 10,
+        "target_tokens": 30,
+        "max_tokens": 45,
+        "overlap_tokens": 0,
+        "oversize_block_limit": 90,
+        "bind_tokens": 0,
+    }
+)
+
+
 def handbook_chunks(tenant: str = "acme") -> list[Chunk]:
     """The real chunker's records of HANDBOOK, one paragraph per chunk (small budgets)."""
-    budgets = ChunkingSettings.model_validate(
-        {
-            "min_tokens": 10,
-            "target_tokens": 30,
-            "max_tokens": 45,
-            "overlap_tokens": 0,
-            "oversize_block_limit": 90,
-            "bind_tokens": 0,
-        }
-    )
     info = DocumentInfo(
         document_id="handbook", tenant_id=tenant, source_version_id="v1", title="Handbook"
     )
-    return list(chunk_document(HANDBOOK, info, budgets).chunks)
+    return list(chunk_document(HANDBOOK, info, SMALL_BUDGETS).chunks)
 
 
 @pytest.fixture
@@ -355,19 +357,25 @@ def test_a_small_hit_grows_into_its_neighbours_up_to_the_grow_limit(handbook, ti
     assert before.md_text in hit.text and target.md_text in hit.text
 
 
-def test_passages_hold_the_best_hits_and_a_context_budget_takes_them_in_rank_order(
-    handbook, tiny_embedder
-):
+def test_passages_take_the_best_hits_until_there_are_as_many_as_asked(handbook, tiny_embedder):
+    store, chunks = handbook
+    words = "backups cluster"
+    plain = search(store, tiny_embedder, words, limit=len(chunks), mode="sparse")
+    ranked = [h.chunk_id for h in plain]
+    passages = search(
+        store, tiny_embedder, words, limit=2, mode="sparse", expand="passage",
+        expand_tokens=1000, grow_tokens=0,
+    )  # fmt: skip
+    held = set().union(*(set(p.hits) or {p.chunk_id} for p in passages))
+    # The first hits join into one result, so a further hit makes the second.
+    assert len(passages) == 2 and len(held) > 2 and passages[0].chunk_id == ranked[0]
+    assert held == set(ranked[: len(held)])  # in rank order, none skipped
+
+
+def test_a_context_budget_takes_the_best_hits_in_rank_order_ungrown(handbook, tiny_embedder):
     store, _ = handbook
     words = "backups cluster"
     plain = search(store, tiny_embedder, words, limit=4, mode="sparse")
-    passages = search(
-        store, tiny_embedder, words, limit=4, mode="sparse", expand="passage",
-        expand_tokens=1000, grow_tokens=0,
-    )  # fmt: skip
-    held = [set(p.hits) or {p.chunk_id} for p in passages]
-    assert set().union(*held) == {h.chunk_id for h in plain}  # the same chunks, joined
-    assert len(passages) < len(plain) and passages[0].chunk_id == plain[0].chunk_id
     budget = plain[0].tokens + plain[1].tokens + plain[2].tokens - 1  # two of them fit
     fitting = search(
         store, tiny_embedder, words, limit=4, mode="sparse", expand="passage",
@@ -378,6 +386,48 @@ def test_passages_hold_the_best_hits_and_a_context_budget_takes_them_in_rank_ord
     assert sum(p.tokens for p in fitting) <= budget
     alone = search(store, tiny_embedder, words, limit=4, mode="sparse", tokens=budget)
     assert [h.chunk_id for h in alone] == [h.chunk_id for h in plain[:2]]
+
+
+SPLIT_PARAGRAPH = (
+    "The Wombat archive keeps every signed contract for ten years in the vault downstairs. "
+    "Each contract is scanned on arrival and checked against the register by the clerk. "
+    "A scan that cannot be read is redone the same day from the paper original. "
+    "The paper originals move to cold storage after the first year of keeping. "
+    "Auditors may ask for any original with a week of notice through the records desk."
+)
+
+
+def test_a_passage_returns_a_paragraph_the_chunker_split_whole_within_its_limit(
+    store_factory, tiny_embedder, tmp_path
+):
+    store = store_factory(tiny_embedder.vector_size, sparse=True)
+    text = (
+        f"# Records\n\n{SECTION_TEXT.format(name='records')}\n\n{SPLIT_PARAGRAPH}\n\n"
+        f"{SECTION_TEXT.format(name='archive')}\n"
+    )
+    info = DocumentInfo(document_id="records", tenant_id="acme", source_version_id="v1")
+    chunks = list(chunk_document(text, info, SMALL_BUDGETS).chunks)
+    wombat = containing(chunks, "Wombat")
+    split = [c for c in chunks if c.block_start_idx == c.block_end_idx == wombat.block_end_idx]
+    assert len(split) >= 2 and split[0] == wombat and wombat.ordinal > 0  # a neighbour before
+    assert split[-1].ordinal < len(chunks) - 1  # and after
+    document = DocumentChunks("records", "v1", chunks)
+    sync_documents(store, tiny_embedder, StageCache(tmp_path / "cache"), "acme", [document])
+    whole = sum(c.token_count for c in split)
+
+    def passage(cap: int) -> Any:
+        (hit,) = search(
+            store, tiny_embedder, "Wombat", limit=1, mode="sparse", expand="passage",
+            expand_tokens=cap, grow_tokens=1,  # no hit is small enough to grow
+        )  # fmt: skip
+        return hit
+
+    hit = passage(whole)
+    assert hit.chunk_id == wombat.chunk_id and hit.hits == (wombat.chunk_id,)
+    assert [c["ordinal"] for c in hit.context] == [c.ordinal for c in split]
+    assert hit.text == " ".join(c.md_text for c in split) == SPLIT_PARAGRAPH  # one again
+    assert hit.tokens == whole
+    assert passage(whole - 1).context == ()  # a paragraph past the limit: the hit alone
 
 
 def test_points_without_neighbour_ids_expand_by_document_and_ordinal(handbook, tiny_embedder):
