@@ -154,10 +154,10 @@ def search(
     tokens: int | None = None,
 ) -> list[SearchHit]:
     """The best `limit` chunks for `query` (with `tokens`, those of them that fit that many
-    tokens), or with `expand` the results they widen and join into. `lexical` is the
-    encoder of the collection's lexical vector (None: lexical search is off); a lexical
-    search needs no `embedder`. `grow_tokens` (None: `expand_tokens`) is how far a hit
-    grows by itself."""
+    tokens), or with `expand` the `limit` results that the hits, in rank order, widen and
+    join into. `lexical` is the encoder of the collection's lexical vector (None: lexical
+    search is off); a lexical search needs no `embedder`. `grow_tokens` (None:
+    `expand_tokens`) is how far a hit grows by itself."""
     held = store.describe()
     if lexical is not None and not held.lexical and "lexical" not in store.connection.warned:
         store.connection.warned.add("lexical")

@@ -983,7 +983,7 @@ def test_a_deployment_run_with_reindex_goes_through_the_gate(
     gate (the run fails, the alias stays, the comparison is the run's
     `ingest-reindex-gate` artifact); with budgets that keep them whole the alias moves and
     the run's summary artifact holds the comparison."""
-    from tests.test_eval_gate import PASSAGES, QUICKSTART, SMALL
+    from tests.test_eval_gate import PASSAGES, SMALL, gated_settings
 
     server = prefect_server
     processes = Processes(tmp_path)
@@ -995,7 +995,7 @@ def test_a_deployment_run_with_reindex_goes_through_the_gate(
     questions.write_text(
         yaml.safe_dump([{"question": q, "target": t, "phrase": p} for t, q, p in PASSAGES])
     )
-    settings = yaml.safe_load(QUICKSTART.read_text())
+    settings = gated_settings()
     settings |= {"eval": {"questions": str(questions)}, "files": {"paths": [str(docs)]}}
     config = tmp_path / "gated.yaml"
     config.write_text(yaml.safe_dump(settings))

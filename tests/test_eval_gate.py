@@ -55,6 +55,14 @@ SAMPLES = (
 SMALL = {"min_tokens": 30, "target_tokens": 40, "max_tokens": 50, "overlap_tokens": 10}
 
 
+def gated_settings() -> dict[str, Any]:
+    """The quickstart's settings with results of chunks alone: a passage would join the
+    pieces of a paragraph that SMALL splits, and hold the phrase again."""
+    settings = yaml.safe_load(QUICKSTART.read_text())
+    settings["search"] = {"expand": "none"}
+    return dict(settings)
+
+
 @dataclass(frozen=True)
 class State:
     root: Path
@@ -64,7 +72,7 @@ class State:
 
     def config(self, name: str, *, chunking: dict[str, int] | None = None, **gate: Any) -> Path:
         """The quickstart's settings with other chunk budgets and the gate's settings."""
-        settings = yaml.safe_load(QUICKSTART.read_text())
+        settings = gated_settings()
         settings["chunking"] |= chunking or {}
         if gate:
             settings["eval"] = gate
