@@ -174,13 +174,16 @@ def search(
             "punctuation): rephrase it, or search with --mode dense"
         )
     # Twice the limit from the candidates the limit asked for would have, so that the
-    # results left out as copies are made up for and the first results stay the same.
+    # results left out as copies are made up for and the first results stay the same;
+    # results that join hits take every candidate there is to make up their number.
+    prefetch = max(prefetch_limit, limit)
+    joining = expand != "none" and tokens is None
     points = find_points(
         store,
         vectors,
-        limit=2 * limit,
+        limit=max(2 * limit, prefetch) if joining else 2 * limit,
         filters=filters,
-        prefetch_limit=max(prefetch_limit, limit),
+        prefetch_limit=prefetch,
     )
     hits = _first_copies(SearchHit.of(point.payload, point.score) for point in points)
     if tokens is not None:

@@ -357,19 +357,32 @@ def test_a_small_hit_grows_into_its_neighbours_up_to_the_grow_limit(handbook, ti
     assert before.md_text in hit.text and target.md_text in hit.text
 
 
-def test_passages_take_the_best_hits_until_there_are_as_many_as_asked(handbook, tiny_embedder):
-    store, chunks = handbook
-    words = "backups cluster"
-    plain = search(store, tiny_embedder, words, limit=len(chunks), mode="sparse")
-    ranked = [h.chunk_id for h in plain]
+def test_passages_take_hits_in_rank_order_until_there_are_as_many_as_asked(
+    store_factory, tiny_embedder, tmp_path
+):
+    store = store_factory(tiny_embedder.vector_size, sparse=True)
+    entries = [  # the fewer times an entry says "ledger", the lower it ranks
+        f"Entry {n} of the year. {'ledger ' * (8 - n)}{'quiet ' * n}closes the books at the "
+        "end of every month for the auditors."
+        for n in range(8)
+    ]
+    info = DocumentInfo(document_id="books", tenant_id="acme", source_version_id="v1")
+    text = "# Books\n\n" + "\n\n".join(entries) + "\n"
+    chunks = list(chunk_document(text, info, SMALL_BUDGETS).chunks)
+    assert len(chunks) == len(entries)  # an entry a chunk
+    document = DocumentChunks("books", "v1", chunks)
+    sync_documents(store, tiny_embedder, StageCache(tmp_path / "cache"), "acme", [document])
+    ranked = [h.chunk_id for h in search(store, tiny_embedder, "ledger", limit=8, mode="sparse")]
+    cap = sum(c.token_count for c in chunks[:4])  # four entries join, a fifth does not
     passages = search(
-        store, tiny_embedder, words, limit=2, mode="sparse", expand="passage",
-        expand_tokens=1000, grow_tokens=0,
+        store, tiny_embedder, "ledger", limit=2, mode="sparse", expand="passage",
+        expand_tokens=cap, grow_tokens=0,
     )  # fmt: skip
-    held = set().union(*(set(p.hits) or {p.chunk_id} for p in passages))
-    # The first hits join into one result, so a further hit makes the second.
-    assert len(passages) == 2 and len(held) > 2 and passages[0].chunk_id == ranked[0]
-    assert held == set(ranked[: len(held)])  # in rank order, none skipped
+    held = [set(p.hits) or {p.chunk_id} for p in passages]
+    # The best four hits join into one result, so a fifth makes the second: more hits
+    # than twice the limit asked.
+    assert len(passages) == 2 and len(held[0]) == 4 and passages[0].chunk_id == ranked[0]
+    assert set().union(*held) == set(ranked[:5])  # in rank order, none skipped
 
 
 def test_a_context_budget_takes_the_best_hits_in_rank_order_ungrown(handbook, tiny_embedder):
