@@ -437,7 +437,9 @@ class QdrantStore(CollectionStore):
         """Each query's nearest points by its one named vector (`dense`, `dense_parts`,
         `sparse`, `lexical`) that pass the filters, best first, in one call (one request
         to a server). A query `among` point ids ranks only those: exactly, by a scan of
-        them. Payloads are empty unless `with_payload`."""
+        them. Payloads are empty unless `with_payload`. Points of one score come in the
+        order of their ids: the engine returns them in the order its segments hold them,
+        which two builds of the same points do not share."""
         selection = search_filter(filters) if filters else None
         requests = [
             models.QueryRequest(
@@ -453,10 +455,13 @@ class QdrantStore(CollectionStore):
             "query", lambda: self.client.query_batch_points(self.collection, requests=requests)
         )
         return [
-            [
-                ScoredPayload(point_id=str(p.id), score=float(p.score), payload=p.payload or {})
-                for p in response.points
-            ]
+            sorted(
+                (
+                    ScoredPayload(point_id=str(p.id), score=float(p.score), payload=p.payload or {})
+                    for p in response.points
+                ),
+                key=lambda point: (-point.score, point.point_id),
+            )
             for response in responses
         ]
 

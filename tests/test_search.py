@@ -180,6 +180,22 @@ def test_acl_filter_shows_public_chunks_and_those_granted_to_user_or_group(index
     }
 
 
+def test_points_of_one_score_come_in_the_order_of_their_ids(store_factory, tiny_embedder, tmp_path):
+    """Copies score alike; the engine returns ties in the order its segments hold them,
+    which another build of the same points need not share, so results would move
+    between builds."""
+    store = store_factory(tiny_embedder.vector_size, sparse=True)
+    copies = [make_document("acme", f"copy{n}", "v1", [TARGET], title="Notes") for n in range(8)]
+    sync_documents(store, tiny_embedder, StageCache(tmp_path / "cache"), "acme", copies)
+    hits = search(store, tiny_embedder, KEYWORD, limit=8, mode="dense")
+    assert len(hits) == 8 and len({h.score for h in hits}) == 1  # all tied
+    ids = [c.chunks[0].point_id for c in copies]
+    assert ids != sorted(ids)  # written out of the order of their ids
+    assert [h.payload["chunk_id"] for h in hits] == [
+        c.chunks[0].chunk_id for c in sorted(copies, key=lambda c: c.chunks[0].point_id)
+    ]
+
+
 def test_sparse_search_needs_sparse_vectors(store_factory, tiny_embedder):
     dense_only = store_factory(tiny_embedder.vector_size, sparse=False)
     with pytest.raises(ValueError, match="sparse"):
