@@ -391,9 +391,11 @@ def expand_hits(
         holder = next((r for r in same if own.ordinal in r.chunks), None)
         taken = {ordinal for r in same for ordinal in r.chunks}
         whole = expand == "passage" and grow > 0
-        block = _split_block(store, hit.payload, taken, max_tokens) if whole else None
+        small = own.token_count < grow
+        found = _candidates(store, hit.payload, expand) if whole or small else {}
+        block = _split_block(store, hit.payload, found, taken, max_tokens) if whole else None
         if block is None:
-            room = _room(store, hit.payload, expand, taken) if own.token_count < grow else {}
+            room = {o: chunk for o, chunk in found.items() if o not in taken} if small else {}
             block = _grow(hit.payload, room, grow)
         merged = _Result(own.version_key, block, [hit])
         if holder is not None and _tokens({**holder.chunks, **merged.chunks}) > max_tokens:
@@ -411,55 +413,45 @@ def expand_hits(
     return [result.as_hit(alone_bare=expand == "passage") for result in shaped]
 
 
-def _room(
-    store: QdrantStore, hit: dict[str, Any], expand: Expand, taken: set[int]
-) -> dict[int, dict[str, Any]]:
-    """The chunks the hit may grow into that no better result holds."""
-    found = _candidates(store, hit, expand)
-    return {ordinal: chunk for ordinal, chunk in found.items() if ordinal not in taken}
-
-
 def _split_block(
-    store: QdrantStore, hit: dict[str, Any], taken: set[int], max_tokens: int
+    store: QdrantStore,
+    hit: dict[str, Any],
+    neighbours: dict[int, dict[str, Any]],
+    taken: set[int],
+    max_tokens: int,
 ) -> dict[int, dict[str, Any]] | None:
-    """The chunks of the blocks the hit shares with its neighbours (a paragraph, list or
-    table the chunker split to fit its budget), when they hold at most `max_tokens`
-    together and no better result holds one of them; None otherwise. A reader gets the
-    block whole rather than the piece of it the search matched."""
+    """The chunks of the blocks the hit shares with its `neighbours` and on (a paragraph,
+    list or table the chunker split to fit its budget), when they hold at most
+    `max_tokens` together and no better result holds one of them; None otherwise. A
+    reader gets the block whole rather than the piece of it the search matched."""
     own = ChunkPayload.of(hit)
     if own.block_start_idx is None or not own.names_neighbours:
         return None
     run = {own.ordinal: hit}
     edges = {True: own, False: own}  # before the hit, after it
+    ring = neighbours
     while edges:
-        following = {
-            before: i
-            for before, edge in edges.items()
-            if (i := edge.prev_chunk_id if before else edge.next_chunk_id) is not None
-        }
-        found = {
-            str(chunk["chunk_id"]): chunk
-            for chunk in store.chunks_by_id(own.tenant_id, list(following.values()))
-        }
         shares: dict[bool, ChunkPayload] = {}
-        for before, chunk_id in following.items():
-            chunk = found.get(chunk_id)
+        for before, edge in edges.items():
+            chunk = ring.get(edge.ordinal - 1 if before else edge.ordinal + 1)
             other = ChunkPayload.of(chunk) if chunk is not None else None
-            edge = edges[before]
-            if (
-                other is None
-                or other.version_key != own.version_key
-                or (other.block_end_idx if before else other.block_start_idx)
-                != (edge.block_start_idx if before else edge.block_end_idx)
+            if other is None or (other.block_end_idx if before else other.block_start_idx) != (
+                edge.block_start_idx if before else edge.block_end_idx
             ):
                 continue
             if other.ordinal in taken:
                 return None
-            run[other.ordinal] = found[chunk_id]
+            run[other.ordinal] = ring[other.ordinal]
             shares[before] = other
         if _tokens(run) > max_tokens:
             return None
         edges = shares
+        following = [
+            i
+            for before, e in edges.items()
+            if (i := e.prev_chunk_id if before else e.next_chunk_id)
+        ]
+        ring = _of_version(own, store.chunks_by_id(own.tenant_id, following)) if following else {}
     return run if len(run) > 1 else None
 
 
@@ -512,6 +504,11 @@ def _candidates(
         found = store.chunks_by_id(tenant, own.neighbour_ids)
     else:  # points of an older chunker: no neighbour ids, the ordinals are contiguous
         found = store.document_chunks(tenant, document, version, own.ordinal - 1, own.ordinal + 1)
+    return _of_version(own, found)
+
+
+def _of_version(own: ChunkPayload, found: Sequence[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """The found chunks of `own`'s document version, by ordinal."""
     read = [(ChunkPayload.of(chunk), chunk) for chunk in found]
     return {other.ordinal: chunk for other, chunk in read if other.version_key == own.version_key}
 
