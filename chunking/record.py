@@ -206,12 +206,8 @@ class ChunkPayload:
         return (self.tenant_id, self.document_id, self.source_version_id)
 
     def continues(self, before: ChunkPayload) -> bool:
-        """Whether it goes on with the paragraph `before` ends (the chunker split one)."""
-        return (
-            self.chunk_type == before.chunk_type == "paragraph"
-            and before.block_end_idx is not None
-            and before.block_end_idx == self.block_start_idx
-        )
+        """Whether it goes on with the block `before` ends (the chunker split one)."""
+        return before.block_end_idx is not None and before.block_end_idx == self.block_start_idx
 
     @property
     def neighbour_ids(self) -> list[str]:

@@ -435,9 +435,7 @@ def _split_block(
         for before, edge in edges.items():
             chunk = ring.get(edge.ordinal - 1 if before else edge.ordinal + 1)
             other = ChunkPayload.of(chunk) if chunk is not None else None
-            if other is None or (other.block_end_idx if before else other.block_start_idx) != (
-                edge.block_start_idx if before else edge.block_end_idx
-            ):
+            if other is None or not (edge.continues(other) if before else other.continues(edge)):
                 continue
             if other.ordinal in taken:
                 return None
@@ -559,7 +557,12 @@ def joined_markdown(chunks: Sequence[dict[str, Any]]) -> str:
     for record in chunks:
         chunk = ChunkPayload.of(record)
         path = list(chunk.headings_path)
-        goes_on = before is not None and path == previous and chunk.continues(before)
+        goes_on = (
+            before is not None
+            and path == previous
+            and chunk.chunk_type == before.chunk_type == "paragraph"
+            and chunk.continues(before)
+        )
         before = chunk
         if previous is not None and path != previous:
             same = 0
